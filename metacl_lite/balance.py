@@ -1,0 +1,74 @@
+"""Balancing current-task learning against forgetting: Eq. 2 (penalty), Alg. 1 (fixed beta), Eqs. 3-6 (dynamic lambda).
+
+Gradients are flat 1-D tensors over all parameters (see `flatten`). The penalty gradient is computed in closed
+form, g2 = d/dtheta sum_k Omega_k (theta_k - bar_theta_k)^2 = 2 Omega (theta - bar_theta).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import torch
+
+
+def flatten(tensors: Iterable[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def reg_penalty(theta: torch.Tensor, anchor: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """Eq. 2's regulariser  l_reg(theta) = sum_k Omega_k (theta_k - bar_theta_k)^2."""
+    return (omega * (theta - anchor) ** 2).sum()
+
+
+def reg_gradient(theta: torch.Tensor, anchor: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """g2 = d l_reg / d theta = 2 Omega (theta - bar_theta)  (the "gradient for forgetting reducing", Alg. 1/2)."""
+    return 2.0 * omega * (theta - anchor)
+
+
+def fixed_balance(g1: torch.Tensor, g2: torch.Tensor, beta: float) -> torch.Tensor:
+    """Fixed balance (Eq. 2 / Alg. 1): g = g1 + beta * g2."""
+    return g1 + beta * g2
+
+
+def dynamic_lambda(g1: torch.Tensor, g2: torch.Tensor) -> float:
+    """The optimal Lagrange multiplier of Eq. 5: 0 if g1.g2 >= 0, else -g1.g2 / ||g2||^2.
+
+    Guard: when ||g2|| = 0 (every task's first step, where theta = bar_theta) the constraint g_x.g2 >= 0 holds
+    for any g_x, and the multiplier is 0 (g1.g2 = 0 there too, so the first branch already applies; the guard
+    also covers a numerically zero g2 with a non-zero dot product).
+    """
+    dot = float(torch.dot(g1, g2))
+    if dot >= 0.0:
+        return 0.0
+    nn2 = float(torch.dot(g2, g2))
+    if nn2 == 0.0:
+        return 0.0
+    return -dot / nn2
+
+
+def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, float]:
+    """Dynamic balance (Eq. 6 and Alg. 2): g_x = g1 + (lambda + gamma) g2, with the paper's small constant gamma.
+
+    Returns (g_x, lambda). With gamma = 0, g_x is the projection of g1 onto the half-space {g : g.g2 >= 0}.
+    """
+    lam = dynamic_lambda(g1, g2)
+    return g1 + (lam + gamma) * g2, lam
+
+
+def balance_qp_numeric(g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
+    """Solve Eq. 3, min_g 1/2 ||g - g1||^2 s.t. <g, g2> >= 0, with a generic constrained solver (SciPy SLSQP).
+
+    For checking `dynamic_balance` on small problems; it knows nothing of the closed form.
+    """
+    from scipy.optimize import minimize
+
+    g1 = np.asarray(g1, dtype=np.float64)
+    g2 = np.asarray(g2, dtype=np.float64)
+    res = minimize(
+        lambda g: 0.5 * np.sum((g - g1) ** 2), x0=np.zeros_like(g1), jac=lambda g: g - g1,
+        constraints=[{"type": "ineq", "fun": lambda g: g @ g2, "jac": lambda g: g2}],
+        method="SLSQP", options={"ftol": 1e-14, "maxiter": 500},
+    )
+    if not res.success:
+        raise RuntimeError(f"SLSQP failed: {res.message}")
+    return res.x

@@ -1,0 +1,104 @@
+"""Command line: `python -m metacl_lite {run,table,tune,bench} ...` (see --help of each)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from .data import BENCHMARKS, DataError
+
+
+def _seeds(a) -> list[int]:
+    if a.seed_list:
+        return [int(s) for s in a.seed_list.split(",") if s.strip()]
+    if a.seeds <= 0:
+        raise ValueError(f"--seeds must be a positive number of seeds, got {a.seeds}")
+    return list(range(a.seeds))
+
+
+def _positive(name):
+    def conv(v):
+        try:
+            iv = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {v!r}")
+        if iv <= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be positive, got {iv}")
+        return iv
+    return conv
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m metacl_lite",
+                                description="MetaCL (AAAI 2020) reproduction: run, tabulate, tune, benchmark.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="run methods x seeds (+ references and oracle) and write a results file")
+    r.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    r.add_argument("--K", required=True, type=_positive("K"), help="training images per class (first K)")
+    r.add_argument("--seeds", type=int, default=3, help="run seeds 0..N-1 (default 3)")
+    r.add_argument("--seed-list", default=None, help="explicit comma-separated seeds (overrides --seeds)")
+    r.add_argument("--methods", default=None, help="comma-separated methods (default: all eleven)")
+    r.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="shorter stream (default: paper's)")
+    r.add_argument("--epochs", type=_positive("--epochs"), default=None, help="epochs per task (default: paper's)")
+    r.add_argument("--data", default="auto", choices=("auto", "embedded", "raw"), help="MNIST source")
+    r.add_argument("--out", type=Path, default=None, help="results file (default results/<benchmark>-K<K>.json)")
+    r.add_argument("--force", action="store_true", help="start over even if --out holds other results")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars (papermill, CI)")
+
+    t = sub.add_parser("table", help="print a results file beside the paper's table")
+    t.add_argument("results", type=Path)
+    t.add_argument("--format", choices=("text", "md"), default="text")
+
+    u = sub.add_parser("tune", help="choose beta/gamma on a validation split (never the test set)")
+    u.add_argument("--benchmark", default="pmnist", choices=("pmnist",))
+    u.add_argument("--K", type=_positive("K"), default=20)
+    u.add_argument("--n-tasks", type=_positive("--n-tasks"), default=10)
+    u.add_argument("--seed-list", default="100,101")
+    u.add_argument("--methods", default=None)
+    u.add_argument("--out", type=Path, default=None)
+    u.add_argument("--no-write", action="store_true", help="do not update hparams.json")
+    u.add_argument("--no-progress", action="store_true")
+
+    b = sub.add_parser("bench", help="wall time and peak memory per method and for the whole grid")
+    b.add_argument("--K", type=_positive("K"), default=20)
+    b.add_argument("--methods", default=None)
+    b.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
+    b.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        if a.cmd == "run":
+            from .experiments import format_table, run_experiment
+
+            methods = [m.strip() for m in a.methods.split(",")] if a.methods else None
+            res = run_experiment(a.benchmark, a.K, _seeds(a), methods, a.out, a.n_tasks, a.epochs, a.data,
+                                 show_progress=False if a.no_progress else None, force=a.force)
+            print(format_table(res))
+        elif a.cmd == "table":
+            from .experiments import format_table, load_json
+
+            if not a.results.exists():
+                raise FileNotFoundError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
+            print(format_table(load_json(a.results), a.format))
+        elif a.cmd == "tune":
+            from .experiments import tune
+
+            res = tune(a.benchmark, a.K, a.n_tasks, [int(s) for s in a.seed_list.split(",")],
+                       a.methods.split(",") if a.methods else None, a.out, not a.no_write,
+                       show_progress=False if a.no_progress else None)
+            for m, v in res["chosen"].items():
+                print(f"{m:20s} {v}")
+        elif a.cmd == "bench":
+            from .bench import main as bench_main
+
+            return bench_main(a)
+    except (ValueError, KeyError, DataError, FileNotFoundError, NotImplementedError, RuntimeError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    return 0

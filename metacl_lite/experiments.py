@@ -1,0 +1,395 @@
+"""Experiments: the grid of methods x seeds (+ references and oracle), results files with provenance, resuming,
+choosing beta/gamma on a validation split, and the table beside the paper's."""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .data import BENCHMARKS, REPO_ROOT, make_benchmark
+from .metrics import all_metrics, average_accuracy_curve, mean_ci95
+from .paper import PAPER_SOURCES, paper_table
+from .training import METHODS, TrainConfig, get_method, progress, run_stream, train_joint, train_reference
+
+HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
+SCHEMA = 1
+
+#: Appendix B: epochs per task; Appendix C: tasks per stream.
+BENCH_DEFAULTS = {"pmnist": {"epochs": 5, "n_tasks": 20}, "cifar100": {"epochs": 60, "n_tasks": 10},
+                  "cub": {"epochs": 20, "n_tasks": 10}}
+
+#: The grids searched by `tune` (the same decades for every regulariser; gamma also tries 0).
+BETA_GRID = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
+GAMMA_GRID = (0.0,) + BETA_GRID
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Files
+# ----------------------------------------------------------------------------------------------------------------
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (float, np.floating)):
+        return None if math.isnan(float(x)) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON to a temporary file and rename it over `path`: a kill never leaves a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(_jsonable(obj), indent=1, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+
+
+def load_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def matrix_from_json(rows: list) -> np.ndarray:
+    return np.array([[np.nan if v is None else v for v in r] for r in rows], dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hyperparameters (one place: hparams.json)
+# ----------------------------------------------------------------------------------------------------------------
+def load_hparams() -> dict:
+    return load_json(HPARAMS_FILE) if HPARAMS_FILE.exists() else {}
+
+
+def method_hparams(benchmark: str, method: str) -> dict:
+    """beta (plain and MetaCL-beta) or gamma (MetaCL-lambda) for a method, from hparams.json."""
+    m = get_method(method)
+    if m.importance is None:
+        return {}
+    hp = load_hparams().get(benchmark, {}).get("methods", {})
+    if method not in hp:
+        raise KeyError(f"no tuned beta/gamma for {method} on {benchmark} in {HPARAMS_FILE}; "
+                       f"choose them with `python -m metacl_lite tune --benchmark {benchmark}`")
+    return dict(hp[method])
+
+
+def method_config(benchmark: str, method: str, epochs: Optional[int] = None, **overrides) -> TrainConfig:
+    cfg = TrainConfig(epochs=epochs or BENCH_DEFAULTS[benchmark]["epochs"], **overrides)
+    for k, v in method_hparams(benchmark, method).items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Provenance
+# ----------------------------------------------------------------------------------------------------------------
+def _git(*args: str) -> Optional[str]:
+    try:
+        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+    except Exception:
+        return None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def provenance(command: str) -> dict:
+    """Where a result came from: the regenerating command, git commit, packages, device."""
+    pkgs = {}
+    for name in ("metacl-lite", "torch", "torchvision", "numpy", "scipy"):
+        try:
+            pkgs[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pkgs[name] = None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "command": command,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(status) if status is not None else None,
+        "python": sys.version.split()[0],
+        "packages": pkgs,
+        "platform": platform.platform(),
+        "device": f"cpu: {_cpu_name()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+        if not torch.cuda.is_available() else f"cuda: {torch.cuda.get_device_name(0)}",
+        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The grid
+# ----------------------------------------------------------------------------------------------------------------
+class ConfigMismatch(RuntimeError):
+    pass
+
+
+def run_command(benchmark: str, K: int, seeds: Sequence[int], methods: Sequence[str], n_tasks: Optional[int],
+                epochs: Optional[int], out: Path) -> str:
+    cmd = f"python -m metacl_lite run --benchmark {benchmark} --K {K}"
+    cmd += f" --seeds {len(seeds)}" if list(seeds) == list(range(len(seeds))) else \
+        f" --seed-list {','.join(map(str, seeds))}"
+    if list(methods) != list(METHODS):
+        cmd += f" --methods {','.join(methods)}"
+    if n_tasks is not None:
+        cmd += f" --n-tasks {n_tasks}"
+    if epochs is not None:
+        cmd += f" --epochs {epochs}"
+    return cmd + f" --out {out}"
+
+
+def default_out(benchmark: str, K: int) -> Path:
+    return REPO_ROOT / "results" / f"{benchmark}-K{K}.json"
+
+
+def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), methods: Optional[Sequence[str]] = None,
+                   out: Optional[Path] = None, n_tasks: Optional[int] = None, epochs: Optional[int] = None,
+                   source: str = "auto", show_progress: Optional[bool] = None, force: bool = False) -> dict:
+    """Run every method for every seed, the single-task references (FA) and the joint oracle; write `out` after
+    every finished unit (atomically), and skip units already in `out` when it was made with the same config."""
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; choose one of {', '.join(BENCHMARKS)}")
+    methods = list(methods) if methods else list(METHODS)
+    for m in methods:
+        get_method(m)
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("need at least one seed")
+    out = Path(out) if out else default_out(benchmark, K)
+    n = n_tasks or BENCH_DEFAULTS[benchmark]["n_tasks"]
+    cfgs = {m: method_config(benchmark, m, epochs) for m in methods}
+    base_cfg = method_config(benchmark, "finetune", epochs)
+    config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
+              "train": base_cfg.to_dict(), "method_hparams": {m: method_hparams(benchmark, m) for m in methods},
+              "data_source": source}
+    # Validate the data and K before any work (raises with the fixing command).
+    bench0 = make_benchmark(benchmark, K, seed=seeds[0], n_tasks=n, source=source)
+    res: dict = {}
+    if out.exists() and not force:
+        old = load_json(out)
+        keys = ("benchmark", "K", "n_tasks", "train", "data_source")
+        diff = [k for k in keys if old.get("config", {}).get(k) != _jsonable(config[k])]
+        diff += [f"method_hparams[{m}]" for m in methods
+                 if m in old.get("config", {}).get("method_hparams", {})
+                 and old["config"]["method_hparams"][m] != _jsonable(config["method_hparams"][m])]
+        if diff:
+            raise ConfigMismatch(f"{out} was made with a different configuration ({', '.join(diff)}); "
+                                 f"write elsewhere with --out, or start over with --force")
+        res = old
+    res.setdefault("runs", {})
+    res.setdefault("references", {})
+    res.setdefault("oracle", {})
+    prev_wall = float(res.get("provenance", {}).get("wall_s_total", 0.0))
+    old_methods = res.get("config", {}).get("methods", [])
+    old_seeds = res.get("config", {}).get("seeds", [])
+    config["methods"] = old_methods + [m for m in methods if m not in old_methods]
+    config["seeds"] = sorted(set(old_seeds) | set(seeds))
+    for m in config["methods"]:
+        config["method_hparams"].setdefault(m, res.get("config", {}).get("method_hparams", {}).get(m, {}))
+    res["schema"] = SCHEMA
+    res["config"] = config
+    res["paper_source"] = PAPER_SOURCES.get((benchmark, K))
+    prov = provenance(run_command(benchmark, K, config["seeds"], config["methods"], n_tasks, epochs, out))
+    t_start = time.perf_counter()
+
+    def save():
+        prov["wall_s_total"] = prev_wall + time.perf_counter() - t_start
+        prov["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        res["provenance"] = prov
+        res["summary"] = summarize(res)
+        write_json_atomic(out, res)
+
+    units = []
+    for s in seeds:
+        if str(s) not in res["references"]:
+            units.append(("reference", s))
+        if str(s) not in res["oracle"]:
+            units.append(("joint", s))
+        units += [(m, s) for m in methods if f"{m}/{s}" not in res["runs"]]
+    bench_seed = bench0.info["permutation_seed"] if benchmark == "pmnist" else None
+    bench = bench0
+    for unit, s in progress(units, show_progress, desc=f"{benchmark} K={K}", unit="run"):
+        if bench_seed != s:
+            bench, bench_seed = make_benchmark(benchmark, K, seed=s, n_tasks=n, source=source), s
+        t0 = time.perf_counter()
+        if unit == "reference":
+            res["references"][str(s)] = {"acc": [train_reference(bench, i, base_cfg, s) for i in range(n)],
+                                         "wall_s": time.perf_counter() - t0}
+        elif unit == "joint":
+            res["oracle"][str(s)] = {"acc": train_joint(bench, base_cfg, s), "wall_s": time.perf_counter() - t0}
+        else:
+            r = run_stream(bench, unit, cfgs[unit], s, show_progress=False)
+            res["runs"][f"{unit}/{s}"] = {"acc_matrix": r["acc_matrix"], "wall_s": r["wall_s"]}
+        res.setdefault("data_info", bench.info)
+        save()
+    if not units:
+        save()
+    return res
+
+
+def summarize(res: dict) -> dict:
+    """Per method: each seed's ACC, BT, FA (needs that seed's references), and mean +- 95% CI over seeds."""
+    summary: dict = {}
+    for m in res["config"]["methods"] + ["joint"]:
+        per: dict[str, list] = {"ACC": [], "BT": [], "FA": [], "seeds": []}
+        for s in res["config"]["seeds"]:
+            if m == "joint":
+                if str(s) in res["oracle"]:
+                    per["ACC"].append(float(np.mean(res["oracle"][str(s)]["acc"])))
+                    per["seeds"].append(s)
+                continue
+            run = res["runs"].get(f"{m}/{s}")
+            ref = res["references"].get(str(s))
+            if run is None or ref is None:
+                continue
+            met = all_metrics(matrix_from_json(_jsonable(run["acc_matrix"])), ref["acc"])
+            for k in ("ACC", "BT", "FA"):
+                per[k].append(met[k])
+            per["seeds"].append(s)
+        if not per["seeds"]:
+            continue
+        entry = {"seeds": per["seeds"]}
+        for k in ("ACC", "BT", "FA"):
+            if per[k]:
+                mean, ci = mean_ci95(per[k])
+                entry[k] = {"mean": mean, "ci95": ci, "values": per[k]}
+        summary[m] = entry
+    return summary
+
+
+def average_accuracy_curves(res: dict) -> dict[str, np.ndarray]:
+    """Fig. 3: the average accuracy after each task, mean over seeds, per method."""
+    out = {}
+    for m in res["config"]["methods"]:
+        mats = [matrix_from_json(r["acc_matrix"]) for k, r in res["runs"].items() if k.split("/")[0] == m]
+        if mats:
+            out[m] = np.mean([average_accuracy_curve(a) for a in mats], axis=0)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tables
+# ----------------------------------------------------------------------------------------------------------------
+def _fmt(mean: Optional[float], ci: Optional[float]) -> str:
+    if mean is None:
+        return "–"
+    return f"{mean:.1f}" if ci is None or (isinstance(ci, float) and math.isnan(ci)) else f"{mean:.1f} ± {ci:.1f}"
+
+
+def comparison_rows(res: dict) -> list[dict]:
+    """One row per method: ours and the paper's ACC/BT/FA (strings), plus the numeric differences."""
+    cfg = res["config"]
+    paper = paper_table(cfg["benchmark"], cfg["K"]) or {}
+    rows = []
+    for m in list(METHODS) + ["joint"]:
+        ours = res.get("summary", {}).get(m)
+        pap = paper.get(m)
+        if ours is None and pap is None:
+            continue
+        row = {"method": m, "label": METHODS[m].label if m in METHODS else "Joint training (oracle)"}
+        for k in ("ACC", "BT", "FA"):
+            o = (ours or {}).get(k)
+            p = (pap or {}).get(k)
+            row[f"{k} ours"] = _fmt(o["mean"], o["ci95"]) if o else "–"
+            row[f"{k} paper"] = _fmt(*p) if p else "–"
+            row[f"{k} diff"] = (o["mean"] - p[0]) if (o and p) else None
+        rows.append(row)
+    return rows
+
+
+def format_table(res: dict, fmt: str = "text") -> str:
+    """Our table beside the paper's (fmt: "text" or "md")."""
+    cfg = res["config"]
+    rows = comparison_rows(res)
+    cols = ["label"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
+    heads = ["Method"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
+    seeds = len(cfg["seeds"])
+    title = (f"{cfg['benchmark']} K={cfg['K']}, {cfg['n_tasks']} tasks, {seeds} seed(s); ours: mean ± 95% CI "
+             f"(t-interval over seeds); paper: {res.get('paper_source') or 'no published numbers'}")
+    if fmt == "md":
+        lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+        lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(str(r[c])) for r in rows)) for h, c in zip(heads, cols)]
+    line = lambda vals: "  ".join(str(v).ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+    out = [title, line(heads), line("-" * w for w in widths)]
+    out += [line([r[c] for c in cols]) for r in rows]
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Choosing beta and gamma without the test set
+# ----------------------------------------------------------------------------------------------------------------
+def tune(benchmark: str = "pmnist", K: int = 20, n_tasks: int = 10, seeds: Sequence[int] = (100, 101),
+         methods: Optional[Sequence[str]] = None, out: Optional[Path] = None, write_hparams: bool = True,
+         show_progress: Optional[bool] = None, beta_grid: Sequence[float] = BETA_GRID,
+         gamma_grid: Sequence[float] = GAMMA_GRID) -> dict:
+    """Grid-search beta (plain, MetaCL-beta) and gamma (MetaCL-lambda) per regularised method on a validation split.
+
+    Protocol: a short stream (n_tasks) with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-2),
+    training on the first K images per class, scoring the final average accuracy (ACC) on training images 400-499
+    of each class (never trained on for K <= 400, never the test set). The value with the best mean validation ACC
+    over the seeds wins (ties: the smaller value). Results go to results/tuning-<benchmark>-K<K>.json, the chosen
+    values to hparams.json, which every run reads. The chosen values are used for every K.
+    """
+    if benchmark != "pmnist":
+        raise NotImplementedError("tuning is implemented for pmnist; other benchmarks reuse its values")
+    methods = [m for m in (methods or METHODS) if get_method(m).importance is not None]
+    out = Path(out) if out else REPO_ROOT / "results" / f"tuning-{benchmark}-K{K}.json"
+    epochs = BENCH_DEFAULTS[benchmark]["epochs"]
+    cmd = f"python -m metacl_lite tune --benchmark {benchmark} --K {K} --n-tasks {n_tasks} " \
+          f"--seed-list {','.join(map(str, seeds))}"
+    prov = provenance(cmd)
+    t0 = time.perf_counter()
+    benches = {s: make_benchmark(benchmark, K, seed=s, n_tasks=n_tasks, split="val") for s in seeds}
+    grid = {}
+    jobs = []
+    for m in methods:
+        key, values = ("gamma", gamma_grid) if get_method(m).balance == "lambda" else ("beta", beta_grid)
+        jobs += [(m, key, v) for v in values]
+    for m, key, v in progress(jobs, show_progress, desc="tune", unit="cfg"):
+        cfg = TrainConfig(epochs=epochs, **{key: v})
+        accs = [float(run_stream(benches[s], m, cfg, s, show_progress=False)["acc_matrix"][-1].mean())
+                for s in seeds]
+        grid.setdefault(m, {"param": key, "values": [], "val_acc": []})
+        grid[m]["values"].append(v)
+        grid[m]["val_acc"].append(accs)
+    chosen = {}
+    for m, g in grid.items():
+        means = [float(np.mean(a)) for a in g["val_acc"]]
+        best = int(np.argmax(means))  # argmax takes the first (smallest) value on ties
+        chosen[m] = {g["param"]: g["values"][best]}
+        g["mean_val_acc"] = means
+    prov["wall_s_total"] = time.perf_counter() - t0
+    result = {"schema": SCHEMA, "benchmark": benchmark, "K": K, "n_tasks": n_tasks, "seeds": list(seeds),
+              "protocol": tune.__doc__.split("Protocol: ", 1)[1].strip(), "epochs": epochs,
+              "grid": grid, "chosen": chosen, "provenance": prov}
+    write_json_atomic(out, result)
+    if write_hparams:
+        hp = load_hparams()
+        entry = hp.setdefault(benchmark, {})
+        entry.setdefault("methods", {}).update(chosen)
+        entry["source"] = str(out.relative_to(REPO_ROOT)) if out.is_relative_to(REPO_ROOT) else str(out)
+        entry["command"] = cmd
+        write_json_atomic(HPARAMS_FILE, hp)
+    return result

@@ -1,0 +1,276 @@
+"""One training loop for every method: fine-tune, MetaCL w/o reg, {EWC, PI, MAS} x {plain, MetaCL-beta, MetaCL-lambda},
+plus the joint-training oracle and the single-task reference models that FA needs.
+
+A method is three choices: the importance measure (none, EWC, PI, MAS), how the current-task gradient g1 is made
+(`plain`: the mini-batch gradient; `metacl`: the Reptile-style inner loop of Alg. 1/2), and the balance between
+g1 and the penalty gradient g2 (`beta`: Alg. 1 / Eq. 2; `lambda`: Alg. 2 / Eq. 5 plus gamma). The outer update is
+always Adam (lr 0.001) on the combined gradient; the Adam state is reset at the start of each task.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+from .balance import dynamic_balance, fixed_balance, flatten, reg_gradient
+from .data import Benchmark, Experience
+from .importance import PathIntegral, ewc_fisher, mas_importance
+from .models import MultiHeadNet, build_model
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Methods
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Method:
+    name: str
+    label: str  # as in the paper's tables
+    importance: Optional[str]  # None | "ewc" | "pi" | "mas"
+    update: str  # "plain" | "metacl"
+    balance: str  # "none" | "beta" | "lambda"
+
+
+def _methods() -> dict[str, Method]:
+    m = [Method("finetune", "Fine tune", None, "plain", "none"),
+         Method("metacl", "MetaCL, w/o reg", None, "metacl", "none")]
+    for imp in ("mas", "pi", "ewc"):  # the order of the paper's Table 1
+        up = imp.upper()
+        m += [Method(imp, up, imp, "plain", "beta"),
+              Method(f"{imp}-metacl-beta", f"{up}-MetaCL-β", imp, "metacl", "beta"),
+              Method(f"{imp}-metacl-lambda", f"{up}-MetaCL-λ", imp, "metacl", "lambda")]
+    return {x.name: x for x in m}
+
+
+#: The eleven methods of Table 1, in the paper's row order.
+METHODS: dict[str, Method] = _methods()
+
+
+def get_method(name: str) -> Method:
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; choose from: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Configuration
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class TrainConfig:
+    """Hyperparameters of Appendix B, plus the choices the paper leaves open."""
+
+    epochs: int = 5  # per task: 5 Permuted MNIST, 20 CUB, 60 CIFAR-100
+    batch_size: int = 100  # mini-batch
+    bundle_size: int = 10  # mini-bundle; m = batch_size / bundle_size = 10 inner steps
+    inner_lr: float = 0.01  # alpha, inner SGD
+    outer_lr: float = 0.001  # eta, outer Adam
+    beta: float = 0.0  # fixed balance (plain and MetaCL-beta); chosen per method, see hparams.json
+    gamma: float = 0.0  # MetaCL-lambda's small constant; chosen per method, see hparams.json
+    fisher: str = "empirical"  # EWC: "empirical" (per sample, observed labels) or "expected" Fisher
+    pi_xi: float = 0.1  # PI damping
+    record_angles: bool = False  # record cos<g1,g>, cos<g2,g>, lambda at every outer step (Fig. 5)
+    eval_every_epoch: bool = False  # accuracy on the current task after each epoch (Fig. 4)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def progress_enabled(flag: Optional[bool] = None) -> bool:
+    """Progress bars: on by default in a terminal; off with flag=False, METACL_LITE_PROGRESS=0, or under CI."""
+    if flag is not None:
+        return flag
+    if os.environ.get("METACL_LITE_PROGRESS") is not None:
+        return os.environ["METACL_LITE_PROGRESS"] not in ("0", "false", "no", "")
+    return not os.environ.get("CI")
+
+
+def progress(it: Iterable, enabled: Optional[bool] = None, **kw):
+    from tqdm.auto import tqdm
+
+    return tqdm(it, disable=not progress_enabled(enabled), leave=False, **kw)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Gradients
+# ----------------------------------------------------------------------------------------------------------------
+def params_vector(model: nn.Module) -> torch.Tensor:
+    return flatten(p.detach() for p in model.parameters())
+
+
+def set_grad(model: nn.Module, g: torch.Tensor) -> None:
+    """Write a flat gradient into `.grad` of every parameter (for the outer optimiser)."""
+    i = 0
+    for p in model.parameters():
+        n = p.numel()
+        p.grad = g[i: i + n].view_as(p).clone()
+        i += n
+
+
+def plain_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task) -> torch.Tensor:
+    """g1 for the plain methods: the gradient of the mean cross-entropy on the mini-batch."""
+    loss = F.cross_entropy(model(x, task), y)
+    return flatten(torch.autograd.grad(loss, list(model.parameters())))
+
+
+def metacl_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task, alpha: float,
+                    bundle_size: int) -> torch.Tensor:
+    """g1 of Alg. 1/2: split the mini-batch into m mini-bundles, take m SGD steps theta^i = theta^{i-1} - alpha
+    l'_{b_i}(theta^{i-1}) on a copy of theta, and return g1 = (theta - theta^m) / (alpha m)  (Eq. 8).
+
+    The mini-batch is already a random draw, so consecutive slices of it are a random split into mini-bundles.
+    """
+    names = [n for n, _ in model.named_parameters()]
+    theta0 = [p.detach() for p in model.parameters()]
+    theta = [p.clone().requires_grad_(True) for p in theta0]
+    m = math.ceil(len(y) / bundle_size)
+    for i in range(m):
+        sl = slice(i * bundle_size, (i + 1) * bundle_size)
+        out = functional_call(model, dict(zip(names, theta)), (x[sl], task))
+        grads = torch.autograd.grad(F.cross_entropy(out, y[sl]), theta)
+        with torch.no_grad():
+            theta = [(t - alpha * g).requires_grad_(True) for t, g in zip(theta, grads)]
+    return (flatten(theta0) - flatten(t.detach() for t in theta)) / (alpha * m)
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    na, nb = float(a.norm()), float(b.norm())
+    return float(torch.dot(a, b)) / (na * nb) if na > 0 and nb > 0 else float("nan")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training and evaluation
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class RegState:
+    """What a regularised method carries from task to task: Omega (summed over tasks) and the anchor bar_theta."""
+
+    omega: Optional[torch.Tensor] = None
+    anchor: Optional[torch.Tensor] = None
+
+
+@torch.no_grad()
+def evaluate(model: MultiHeadNet, exp: Experience, batch_size: int = 10000) -> float:
+    """Accuracy (%) on one task's test data (the head of that task for multi-head models)."""
+    was = model.training
+    model.eval()
+    x, correct = exp.inputs(), 0
+    for s in range(0, len(exp), batch_size):
+        correct += int((model(x[s: s + batch_size], exp.task_id).argmax(1) == exp.y[s: s + batch_size]).sum())
+    model.train(was)
+    return 100.0 * correct / len(exp)
+
+
+def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: TrainConfig, reg: RegState,
+                     gen: torch.Generator, log: Optional[dict] = None, eval_exp: Optional[Experience] = None) -> None:
+    """Train on one task with `method` (Alg. 1 for MetaCL-beta, Alg. 2 for MetaCL-lambda, Eq. 2 for the plain ones),
+    then update the method's importance Omega and anchor in `reg`."""
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr)
+    x_all, y_all, task = exp.inputs(), exp.y, exp.task_id
+    use_reg = method.importance is not None and reg.omega is not None
+    pi = PathIntegral(params_vector(model), cfg.pi_xi) if method.importance == "pi" else None
+    for _ in range(cfg.epochs):
+        order = torch.randperm(len(y_all), generator=gen)
+        for s in range(0, len(order), cfg.batch_size):
+            idx = order[s: s + cfg.batch_size]
+            xb, yb = x_all[idx], y_all[idx]
+            theta = params_vector(model)
+            if method.update == "metacl":
+                g1 = metacl_gradient(model, xb, yb, task, cfg.inner_lr, cfg.bundle_size)
+            else:
+                g1 = plain_gradient(model, xb, yb, task)
+            lam = 0.0
+            if use_reg:
+                g2 = reg_gradient(theta, reg.anchor, reg.omega)
+                if method.balance == "beta":
+                    g = fixed_balance(g1, g2, cfg.beta)
+                elif method.balance == "lambda":
+                    g, lam = dynamic_balance(g1, g2, cfg.gamma)
+                else:
+                    raise ValueError(f"method {method.name} has an importance measure but no balance")
+            else:
+                g = g1
+            set_grad(model, g)
+            opt.step()
+            if pi is not None:
+                pi.accumulate(g1, params_vector(model) - theta)
+            if log is not None and cfg.record_angles:
+                log.setdefault("angles", []).append(
+                    [task, _cos(g1, g), _cos(g2, g) if use_reg else float("nan"), lam])
+        if log is not None and cfg.eval_every_epoch and eval_exp is not None:
+            log.setdefault("epoch_acc", []).append([task, evaluate(model, eval_exp)])
+    if method.importance is not None:
+        if method.importance == "ewc":
+            omega = ewc_fisher(model, exp, cfg.fisher)
+        elif method.importance == "mas":
+            omega = mas_importance(model, exp)
+        else:
+            omega = pi.importance(params_vector(model))
+        reg.omega = omega if reg.omega is None else reg.omega + omega
+        reg.anchor = params_vector(model)
+
+
+def _new_model(bench: Benchmark, seed: int) -> MultiHeadNet:
+    return build_model(bench.name, bench.n_classes, bench.n_tasks if bench.multi_head else 1, seed)
+
+
+def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: int,
+               show_progress: Optional[bool] = None) -> dict:
+    """Train `method` through the whole stream. Returns the accuracy matrix (lower triangle; NaN above) and logs.
+
+    Determinism: the initial weights come from `seed` (`build_model`), the batch order from a generator seeded with
+    `seed`, and the global torch RNG (dropout) is seeded with `seed` too.
+    """
+    method = get_method(method) if isinstance(method, str) else method
+    model = _new_model(bench, seed)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    n = bench.n_tasks
+    acc = np.full((n, n), np.nan)
+    reg, log = RegState(), {}
+    t0 = time.perf_counter()
+    for i in progress(range(n), show_progress, desc=f"{method.name} s{seed}", unit="task"):
+        train_experience(model, bench.train_stream[i], method, cfg, reg, gen, log, bench.test_stream[i])
+        for j in range(i + 1):
+            acc[i, j] = evaluate(model, bench.test_stream[j])
+    out = {"acc_matrix": acc, "wall_s": time.perf_counter() - t0}
+    out.update(log)
+    return out
+
+
+def train_reference(bench: Benchmark, task: int, cfg: TrainConfig, seed: int) -> float:
+    """a*_i for FA: a model from the same random init as the seed's runs, trained on task i only with the fine-tune
+    procedure and the same budget (cfg.epochs), evaluated on task i."""
+    model = _new_model(bench, seed)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    train_experience(model, bench.train_stream[task], METHODS["finetune"], cfg, RegState(), gen)
+    return evaluate(model, bench.test_stream[task])
+
+
+def train_joint(bench: Benchmark, cfg: TrainConfig, seed: int) -> list[float]:
+    """The joint-training oracle: all tasks' low-shot training data at once (Eq. 1), Adam, cfg.epochs epochs over the
+    union (the same number of outer steps as the sequential stream). Returns the accuracy on each task."""
+    model = _new_model(bench, seed)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.cat([e.inputs() for e in bench.train_stream])
+    y = torch.cat([e.y for e in bench.train_stream])
+    tasks = torch.cat([torch.full((len(e),), e.task_id, dtype=torch.long) for e in bench.train_stream])
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr)
+    model.train()
+    for _ in range(cfg.epochs):
+        order = torch.randperm(len(y), generator=gen)
+        for s in range(0, len(order), cfg.batch_size):
+            idx = order[s: s + cfg.batch_size]
+            opt.zero_grad()
+            F.cross_entropy(model(x[idx], tasks[idx] if bench.multi_head else 0), y[idx]).backward()
+            opt.step()
+    return [evaluate(model, e) for e in bench.test_stream]
