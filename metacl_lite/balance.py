@@ -67,7 +67,7 @@ def balance_qp_numeric(g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
     res = minimize(
         lambda g: 0.5 * np.sum((g - g1) ** 2), x0=np.zeros_like(g1), jac=lambda g: g - g1,
         constraints=[{"type": "ineq", "fun": lambda g: g @ g2, "jac": lambda g: g2}],
-        method="SLSQP", options={"ftol": 1e-14, "maxiter": 500},
+        method="SLSQP", options={"ftol": 1e-12, "maxiter": 1000},
     )
     if not res.success:
         raise RuntimeError(f"SLSQP failed: {res.message}")

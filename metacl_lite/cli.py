@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--no-write", action="store_true", help="do not update hparams.json")
     u.add_argument("--no-progress", action="store_true")
 
+    m = sub.add_parser("readme", help="regenerate the README's result tables from the results files")
+    m.add_argument("--check", action="store_true", help="exit 1 if the README is out of date, write nothing")
+
     b = sub.add_parser("bench", help="wall time and peak memory per method and for the whole grid")
     b.add_argument("--K", type=_positive("K"), default=20)
     b.add_argument("--methods", default=None)
@@ -93,6 +96,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                        show_progress=False if a.no_progress else None)
             for m, v in res["chosen"].items():
                 print(f"{m:20s} {v}")
+        elif a.cmd == "readme":
+            from .experiments import update_readme
+
+            stale = update_readme(check=a.check)
+            if a.check and stale:
+                print("README.md tables are out of date; run `python -m metacl_lite readme`", file=sys.stderr)
+                return 1
         elif a.cmd == "bench":
             from .bench import main as bench_main
 

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -393,3 +394,22 @@ def tune(benchmark: str = "pmnist", K: int = 20, n_tasks: int = 10, seeds: Seque
         entry["command"] = cmd
         write_json_atomic(HPARAMS_FILE, hp)
     return result
+
+
+README_MARK = re.compile(r"(<!-- BEGIN table (\S+) -->\n)(.*?)(<!-- END table -->)", re.S)
+
+
+def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
+    """Replace each `<!-- BEGIN table results/X.json -->...<!-- END table -->` block of the README with the table
+    made from that results file. Returns True when something was (or, with check, would be) changed."""
+    path = Path(path) if path else REPO_ROOT / "README.md"
+    text = path.read_text()
+
+    def repl(mo):
+        res = load_json(REPO_ROOT / mo.group(2))
+        return mo.group(1) + format_table(res, "md") + "\n" + mo.group(4)
+
+    new = README_MARK.sub(repl, text)
+    if new != text and not check:
+        path.write_text(new)
+    return new != text

@@ -33,7 +33,8 @@ def _per_sample(model: nn.Module, exp: Experience, fn: Callable, chunk: int) -> 
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
     x_all, y_all = exp.inputs(), exp.y
-    total = torch.zeros(sum(p.numel() for p in params.values()))
+    first = next(iter(params.values()))
+    total = torch.zeros(sum(p.numel() for p in params.values()), dtype=first.dtype)
     for s in range(0, len(y_all), chunk):
         total += fn(params, buffers, x_all[s: s + chunk], y_all[s: s + chunk])
     model.train(was_training)

@@ -1,0 +1,47 @@
+# Two commands do everything on a fresh machine (Python 3.11+ and the package registries):
+#   make book   - the main job: set up .venv, build the executed book on the embedded data (no download)
+#   make test   - set up .venv and run the test suite (what .ci/run calls)
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: all venv test book results tune bench data data-check clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[book,test]"
+	$(PY) -m ipykernel install --prefix $(VENV) --name python3 > /dev/null
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q
+
+book: $(STAMP)
+	$(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder html
+	@echo "open book/_build/html/index.html"
+
+# Long runs (minutes to hours on a 2-core CPU); each writes results/<benchmark>-K<K>.json and resumes if killed.
+results: $(STAMP)
+	$(PY) -m metacl_lite run --benchmark pmnist --K 20 --seeds 3
+
+tune: $(STAMP)
+	$(PY) -m metacl_lite tune --benchmark pmnist
+
+bench: $(STAMP)
+	$(PY) -m metacl_lite bench
+
+# Raw MNIST (not needed for the book or tests): online, or from a local folder with SRC=dir.
+data: $(STAMP)
+	$(PY) data_scripts/fetch_mnist.py $(if $(SRC),--from $(SRC),)
+
+data-check: data
+	$(PY) data_scripts/build_embedded_mnist.py --check
+
+clean:
+	rm -rf book/_build

@@ -1,0 +1,94 @@
+"""Speed benchmark (not a test): wall time and peak memory of one full Permuted MNIST run per method and of the
+whole Table 1 grid, next to a lower bound from the floating-point work of the evaluation.
+
+    python -m metacl_lite bench [--K 20] [--methods a,b] [--skip-grid]
+
+Each measurement runs in its own process so that its peak resident memory (ru_maxrss) is its own. Results are
+printed and written to results/bench-pmnist-K<K>.json with provenance.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from .data import REPO_ROOT
+from .experiments import provenance, write_json_atomic
+from .training import METHODS
+
+
+def _peak_mb_self() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def matmul_gflops(repeats: int = 20) -> float:
+    """Measured float32 GEMM rate on this machine for the evaluation's biggest product (10000x784 @ 784x256)."""
+    x, w = torch.randn(10000, 784), torch.randn(784, 256)
+    x @ w
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        x @ w
+    dt = (time.perf_counter() - t0) / repeats
+    return 2 * 10000 * 784 * 256 / dt / 1e9
+
+
+def eval_flops(n_tasks: int = 20, n_test: int = 10000, dims=(784, 256, 256, 10)) -> float:
+    """FLOPs of evaluating a_{i,j} for all j <= i: n(n+1)/2 forward passes of the MLP over the test set."""
+    per_image = 2 * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+    return n_tasks * (n_tasks + 1) / 2 * n_test * per_image
+
+
+def _one(method: str, K: int) -> None:
+    from .data import permuted_mnist
+    from .experiments import method_config
+    from .training import run_stream
+
+    bench = permuted_mnist(K, 20, seed=0)
+    t0 = time.perf_counter()
+    run_stream(bench, method, method_config("pmnist", method), seed=0, show_progress=False)
+    print(json.dumps({"method": method, "wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()}))
+
+
+def main(a) -> int:
+    if a.one:
+        _one(a.one, a.K)
+        return 0
+    methods = a.methods.split(",") if a.methods else list(METHODS)
+    rate = matmul_gflops()
+    lb = eval_flops() / (rate * 1e9)
+    print(f"machine: {provenance('')['device']}; float32 GEMM {rate:.1f} GFLOP/s")
+    print(f"evaluation work per run: {eval_flops() / 1e12:.2f} TFLOP -> lower bound {lb:.1f} s per run "
+          f"(210 evaluations of 10 000 images)")
+    rows = []
+    print(f"{'method':20s} {'wall s':>8s} {'peak MB':>8s} {'x bound':>8s}")
+    for m in methods:
+        out = subprocess.run([sys.executable, "-m", "metacl_lite", "bench", "--one", m, "--K", str(a.K)],
+                             capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append(r)
+        print(f"{m:20s} {r['wall_s']:8.1f} {r['peak_mb']:8.0f} {r['wall_s'] / lb:8.2f}", flush=True)
+    grid = None
+    if not a.skip_grid:
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "metacl_lite", "run", "--benchmark", "pmnist", "--K", str(a.K),
+                            "--seeds", "3", "--out", f"{d}/grid.json", "--no-progress"], check=True,
+                           capture_output=True, cwd=REPO_ROOT)
+            wall = time.perf_counter() - t0
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+        n_units = 3 * len(METHODS)
+        grid = {"wall_s": wall, "peak_mb_max_child": peak, "runs": n_units, "references": 3 * 20, "oracle": 3,
+                "lower_bound_s": lb * n_units, "target_s": 15 * 60}
+        print(f"whole Table 1 grid ({n_units} runs + 3x20 references + 3 oracles): {wall:.0f} s "
+              f"({wall / 60:.1f} min; target < 15 min; evaluation lower bound {lb * n_units:.0f} s)")
+    write_json_atomic(REPO_ROOT / "results" / f"bench-pmnist-K{a.K}.json",
+                      {"gemm_gflops": rate, "eval_tflop_per_run": eval_flops() / 1e12, "lower_bound_s_per_run": lb,
+                       "per_method": rows, "grid": grid,
+                       "provenance": provenance(f"python -m metacl_lite bench --K {a.K}")})
+    return 0

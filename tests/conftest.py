@@ -1,0 +1,3 @@
+import os
+
+os.environ.setdefault("METACL_LITE_PROGRESS", "0")

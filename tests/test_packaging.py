@@ -1,0 +1,50 @@
+"""Set-up files stay in step: environment.yml lists exactly pyproject's dependencies; .ci/run calls the README's
+test command; the README's tables are generated from the results files."""
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_environment_yml_matches_pyproject():
+    proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    want = set(proj["dependencies"])
+    for extra in proj["optional-dependencies"].values():
+        want |= set(extra)
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert set(pip) - {"-e ."} == want
+    assert "-e ." in pip
+    py = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python")]
+    assert py, "environment.yml must pin python"
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme and "make book" in readme
+    ci = [ln for ln in (ROOT / ".ci/run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert ci[-1].strip() == "make test"
+
+
+def test_readme_tables_are_generated_from_results():
+    r = subprocess.run([sys.executable, "-m", "metacl_lite", "readme", "--check"], cwd=ROOT, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    blocks = re.findall(r"<!-- BEGIN table (\S+) -->\n(.*?)<!-- END table -->", (ROOT / "README.md").read_text(), re.S)
+    assert blocks and all(body.strip() for _, body in blocks)
+
+
+def test_results_files_carry_provenance():
+    import json
+    files = sorted((ROOT / "results").glob("*.json"))
+    assert files
+    for f in files:
+        prov = json.loads(f.read_text())["provenance"]
+        assert prov["command"].startswith("python -m metacl_lite"), f
+        assert prov["git_commit"] and prov["packages"]["torch"] and prov["device"], f
+        assert prov["wall_s_total"] > 0, f
