@@ -55,15 +55,31 @@ def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> t
     return g1 + (lam + gamma) * g2, lam
 
 
-def balance_qp_numeric(g1: np.ndarray, g2: np.ndarray) -> np.ndarray:
-    """Solve Eq. 3, min_g 1/2 ||g - g1||^2 s.t. <g, g2> >= 0, with a generic constrained solver (SciPy SLSQP).
+def balance_qp_numeric(g1: np.ndarray, g2: np.ndarray, method: str = "slsqp") -> np.ndarray:
+    """Solve Eq. 3, min_g 1/2 ||g - g1||^2 s.t. <g, g2> >= 0, with a generic constrained QP solver.
 
-    For checking `dynamic_balance` on small problems; it knows nothing of the closed form.
+    It knows nothing of the closed form; it is the reference `dynamic_balance` is checked against.
+    method="slsqp": SciPy's SLSQP (dense; for small problems). method="osqp": the OSQP solver with a sparse
+    identity Hessian (scales to the ~270 000 parameters of the MLP; needs the `osqp` package, in the book extra).
     """
-    from scipy.optimize import minimize
-
     g1 = np.asarray(g1, dtype=np.float64)
     g2 = np.asarray(g2, dtype=np.float64)
+    if method == "osqp":
+        import osqp
+        import scipy.sparse as sp
+
+        solver = osqp.OSQP()
+        solver.setup(P=sp.identity(len(g1), format="csc"), q=-g1, A=sp.csc_matrix(g2[None, :]),
+                     l=np.array([0.0]), u=np.array([np.inf]), eps_abs=1e-10, eps_rel=1e-10, max_iter=100000,
+                     polishing=True, verbose=False)
+        res = solver.solve()
+        if res.info.status != "solved":
+            raise RuntimeError(f"OSQP failed: {res.info.status}")
+        return np.asarray(res.x)
+    if method != "slsqp":
+        raise ValueError(f"unknown QP method {method!r}; use 'slsqp' or 'osqp'")
+    from scipy.optimize import minimize
+
     res = minimize(
         lambda g: 0.5 * np.sum((g - g1) ** 2), x0=np.zeros_like(g1), jac=lambda g: g - g1,
         constraints=[{"type": "ineq", "fun": lambda g: g @ g2, "jac": lambda g: g2}],

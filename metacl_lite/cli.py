@@ -61,6 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--no-write", action="store_true", help="do not update hparams.json")
     u.add_argument("--no-progress", action="store_true")
 
+    n = sub.add_parser("notebook", help="run a parameterised chapter with papermill (checked parameters)")
+    n.add_argument("notebook", type=Path, help="a MyST (.md) or .ipynb chapter, e.g. book/reproduce/benchmark.md")
+    n.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="a parameter (Python literal or string); repeatable")
+    n.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2",
+                   help="run the cross product of these values (repeatable), e.g. --grid K=20,50")
+    n.add_argument("-o", "--out-dir", type=Path, default=Path("runs"), help="where executed notebooks go")
+
+    g = sub.add_parser("pages", help="regenerate the book's reproduction pages from the template")
+    g.add_argument("--check", action="store_true", help="exit 1 if a page is out of date, write nothing")
+
     m = sub.add_parser("readme", help="regenerate the README's result tables from the results files")
     m.add_argument("--check", action="store_true", help="exit 1 if the README is out of date, write nothing")
 
@@ -96,6 +107,26 @@ def main(argv: Optional[list[str]] = None) -> int:
                        show_progress=False if a.no_progress else None)
             for m, v in res["chosen"].items():
                 print(f"{m:20s} {v}")
+        elif a.cmd == "notebook":
+            from .notebooks import declared_parameters, expand_grid, parse_value, run_notebook, validate
+
+            if not a.notebook.exists():
+                raise FileNotFoundError(f"notebook {a.notebook} not found")
+            base = {k: parse_value(v) for k, v in a.param}
+            runs = expand_grid(base, a.grid)
+            defaults = declared_parameters(a.notebook)
+            for params in runs:  # every combination is checked before any work starts
+                validate(params, defaults)
+            for params in runs:
+                print(run_notebook(a.notebook, params, a.out_dir))
+        elif a.cmd == "pages":
+            from .notebooks import write_variants
+
+            stale = write_variants(check=a.check)
+            for p in stale:
+                print(("stale: " if a.check else "wrote ") + str(p))
+            if a.check and stale:
+                return 1
         elif a.cmd == "readme":
             from .experiments import update_readme
 

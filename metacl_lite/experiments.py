@@ -396,18 +396,52 @@ def tune(benchmark: str = "pmnist", K: int = 20, n_tasks: int = 10, seeds: Seque
     return result
 
 
-README_MARK = re.compile(r"(<!-- BEGIN table (\S+) -->\n)(.*?)(<!-- END table -->)", re.S)
+README_MARK = re.compile(r"(<!-- BEGIN (table|summary) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
+
+
+def comparison_summary(res: dict) -> str:
+    """A few generated sentences comparing our numbers with the paper's (no hand-typed numbers anywhere)."""
+    from scipy.stats import spearmanr
+
+    rows = [r for r in comparison_rows(res) if r["ACC diff"] is not None]
+    if not rows:
+        return "No published numbers to compare with."
+    out = []
+    for k in ("ACC", "BT", "FA"):
+        d = [(r[f"{k} diff"], r["label"]) for r in rows if r[f"{k} diff"] is not None]
+        if not d:
+            continue
+        mean_abs = float(np.mean([abs(x) for x, _ in d]))
+        lo, hi = min(d), max(d)
+        out.append(f"- {k}: mean |ours − paper| = {mean_abs:.1f} points over {len(d)} rows; largest gaps "
+                   f"{lo[0]:+.1f} ({lo[1]}) and {hi[0]:+.1f} ({hi[1]}).")
+    summ, paper = res["summary"], paper_table(res["config"]["benchmark"], res["config"]["K"]) or {}
+    common = [m for m in METHODS if m in summ and m in paper and "ACC" in summ[m]]
+    if len(common) >= 3:
+        rho = spearmanr([summ[m]["ACC"]["mean"] for m in common], [paper[m]["ACC"][0] for m in common]).statistic
+        out.append(f"- Rank agreement of the methods' ACC with the paper's (Spearman ρ over {len(common)} methods): "
+                   f"{rho:.2f}.")
+    pairs = []
+    for imp in ("mas", "pi", "ewc"):
+        trio = [imp, f"{imp}-metacl-beta", f"{imp}-metacl-lambda"]
+        if all(m in summ for m in trio):
+            a = [summ[m]["ACC"]["mean"] for m in trio]
+            pairs.append(f"{imp.upper()} {a[0]:.1f} → β {a[1]:.1f} → λ {a[2]:.1f}")
+    if pairs:
+        out.append("- Our ACC, plain → MetaCL-β → MetaCL-λ: " + "; ".join(pairs) + ".")
+    return "\n".join(out)
 
 
 def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
     """Replace each `<!-- BEGIN table results/X.json -->...<!-- END table -->` block of the README with the table
-    made from that results file. Returns True when something was (or, with check, would be) changed."""
+    made from that results file (and each `summary` block with `comparison_summary`). Returns True when something was (or, with check, would be) changed."""
     path = Path(path) if path else REPO_ROOT / "README.md"
     text = path.read_text()
 
     def repl(mo):
-        res = load_json(REPO_ROOT / mo.group(2))
-        return mo.group(1) + format_table(res, "md") + "\n" + mo.group(4)
+        res = load_json(REPO_ROOT / mo.group(3))
+        body = format_table(res, "md") if mo.group(2) == "table" else comparison_summary(res)
+        return mo.group(1) + body + "\n" + mo.group(5)
 
     new = README_MARK.sub(repl, text)
     if new != text and not check:

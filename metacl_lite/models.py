@@ -35,12 +35,21 @@ class MultiHeadNet(nn.Module):
         return out[torch.arange(len(h)), task]
 
 
-def mlp(in_dim: int = 784, hidden: Sequence[int] = (256, 256), n_classes: int = 10, n_heads: int = 1) -> MultiHeadNet:
-    """The Permuted MNIST network: MLP 784-256-256-10 with ReLU (Appendix B)."""
+ACTIVATIONS = {"relu": nn.ReLU, "softplus": nn.Softplus, "tanh": nn.Tanh}
+
+
+def mlp(in_dim: int = 784, hidden: Sequence[int] = (256, 256), n_classes: int = 10, n_heads: int = 1,
+        activation: str = "relu") -> MultiHeadNet:
+    """The Permuted MNIST network: MLP 784-256-256-10 with ReLU (Appendix B).
+
+    `activation` swaps the non-linearity (e.g. a smooth "softplus" for the Taylor-expansion check of chapter 4).
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; choose from {', '.join(ACTIVATIONS)}")
     layers: list[nn.Module] = []
     d = in_dim
     for h in hidden:
-        layers += [nn.Linear(d, h), nn.ReLU()]
+        layers += [nn.Linear(d, h), ACTIVATIONS[activation]()]
         d = h
     return MultiHeadNet(nn.Sequential(*layers), d, n_classes, n_heads)
 

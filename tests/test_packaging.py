@@ -35,7 +35,7 @@ def test_readme_tables_are_generated_from_results():
     r = subprocess.run([sys.executable, "-m", "metacl_lite", "readme", "--check"], cwd=ROOT, capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr
-    blocks = re.findall(r"<!-- BEGIN table (\S+) -->\n(.*?)<!-- END table -->", (ROOT / "README.md").read_text(), re.S)
+    blocks = re.findall(r"<!-- BEGIN (?:table|summary) (\S+) -->\n(.*?)<!-- END", (ROOT / "README.md").read_text(), re.S)
     assert blocks and all(body.strip() for _, body in blocks)
 
 

@@ -1,0 +1,126 @@
+"""The Reptile argument of "Strengthening Adaptation" (Eqs. 7-14), as functions that can be checked numerically.
+
+Notation: mini-bundles b_1..b_m, g_i = l'_{b_i}(theta) the bundle gradients at the starting point, H_i = l''_{b_i}(theta)
+their Hessians, theta^i the inner SGD iterates with step alpha. All vectors are flat over the model's parameters.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from .balance import flatten
+from .models import MultiHeadNet
+
+Bundle = tuple[torch.Tensor, torch.Tensor]  # (x, y)
+
+
+def _unflatten(model: MultiHeadNet, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+    out, i = {}, 0
+    for name, p in model.named_parameters():
+        out[name] = theta[i: i + p.numel()].view_as(p)
+        i += p.numel()
+    return out
+
+
+def bundle_loss(model: MultiHeadNet, theta: torch.Tensor, bundle: Bundle, task: int = 0) -> torch.Tensor:
+    """l_b(theta): mean cross-entropy of the model with flat parameters `theta` on one mini-bundle."""
+    x, y = bundle
+    return F.cross_entropy(functional_call(model, _unflatten(model, theta), (x, task)), y)
+
+
+def bundle_gradient(model: MultiHeadNet, theta: torch.Tensor, bundle: Bundle, task: int = 0) -> torch.Tensor:
+    """l'_b(theta)."""
+    t = theta.detach().requires_grad_(True)
+    return torch.autograd.grad(bundle_loss(model, t, bundle, task), t)[0]
+
+
+def hessian_vector_product(model: MultiHeadNet, theta: torch.Tensor, bundle: Bundle, v: torch.Tensor,
+                           task: int = 0) -> torch.Tensor:
+    """l''_b(theta) v by double back-propagation (no Hessian is formed)."""
+    t = theta.detach().requires_grad_(True)
+    g = torch.autograd.grad(bundle_loss(model, t, bundle, task), t, create_graph=True)[0]
+    return torch.autograd.grad(g @ v, t)[0]
+
+
+def inner_loop_gradients(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float, task: int = 0) -> list[torch.Tensor]:
+    """The gradients l'_{b_i}(theta^{i-1}) met along the inner loop theta^i = theta^{i-1} - alpha l'_{b_i}(theta^{i-1})."""
+    theta = flatten(p.detach() for p in model.parameters())
+    out = []
+    for b in bundles:
+        g = bundle_gradient(model, theta, b, task)
+        out.append(g)
+        theta = theta - alpha * g
+    return out
+
+
+def g1_exact(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float, task: int = 0) -> torch.Tensor:
+    """Eq. 8-9: g1 = (theta - theta^m) / (alpha m) = 1/m sum_i l'_{b_i}(theta^{i-1})."""
+    return torch.stack(inner_loop_gradients(model, bundles, alpha, task)).mean(0)
+
+
+def g1_zeroth_order(model: MultiHeadNet, bundles: Sequence[Bundle], task: int = 0) -> torch.Tensor:
+    """The alpha -> 0 limit of g1: the mean bundle gradient at theta, 1/m sum_i g_i (error O(alpha))."""
+    theta = flatten(p.detach() for p in model.parameters())
+    return torch.stack([bundle_gradient(model, theta, b, task) for b in bundles]).mean(0)
+
+
+def g1_second_order(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float, task: int = 0) -> torch.Tensor:
+    """Eqs. 10-12: g1 ~ 1/m sum_i [g_i - alpha H_i sum_{k<i} g_k]  (error O(alpha^2))."""
+    theta = flatten(p.detach() for p in model.parameters())
+    gs = [bundle_gradient(model, theta, b, task) for b in bundles]
+    out = torch.zeros_like(theta)
+    prefix = torch.zeros_like(theta)
+    for i, b in enumerate(bundles):
+        out += gs[i]
+        if i > 0:
+            out -= alpha * hessian_vector_product(model, theta, b, prefix, task)
+        prefix = prefix + gs[i]
+    return out / len(bundles)
+
+
+def pairwise_hessian_sum(model: MultiHeadNet, bundles: Sequence[Bundle], task: int = 0) -> torch.Tensor:
+    """1/2 sum_{i != k} H_i g_k, the order-free (symmetrised) second-order term."""
+    theta = flatten(p.detach() for p in model.parameters())
+    gs = [bundle_gradient(model, theta, b, task) for b in bundles]
+    total = sum(gs)
+    return 0.5 * sum(hessian_vector_product(model, theta, b, total - gs[i], task) for i, b in enumerate(bundles))
+
+
+def gradient_of_inner_products(model: MultiHeadNet, bundles: Sequence[Bundle], task: int = 0) -> torch.Tensor:
+    """1/2 grad_theta sum_{i<k} g_i . g_k  (Eq. 13's "inner product between gradients of different mini-bundles")."""
+    t = flatten(p.detach() for p in model.parameters()).requires_grad_(True)
+    gs = [torch.autograd.grad(bundle_loss(model, t, b, task), t, create_graph=True)[0] for b in bundles]
+    s = sum(gs[i] @ gs[k] for i in range(len(gs)) for k in range(i + 1, len(gs)))
+    return 0.5 * torch.autograd.grad(s, t)[0]
+
+
+def g1_symmetrised(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float, task: int = 0) -> torch.Tensor:
+    """Eq. 14: g1 ~ 1/m [sum_i g_i - alpha/2 grad sum_{i<k} g_i . g_k].
+
+    This equals the average of `g1_second_order` over all orderings of the bundles (each pair (i, k) has k before i
+    in half of them): it holds in expectation over the random split of the mini-batch, not for one fixed order.
+    For m = 2 it is the gradient of 1/2 [l_u + l_v - (alpha/2) l'_u . l'_v]: Eq. 6's objective with alpha/2.
+    """
+    return g1_zeroth_order(model, bundles, task) - alpha / len(bundles) * gradient_of_inner_products(model, bundles, task)
+
+
+def taylor_errors(model: MultiHeadNet, bundles: Sequence[Bundle], alphas: Sequence[float],
+                  task: int = 0) -> dict[str, list[float]]:
+    """For each alpha, ||g1 - zeroth order|| (should be O(alpha)) and ||g1 - second order|| (should be O(alpha^2))."""
+    g0 = g1_zeroth_order(model, bundles, task)
+    e0, e2 = [], []
+    for a in alphas:
+        g = g1_exact(model, bundles, float(a), task)
+        e0.append(float((g - g0).norm()))
+        e2.append(float((g - g1_second_order(model, bundles, float(a), task)).norm()))
+    return {"alpha": [float(a) for a in alphas], "first_order_error": e0, "second_order_error": e2}
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of log y against log x (the order of the error)."""
+    import numpy as np
+
+    return float(np.polyfit(np.log(np.asarray(x)), np.log(np.asarray(y)), 1)[0])
