@@ -38,7 +38,7 @@ bench: $(STAMP)
 
 # Raw MNIST (not needed for the book or tests): online, or from a local folder with SRC=dir.
 data: $(STAMP)
-	$(PY) data_scripts/fetch_mnist.py $(if $(SRC),--from $(SRC),)
+	$(PY) data_scripts/fetch.py mnist $(if $(SRC),--from $(SRC),)
 
 data-check: data
 	$(PY) data_scripts/build_embedded_mnist.py --check

@@ -6,7 +6,7 @@ training file) and the full 10 000-image test set, uint8, in a deflate-compresse
 fixed timestamp, so the same inputs give the same bytes. Writes metacl_lite/data/mnist_first500.npz and its
 sha256 beside it.
 
-    python data_scripts/fetch_mnist.py --from ../shared/data/mnist/raw   # or online without --from
+    python data_scripts/fetch.py mnist --from ../shared/data/mnist/raw   # or online without --from
     python data_scripts/build_embedded_mnist.py [--check]
 
 --check rebuilds in memory and fails unless the arrays equal the committed file's arrays.

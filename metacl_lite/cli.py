@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--data", default="auto", choices=("auto", "embedded", "raw"), help="MNIST source")
     r.add_argument("--out", type=Path, default=None, help="results file (default results/<benchmark>-K<K>.json)")
     r.add_argument("--force", action="store_true", help="start over even if --out holds other results")
+    r.add_argument("--weights", default=None, help="cub: ImageNet ResNet-18 weights file (default: torch hub cache)")
+    r.add_argument("--random-init", action="store_true", help="cub: train ResNet-18 from random init (recorded)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars (papermill, CI)")
 
     t = sub.add_parser("table", help="print a results file beside the paper's table")
@@ -52,8 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--format", choices=("text", "md"), default="text")
 
     u = sub.add_parser("tune", help="choose beta/gamma on a validation split (never the test set)")
-    u.add_argument("--benchmark", default="pmnist", choices=("pmnist",))
-    u.add_argument("--K", type=_positive("K"), default=20)
+    u.add_argument("--benchmark", default="pmnist", choices=BENCHMARKS)
+    u.add_argument("--K", type=_positive("K"), default=None, help="default 20 (cub: 10)")
+    u.add_argument("--epochs", type=_positive("--epochs"), default=None)
+    u.add_argument("--weights", default=None)
+    u.add_argument("--random-init", action="store_true")
     u.add_argument("--n-tasks", type=_positive("--n-tasks"), default=10)
     u.add_argument("--seed-list", default="100,101")
     u.add_argument("--methods", default=None)
@@ -76,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--check", action="store_true", help="exit 1 if the README is out of date, write nothing")
 
     b = sub.add_parser("bench", help="wall time and peak memory per method and for the whole grid")
+    b.add_argument("--suite", default="pmnist", choices=("pmnist", "cifar100", "cub"),
+                   help="pmnist: the real Table 1 grid; cifar100/cub: synthetic tensors of the real shapes")
+    b.add_argument("--epochs", type=_positive("--epochs"), default=None, help="cifar100/cub: fewer epochs (CPU)")
+    b.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="cifar100/cub: fewer tasks (CPU)")
     b.add_argument("--K", type=_positive("K"), default=20)
     b.add_argument("--methods", default=None)
     b.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
@@ -91,7 +100,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
             methods = [m.strip() for m in a.methods.split(",")] if a.methods else None
             res = run_experiment(a.benchmark, a.K, _seeds(a), methods, a.out, a.n_tasks, a.epochs, a.data,
-                                 show_progress=False if a.no_progress else None, force=a.force)
+                                 show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
+                                 random_init=a.random_init)
             print(format_table(res))
         elif a.cmd == "table":
             from .experiments import format_table, load_json
@@ -102,9 +112,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         elif a.cmd == "tune":
             from .experiments import tune
 
-            res = tune(a.benchmark, a.K, a.n_tasks, [int(s) for s in a.seed_list.split(",")],
+            K = a.K or (10 if a.benchmark == "cub" else 20)
+            res = tune(a.benchmark, K, a.n_tasks, [int(s) for s in a.seed_list.split(",")],
                        a.methods.split(",") if a.methods else None, a.out, not a.no_write,
-                       show_progress=False if a.no_progress else None)
+                       show_progress=False if a.no_progress else None, epochs=a.epochs, weights=a.weights,
+                       random_init=a.random_init)
             for m, v in res["chosen"].items():
                 print(f"{m:20s} {v}")
         elif a.cmd == "notebook":

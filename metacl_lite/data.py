@@ -41,8 +41,8 @@ EMBEDDED_MNIST_PER_CLASS = 500
 EMBEDDED_MNIST_SHA256_FILE = PACKAGE_DIR / "data" / "mnist_first500.sha256"
 
 FETCH_HINT = (
-    "Fetch it with `python data_scripts/fetch_mnist.py` (online), or copy a local copy with "
-    "`python data_scripts/fetch_mnist.py --from DIR` (e.g. --from ../shared/data/mnist/raw)."
+    "Fetch it with `python data_scripts/fetch.py mnist` (online), or copy a local copy with "
+    "`python data_scripts/fetch.py mnist --from DIR` (e.g. --from ../shared/data/mnist/raw)."
 )
 
 
@@ -138,7 +138,7 @@ def fetch_mnist(dest: Optional[Path] = None, source_dir: Optional[Path] = None, 
             if last_err is not None:
                 raise DataError(
                     f"could not download {name} ({last_err}). If you are offline, copy the files from a "
-                    f"local folder: python data_scripts/fetch_mnist.py --from DIR"
+                    f"local folder: python data_scripts/fetch.py mnist --from DIR"
                 )
         verify_file(target, md5)
         if not quiet:
@@ -326,11 +326,273 @@ def permuted_mnist(K: int, n_tasks: int = 20, seed: int = 0, source: str = "auto
                            "task1_identity": True, "n_train_per_task": len(y_tr), "n_test_per_task": len(y_te)})
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Split CIFAR-100 (Table 2, Appendix D): 10 tasks x 10 classes, multi-head
+# ----------------------------------------------------------------------------------------------------------------
+CIFAR100_ARCHIVE = ("cifar-100-python.tar.gz", "eb9058c3a382ffc7106e4002c42a8d85")
+CIFAR100_URL = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
+CIFAR_FETCH_HINT = ("Fetch it with `python data_scripts/fetch.py cifar100` (online), or from a local copy with "
+                    "`python data_scripts/fetch.py cifar100 --from PATH` (the folder holding cifar-100-python/ or the "
+                    ".tar.gz).")
+#: Per-channel mean and std of the CIFAR-100 training images (inputs are normalised with them).
+CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
+CIFAR100_STD = (0.2673, 0.2564, 0.2762)
+
+
+def cifar100_root(root: Optional[Path] = None) -> Path:
+    """The folder that holds cifar-100-python/ (torchvision's `root`)."""
+    return Path(root or data_root()) / "cifar100"
+
+
+def load_cifar100(root: Optional[Path] = None) -> dict[str, np.ndarray]:
+    """CIFAR-100 through torchvision's `CIFAR100` (which checks the md5 of `train`, `test` and `meta`).
+
+    Returns uint8 images (N, 32, 32, 3) and fine labels, in the official file order.
+    """
+    from torchvision.datasets import CIFAR100
+
+    r = cifar100_root(root)
+    probe = CIFAR100.__new__(CIFAR100)
+    probe.root = str(r)
+    if not probe._check_integrity():
+        missing = [f for f, _ in CIFAR100.train_list + CIFAR100.test_list
+                   if not (r / CIFAR100.base_folder / f).exists()]
+        what = f"missing {', '.join(missing)}" if missing else "an md5 mismatch (corrupted files)"
+        raise (MissingDataError if missing else ChecksumError)(
+            f"CIFAR-100 in {r / CIFAR100.base_folder}: {what}. {CIFAR_FETCH_HINT}")
+    tr, te = CIFAR100(str(r), train=True), CIFAR100(str(r), train=False)
+    return {"x_train": tr.data, "y_train": np.asarray(tr.targets), "x_test": te.data, "y_test": np.asarray(te.targets),
+            "classes": list(tr.classes)}
+
+
+def _normalise(x: torch.Tensor, mean, std) -> torch.Tensor:
+    m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    return (x.float() / 255.0 - m) / s
+
+
+def split_classes(n_tasks: int, per_task: int) -> list[list[int]]:
+    """Task t gets classes t*per_task .. (t+1)*per_task - 1 (the datasets' own label order)."""
+    return [list(range(t * per_task, (t + 1) * per_task)) for t in range(n_tasks)]
+
+
+def _eval_indices(y_tr, y_te, cls, K: int, split: str, val_offset: int, val_n: int):
+    """Evaluation images of one task: all its test images, or (split="val") training images
+    [val_offset, val_offset + val_n) of each class, which training never uses when K <= val_offset."""
+    if split == "val":
+        if K > val_offset:
+            raise ValueError(f"validation images start at {val_offset} per class; K={K} would overlap them")
+        return first_k_indices(y_tr, val_n, classes=cls, offset=val_offset), True
+    if split != "test":
+        raise ValueError(f"split must be 'test' or 'val', got {split!r}")
+    return np.sort(np.flatnonzero(np.isin(y_te, cls))), False
+
+
+def _multi_head_stream(x_tr, y_tr, x_te, y_te, K: int, tasks: list[list[int]], to_tensor, split: str = "test",
+                       val_offset: int = 0, val_n: int = 0) -> tuple[list, list]:
+    train, test = [], []
+    for t, cls in enumerate(tasks):
+        tr = first_k_indices(y_tr, K, classes=cls)
+        te, from_train = _eval_indices(y_tr, y_te, cls, K, split, val_offset, val_n)
+        ex, ey = (x_tr, y_tr) if from_train else (x_te, y_te)
+        remap = {c: i for i, c in enumerate(cls)}
+        ytr = torch.tensor([remap[int(c)] for c in y_tr[tr]], dtype=torch.long)
+        yte = torch.tensor([remap[int(c)] for c in ey[te]], dtype=torch.long)
+        train.append(Experience(t, to_tensor(x_tr, tr), ytr, classes=cls))
+        test.append(Experience(t, to_tensor(ex, te), yte, classes=cls))
+    return train, test
+
+
+def split_cifar100(K: int, n_tasks: int = 10, root: Optional[Path] = None, split: str = "test") -> Benchmark:
+    """Split CIFAR-100: task t = classes 10t..10t+9 (label order), multi-head, the first K training images of each
+    class in file order, all 100 test images of each class (Appendix C). Inputs are normalised per channel.
+    split="val" evaluates on training images 400-499 of each class instead (for choosing beta/gamma)."""
+    if K <= 0:
+        raise ValueError(f"K must be a positive number of images per class, got K={K}")
+    if not 1 <= n_tasks <= 10:
+        raise ValueError(f"Split CIFAR-100 has 10 tasks of 10 classes; n_tasks={n_tasks} is out of range")
+    d = load_cifar100(root)
+    tasks = split_classes(n_tasks, 10)
+
+    def to_tensor(x, idx):
+        return _normalise(torch.from_numpy(np.ascontiguousarray(x[idx].transpose(0, 3, 1, 2))),
+                          CIFAR100_MEAN, CIFAR100_STD)
+
+    train, test = _multi_head_stream(d["x_train"], d["y_train"], d["x_test"], d["y_test"], K, tasks, to_tensor,
+                                     split, val_offset=400, val_n=100)
+    return Benchmark("cifar100", K, n_tasks, 10, True, (3, 32, 32), train, test,
+                     info={"source": str(cifar100_root(root)), "tasks": [[d["classes"][c] for c in t] for t in tasks],
+                           "split": split, "n_train_per_task": len(train[0]), "n_test_per_task": len(test[0])})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Split CUB-200-2011 (Table 3): 10 tasks x 20 classes, multi-head, 224x224, ImageNet preprocessing
+# ----------------------------------------------------------------------------------------------------------------
+CUB_ARCHIVE = ("CUB_200_2011.tgz", "97eceeb196236b17998738112f37df78")
+CUB_URL = "https://data.caltech.edu/records/65de6-vzc39/files/CUB_200_2011.tgz"
+CUB_FETCH_HINT = ("Fetch it with `python data_scripts/fetch.py cub` (online), or from a local copy with "
+                  "`python data_scripts/fetch.py cub --from PATH` (CUB_200_2011.tgz or the extracted folder).")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def cub_root(root: Optional[Path] = None) -> Path:
+    """The folder holding CUB_200_2011/ (images.txt, image_class_labels.txt, train_test_split.txt, images/)."""
+    return Path(root or data_root()) / "cub"
+
+
+def _read_pairs(path: Path) -> dict[int, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            k, v = line.split(maxsplit=1)
+            out[int(k)] = v.strip()
+    return out
+
+
+def read_cub_index(root: Optional[Path] = None) -> dict[str, np.ndarray]:
+    """The official split files: image id order, relative paths, class labels (0-based) and is-train flags."""
+    base = cub_root(root) / "CUB_200_2011"
+    need = ["images.txt", "image_class_labels.txt", "train_test_split.txt"]
+    missing = [n for n in need if not (base / n).exists()]
+    if missing:
+        raise MissingDataError(f"CUB-200-2011 in {base}: missing {', '.join(missing)}. {CUB_FETCH_HINT}")
+    images = _read_pairs(base / "images.txt")
+    labels = _read_pairs(base / "image_class_labels.txt")
+    split = _read_pairs(base / "train_test_split.txt")
+    ids = sorted(images)
+    return {"ids": np.array(ids), "paths": np.array([images[i] for i in ids]),
+            "labels": np.array([int(labels[i]) - 1 for i in ids]), "is_train": np.array([split[i] == "1" for i in ids])}
+
+
+def cub_preprocess(path: Path) -> torch.Tensor:
+    """The standard ImageNet evaluation preprocessing: resize the short side to 256, centre-crop 224, as uint8 CHW
+    (normalisation with the ImageNet mean/std happens in `Experience.inputs`)."""
+    from PIL import Image
+    from torchvision.transforms import functional as TF
+
+    with Image.open(path) as im:
+        im = TF.center_crop(TF.resize(im.convert("RGB"), 256), 224)
+        return torch.from_numpy(np.asarray(im, dtype=np.uint8).transpose(2, 0, 1).copy())
+
+
+@dataclass
+class NormalisedExperience(Experience):
+    """An experience stored as uint8 images and normalised on access (CUB: 224x224 images would take 4x the memory
+    as float32)."""
+
+    mean: tuple = IMAGENET_MEAN
+    std: tuple = IMAGENET_STD
+
+    def inputs(self) -> torch.Tensor:
+        return _normalise(self.x, self.mean, self.std)
+
+
+def split_cub(K: int = 10, n_tasks: int = 10, root: Optional[Path] = None, split: str = "test") -> Benchmark:
+    """Split CUB-200: task t = classes 20t..20t+19 (classes.txt order), multi-head, the first K training images of
+    each class in images.txt order (the official train/test split), all test images of each class.
+    split="val" evaluates on training images 20-28 of each class instead (every class has at least 29)."""
+    if K <= 0:
+        raise ValueError(f"K must be a positive number of images per class, got K={K}")
+    if not 1 <= n_tasks <= 10:
+        raise ValueError(f"Split CUB-200 has 10 tasks of 20 classes; n_tasks={n_tasks} is out of range")
+    idx = read_cub_index(root)
+    base = cub_root(root) / "CUB_200_2011" / "images"
+    tasks = split_classes(n_tasks, 20)
+    tr_mask, te_mask = idx["is_train"], ~idx["is_train"]
+    y_tr, y_te = idx["labels"][tr_mask], idx["labels"][te_mask]
+    p_tr, p_te = idx["paths"][tr_mask], idx["paths"][te_mask]
+    train, test = [], []
+    for t, cls in enumerate(tasks):
+        tr = first_k_indices(y_tr, K, classes=cls)
+        te, from_train = _eval_indices(y_tr, y_te, cls, K, split, 20, 9)
+        remap = {c: i for i, c in enumerate(cls)}
+        ev_paths, ev_y = (p_tr, y_tr) if from_train else (p_te, y_te)
+        for store, paths, ys, sel in ((train, p_tr, y_tr, tr), (test, ev_paths, ev_y, te)):
+            missing = [paths[i] for i in sel if not (base / paths[i]).exists()]
+            if missing:
+                raise MissingDataError(f"CUB image {base / missing[0]} not found ({len(missing)} missing). "
+                                       f"{CUB_FETCH_HINT}")
+            x = torch.stack([cub_preprocess(base / paths[i]) for i in sel])
+            y = torch.tensor([remap[int(c)] for c in ys[sel]], dtype=torch.long)
+            store.append(NormalisedExperience(t, x, y, classes=cls))
+    return Benchmark("cub", K, n_tasks, 20, True, (3, 224, 224), train, test,
+                     info={"source": str(cub_root(root)), "tasks": tasks, "split": split, "n_train_per_task": len(train[0]),
+                           "n_test_per_task": len(test[0])})
+
+
+def place_dataset(archive: tuple[str, str], url: str, root: Path, folder: str, source: Optional[Path] = None,
+                  quiet: bool = False) -> Path:
+    """Put a dataset's official archive content under `root/folder`.
+
+    source=None: download `url` and check its md5. source=an archive file: check its md5 and extract it.
+    source=a folder holding `folder` (already extracted): copy it. Nothing half-done is left at the target: the
+    archive is extracted into a temporary folder and moved into place.
+    """
+    import tarfile
+    import tempfile
+
+    name, md5 = archive
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    if source is not None and Path(source).is_dir():
+        src = Path(source) / folder if (Path(source) / folder).is_dir() else Path(source)
+        if src.name != folder:
+            raise MissingDataError(f"{source} holds neither {folder}/ nor {name}")
+        tmp = Path(tempfile.mkdtemp(dir=root))
+        shutil.copytree(src, tmp / folder)
+    else:
+        arc = Path(source) if source is not None else root / name
+        if source is None and not (arc.exists() and file_digest(arc) == md5):
+            part = arc.with_name(name + ".part")
+            try:
+                with urllib.request.urlopen(url, timeout=120) as r, open(part, "wb") as f:
+                    shutil.copyfileobj(r, f)
+            except Exception as e:
+                part.unlink(missing_ok=True)
+                raise DataError(f"could not download {url} ({e}); if you are offline, pass --from PATH") from None
+            os.replace(part, arc)
+        verify_file(arc, md5, hint=f"{arc} is not the official {name}.")
+        tmp = Path(tempfile.mkdtemp(dir=root))
+        with tarfile.open(arc) as t:
+            t.extractall(tmp, filter="data")
+        if not (tmp / folder).is_dir():
+            shutil.rmtree(tmp)
+            raise DataError(f"{arc} does not contain {folder}/")
+    target = root / folder
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp / folder, target)
+    shutil.rmtree(tmp)
+    if not quiet:
+        print(f"placed {target}")
+    return target
+
+
+def fetch_cifar100(source: Optional[Path] = None, root: Optional[Path] = None, quiet: bool = False) -> Path:
+    """CIFAR-100 (python version) into cifar100_root(); then verified through torchvision's md5 checks."""
+    place_dataset(CIFAR100_ARCHIVE, CIFAR100_URL, cifar100_root(root), "cifar-100-python", source, quiet)
+    load_cifar100(root)  # raises ChecksumError if the files are not the official ones
+    return cifar100_root(root)
+
+
+def fetch_cub(source: Optional[Path] = None, root: Optional[Path] = None, quiet: bool = False) -> Path:
+    """CUB-200-2011 into cub_root(); then the official split files are read back as a check."""
+    place_dataset(CUB_ARCHIVE, CUB_URL, cub_root(root), "CUB_200_2011", source, quiet)
+    read_cub_index(root)
+    return cub_root(root)
+
+
 def make_benchmark(name: str, K: int, seed: int = 0, n_tasks: Optional[int] = None, source: str = "auto",
                    split: str = "test") -> Benchmark:
-    """Build a benchmark by name. Errors name the valid choices and the command that fetches missing data."""
+    """Build a benchmark by name. Errors name the valid choices and the command that fetches missing data.
+
+    `seed` sets the permutations of Permuted MNIST; the class splits of CIFAR-100 and CUB are fixed.
+    """
     if name == "pmnist":
         return permuted_mnist(K, n_tasks or 20, seed=seed, source=source, split=split)
-    if name in ("cifar100", "cub"):
-        raise NotImplementedError(f"benchmark {name!r} is not available yet in this version of metacl-lite")
+    if name == "cifar100":
+        return split_cifar100(K, n_tasks or 10, split=split)
+    if name == "cub":
+        return split_cub(K, n_tasks or 10, split=split)
     raise ValueError(f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}")

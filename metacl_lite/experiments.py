@@ -156,16 +156,33 @@ def run_command(benchmark: str, K: int, seeds: Sequence[int], methods: Sequence[
         cmd += f" --n-tasks {n_tasks}"
     if epochs is not None:
         cmd += f" --epochs {epochs}"
-    return cmd + f" --out {out}"
+    out = Path(out).resolve()
+    if out == default_out(benchmark, K).resolve():
+        return cmd
+    return cmd + f" --out {out.relative_to(REPO_ROOT) if out.is_relative_to(REPO_ROOT) else out}"
 
 
 def default_out(benchmark: str, K: int) -> Path:
     return REPO_ROOT / "results" / f"{benchmark}-K{K}.json"
 
 
+def model_options(benchmark: str, weights: Optional[str] = None, random_init: bool = False) -> dict:
+    """Model options recorded in the config; for CUB, checks now (before any work) that the weights can be found."""
+    if benchmark != "cub":
+        if weights or random_init:
+            raise ValueError("--weights / --random-init apply to the cub benchmark (ResNet-18) only")
+        return {}
+    if random_init:
+        return {"weights": None, "random_init": True}
+    from .models import find_resnet18_weights
+
+    return {"weights": str(find_resnet18_weights(weights)), "random_init": False}
+
+
 def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), methods: Optional[Sequence[str]] = None,
                    out: Optional[Path] = None, n_tasks: Optional[int] = None, epochs: Optional[int] = None,
-                   source: str = "auto", show_progress: Optional[bool] = None, force: bool = False) -> dict:
+                   source: str = "auto", show_progress: Optional[bool] = None, force: bool = False,
+                   weights: Optional[str] = None, random_init: bool = False) -> dict:
     """Run every method for every seed, the single-task references (FA) and the joint oracle; write `out` after
     every finished unit (atomically), and skip units already in `out` when it was made with the same config."""
     if benchmark not in BENCHMARKS:
@@ -178,18 +195,20 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         raise ValueError("need at least one seed")
     out = Path(out) if out else default_out(benchmark, K)
     n = n_tasks or BENCH_DEFAULTS[benchmark]["n_tasks"]
+    model = model_options(benchmark, weights, random_init)
     cfgs = {m: method_config(benchmark, m, epochs) for m in methods}
     base_cfg = method_config(benchmark, "finetune", epochs)
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": {m: method_hparams(benchmark, m) for m in methods},
-              "data_source": source}
+              "data_source": source, "model": model}
     # Validate the data and K before any work (raises with the fixing command).
     bench0 = make_benchmark(benchmark, K, seed=seeds[0], n_tasks=n, source=source)
+    bench0.info["model"] = model
     res: dict = {}
     if out.exists() and not force:
         old = load_json(out)
-        keys = ("benchmark", "K", "n_tasks", "train", "data_source")
-        diff = [k for k in keys if old.get("config", {}).get(k) != _jsonable(config[k])]
+        keys = ("benchmark", "K", "n_tasks", "train", "data_source", "model")
+        diff = [k for k in keys if old.get("config", {}).get(k, {} if k == "model" else None) != _jsonable(config[k])]
         diff += [f"method_hparams[{m}]" for m in methods
                  if m in old.get("config", {}).get("method_hparams", {})
                  and old["config"]["method_hparams"][m] != _jsonable(config["method_hparams"][m])]
@@ -227,11 +246,12 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         if str(s) not in res["oracle"]:
             units.append(("joint", s))
         units += [(m, s) for m in methods if f"{m}/{s}" not in res["runs"]]
-    bench_seed = bench0.info["permutation_seed"] if benchmark == "pmnist" else None
+    bench_seed = bench0.info.get("permutation_seed")  # CIFAR-100/CUB: the split does not depend on the seed
     bench = bench0
     for unit, s in progress(units, show_progress, desc=f"{benchmark} K={K}", unit="run"):
-        if bench_seed != s:
+        if benchmark == "pmnist" and bench_seed != s:
             bench, bench_seed = make_benchmark(benchmark, K, seed=s, n_tasks=n, source=source), s
+            bench.info["model"] = model
         t0 = time.perf_counter()
         if unit == "reference":
             res["references"][str(s)] = {"acc": [train_reference(bench, i, base_cfg, s) for i in range(n)],
@@ -344,25 +364,29 @@ def format_table(res: dict, fmt: str = "text") -> str:
 def tune(benchmark: str = "pmnist", K: int = 20, n_tasks: int = 10, seeds: Sequence[int] = (100, 101),
          methods: Optional[Sequence[str]] = None, out: Optional[Path] = None, write_hparams: bool = True,
          show_progress: Optional[bool] = None, beta_grid: Sequence[float] = BETA_GRID,
-         gamma_grid: Sequence[float] = GAMMA_GRID) -> dict:
+         gamma_grid: Sequence[float] = GAMMA_GRID, epochs: Optional[int] = None, weights: Optional[str] = None,
+         random_init: bool = False) -> dict:
     """Grid-search beta (plain, MetaCL-beta) and gamma (MetaCL-lambda) per regularised method on a validation split.
 
     Protocol: a short stream (n_tasks) with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-2),
-    training on the first K images per class, scoring the final average accuracy (ACC) on training images 400-499
-    of each class (never trained on for K <= 400, never the test set). The value with the best mean validation ACC
-    over the seeds wins (ties: the smaller value). Results go to results/tuning-<benchmark>-K<K>.json, the chosen
+    training on the first K images per class, scoring the final average accuracy (ACC) on training images beyond the
+    first K (Permuted MNIST and CIFAR-100: images 400-499 of each class; CUB: 20-28), never the test set. The value
+    with the best mean validation ACC over the seeds wins (ties: the smaller value). Results go to results/tuning-<benchmark>-K<K>.json, the chosen
     values to hparams.json, which every run reads. The chosen values are used for every K.
     """
-    if benchmark != "pmnist":
-        raise NotImplementedError("tuning is implemented for pmnist; other benchmarks reuse its values")
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; choose one of {', '.join(BENCHMARKS)}")
     methods = [m for m in (methods or METHODS) if get_method(m).importance is not None]
     out = Path(out) if out else REPO_ROOT / "results" / f"tuning-{benchmark}-K{K}.json"
-    epochs = BENCH_DEFAULTS[benchmark]["epochs"]
+    model = model_options(benchmark, weights, random_init)
     cmd = f"python -m metacl_lite tune --benchmark {benchmark} --K {K} --n-tasks {n_tasks} " \
-          f"--seed-list {','.join(map(str, seeds))}"
+          f"--seed-list {','.join(map(str, seeds))}" + (f" --epochs {epochs}" if epochs else "")
+    epochs = epochs or BENCH_DEFAULTS[benchmark]["epochs"]
     prov = provenance(cmd)
     t0 = time.perf_counter()
     benches = {s: make_benchmark(benchmark, K, seed=s, n_tasks=n_tasks, split="val") for s in seeds}
+    for b in benches.values():
+        b.info["model"] = model
     grid = {}
     jobs = []
     for m in methods:
@@ -382,7 +406,7 @@ def tune(benchmark: str = "pmnist", K: int = 20, n_tasks: int = 10, seeds: Seque
         chosen[m] = {g["param"]: g["values"][best]}
         g["mean_val_acc"] = means
     prov["wall_s_total"] = time.perf_counter() - t0
-    result = {"schema": SCHEMA, "benchmark": benchmark, "K": K, "n_tasks": n_tasks, "seeds": list(seeds),
+    result = {"schema": SCHEMA, "benchmark": benchmark, "K": K, "n_tasks": n_tasks, "seeds": list(seeds), "model": model,
               "protocol": tune.__doc__.split("Protocol: ", 1)[1].strip(), "epochs": epochs,
               "grid": grid, "chosen": chosen, "provenance": prov}
     write_json_atomic(out, result)

@@ -33,6 +33,8 @@ def _per_sample(model: nn.Module, exp: Experience, fn: Callable, chunk: int) -> 
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
     x_all, y_all = exp.inputs(), exp.y
+    n_params = sum(p.numel() for p in params.values())
+    chunk = max(1, min(chunk, int(5e7 // n_params)))  # per-sample gradients of a chunk stay below ~200 MB each
     first = next(iter(params.values()))
     total = torch.zeros(sum(p.numel() for p in params.values()), dtype=first.dtype)
     for s in range(0, len(y_all), chunk):

@@ -1,7 +1,9 @@
 """Models (Appendix B). Every model is called as `model(x, task)`; single-head models ignore `task`."""
 from __future__ import annotations
 
-from typing import Sequence, Union
+import os
+from pathlib import Path
+from typing import Optional, Sequence, Union
 
 import torch
 from torch import nn
@@ -54,9 +56,75 @@ def mlp(in_dim: int = 784, hidden: Sequence[int] = (256, 256), n_classes: int = 
     return MultiHeadNet(nn.Sequential(*layers), d, n_classes, n_heads)
 
 
-def build_model(benchmark: str, n_classes: int, n_heads: int, seed: int) -> MultiHeadNet:
-    """The paper's network for a benchmark, initialised from `seed` (same seed, same initial weights)."""
+def cifar_cnn(n_classes: int = 10, n_heads: int = 10) -> MultiHeadNet:
+    """The CIFAR-100 network of Appendix B's table: conv3x3-32, conv3x3-32, maxpool 2x2, dropout 0.5, conv3x3-64,
+    conv3x3-64, maxpool 2x2, dropout 0.5, then one linear head per task.
+
+    What the table leaves open, and our choice: padding 1 ("same") on every conv, so the feature map is 64x8x8 =
+    4096 features; no hidden fully connected layer between the body and the heads (the table shows none).
+    """
+    body = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Dropout(0.5),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Dropout(0.5), nn.Flatten())
+    return MultiHeadNet(body, 64 * 8 * 8, n_classes, n_heads)
+
+
+#: torchvision's ImageNet ResNet-18 weights (IMAGENET1K_V1); the hex in the name is the start of the file's sha256.
+RESNET18_FILE = "resnet18-f37072fd.pth"
+RESNET18_SHA256_PREFIX = "f37072fd"
+RESNET18_URL = "https://download.pytorch.org/models/resnet18-f37072fd.pth"
+
+
+class WeightsError(RuntimeError):
+    pass
+
+
+def find_resnet18_weights(path: Optional[Union[str, Path]] = None) -> Path:
+    """The ImageNet ResNet-18 weights: `path`, else $METACL_LITE_RESNET18, else the torch hub cache. Checked against
+    the sha256 prefix in torchvision's file name."""
+    import hashlib
+
+    cands = [Path(path)] if path else []
+    if os.environ.get("METACL_LITE_RESNET18"):
+        cands.append(Path(os.environ["METACL_LITE_RESNET18"]))
+    cands.append(Path(torch.hub.get_dir()) / "checkpoints" / RESNET18_FILE)
+    for c in cands:
+        if c.exists():
+            digest = hashlib.sha256(c.read_bytes()).hexdigest()
+            if not digest.startswith(RESNET18_SHA256_PREFIX):
+                raise WeightsError(f"{c} is not torchvision's {RESNET18_FILE} (sha256 {digest[:16]}..., expected "
+                                   f"{RESNET18_SHA256_PREFIX}...). Delete it and fetch the weights again.")
+            return c
+    raise WeightsError(
+        f"ImageNet ResNet-18 weights not found (looked in: {', '.join(map(str, cands))}). Online, put them in the "
+        f"torch hub cache with `python -c \"import torchvision; torchvision.models.resnet18(weights='IMAGENET1K_V1')\"`"
+        f" or download {RESNET18_URL}; then pass --weights FILE if it is elsewhere. To train from random "
+        f"initialisation instead (not the paper's setting), pass --random-init explicitly.")
+
+
+def resnet18_multihead(n_classes: int = 20, n_heads: int = 10, weights: Optional[Union[str, Path]] = None,
+                       random_init: bool = False) -> MultiHeadNet:
+    """torchvision's ResNet-18 with ImageNet weights (the CUB network, Appendix B) and one 512->n head per task."""
+    from torchvision.models import resnet18
+
+    net = resnet18(weights=None)
+    if not random_init:
+        net.load_state_dict(torch.load(find_resnet18_weights(weights), map_location="cpu", weights_only=True))
+    net.fc = nn.Identity()
+    return MultiHeadNet(net, 512, n_classes, n_heads)
+
+
+def build_model(benchmark: str, n_classes: int, n_heads: int, seed: int, weights: Optional[str] = None,
+                random_init: bool = False) -> MultiHeadNet:
+    """The paper's network for a benchmark, initialised from `seed` (same seed, same initial weights; for CUB the
+    body is the pretrained ResNet-18 and the seed sets the heads)."""
     torch.manual_seed(seed)
     if benchmark == "pmnist":
         return mlp(784, (256, 256), n_classes, n_heads)
+    if benchmark == "cifar100":
+        return cifar_cnn(n_classes, n_heads)
+    if benchmark == "cub":
+        return resnet18_multihead(n_classes, n_heads, weights, random_init)
     raise ValueError(f"no model for benchmark {benchmark!r}")

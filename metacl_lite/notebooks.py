@@ -146,6 +146,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "pmnist-K50": ("Permuted MNIST, K = 50", {"K": 50, "live": False}),
     "pmnist-K200": ("Permuted MNIST, K = 200", {"K": 200, "live": False}),
     "pmnist-K500": ("Permuted MNIST, K = 500", {"K": 500, "live": False}),
+    "cifar100-K20": ("Split CIFAR-100, K = 20", {"benchmark": "cifar100", "K": 20, "live": False}),
+    "cifar100-K50": ("Split CIFAR-100, K = 50", {"benchmark": "cifar100", "K": 50, "live": False}),
+    "cifar100-K200": ("Split CIFAR-100, K = 200", {"benchmark": "cifar100", "K": 200, "live": False}),
+    "cifar100-K500": ("Split CIFAR-100, K = 500", {"benchmark": "cifar100", "K": 500, "live": False}),
+    "cub-K10": ("Split CUB-200, K = 10", {"benchmark": "cub", "K": 10, "live": False}),
 }
 
 

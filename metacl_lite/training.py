@@ -113,10 +113,16 @@ def set_grad(model: nn.Module, g: torch.Tensor) -> None:
         i += n
 
 
+def _grads(loss: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
+    """d loss / d params, with zeros for parameters the loss does not use (the other tasks' heads)."""
+    gs = torch.autograd.grad(loss, params, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for g, p in zip(gs, params)]
+
+
 def plain_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task) -> torch.Tensor:
     """g1 for the plain methods: the gradient of the mean cross-entropy on the mini-batch."""
     loss = F.cross_entropy(model(x, task), y)
-    return flatten(torch.autograd.grad(loss, list(model.parameters())))
+    return flatten(_grads(loss, list(model.parameters())))
 
 
 def metacl_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task, alpha: float,
@@ -133,7 +139,7 @@ def metacl_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task,
     for i in range(m):
         sl = slice(i * bundle_size, (i + 1) * bundle_size)
         out = functional_call(model, dict(zip(names, theta)), (x[sl], task))
-        grads = torch.autograd.grad(F.cross_entropy(out, y[sl]), theta)
+        grads = _grads(F.cross_entropy(out, y[sl]), theta)
         with torch.no_grad():
             theta = [(t - alpha * g).requires_grad_(True) for t, g in zip(theta, grads)]
     return (flatten(theta0) - flatten(t.detach() for t in theta)) / (alpha * m)
@@ -218,7 +224,9 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
 
 
 def _new_model(bench: Benchmark, seed: int) -> MultiHeadNet:
-    return build_model(bench.name, bench.n_classes, bench.n_tasks if bench.multi_head else 1, seed)
+    """The benchmark's network; `bench.info["model"]` may carry model options (CUB: weights, random_init)."""
+    return build_model(bench.name, bench.n_classes, bench.n_tasks if bench.multi_head else 1, seed,
+                       **bench.info.get("model", {}))
 
 
 def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: int,

@@ -40,7 +40,7 @@ def test_missing_raw_data_names_the_command(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path / "empty"))
     rc, err = _err(capsys, ["run", "--benchmark", "pmnist", "--K", "800", "--n-tasks", "2",
                             "--out", str(tmp_path / "r.json")])
-    assert rc == 2 and "data_scripts/fetch_mnist.py" in err
+    assert rc == 2 and "data_scripts/fetch.py mnist" in err
 
 
 def test_run_resume_after_kill_and_table(capsys, tmp_path, monkeypatch):

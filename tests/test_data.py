@@ -51,7 +51,7 @@ def test_fetch_from_local_dir_and_load(fake_mnist):
 
 
 def test_missing_file_names_the_fetch_command(fake_mnist):
-    with pytest.raises(D.MissingDataError, match="data_scripts/fetch_mnist.py"):
+    with pytest.raises(D.MissingDataError, match="data_scripts/fetch.py mnist"):
         D.load_mnist_raw()
 
 
@@ -60,7 +60,7 @@ def test_corrupted_file_is_refused(fake_mnist):
     D.fetch_mnist(source_dir=src, quiet=True)
     f = D.mnist_raw_dir() / "t10k-labels-idx1-ubyte.gz"
     f.write_bytes(f.read_bytes()[:-3] + b"xyz")
-    with pytest.raises(D.ChecksumError, match="fetch_mnist.py"):
+    with pytest.raises(D.ChecksumError, match="fetch.py mnist"):
         D.load_mnist_raw()
     # fetching again repairs it
     D.fetch_mnist(source_dir=src, quiet=True)
@@ -75,7 +75,7 @@ def test_fetch_refuses_a_bad_local_copy(fake_mnist, tmp_path):
 
 
 def test_fetch_script_cli_error_exit(fake_mnist, tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "data_scripts/fetch_mnist.py"), "--from", str(tmp_path / "nope"),
+    r = subprocess.run([sys.executable, str(ROOT / "data_scripts/fetch.py"), "mnist", "--from", str(tmp_path / "nope"),
                         "--dest", str(tmp_path / "d")], capture_output=True, text=True)
     assert r.returncode == 1 and "not found" in r.stderr
 
@@ -122,7 +122,7 @@ def _shared_raw():
     return None
 
 
-@pytest.mark.skipif(_shared_raw() is None, reason="raw MNIST files not present (python data_scripts/fetch_mnist.py)")
+@pytest.mark.skipif(_shared_raw() is None, reason="raw MNIST files not present (python data_scripts/fetch.py mnist)")
 def test_embedded_equals_first500_of_raw():
     raw = D.load_mnist_raw(_shared_raw())
     emb = D.load_mnist_embedded()

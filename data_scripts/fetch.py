@@ -1,0 +1,39 @@
+#!/usr/bin/env python
+"""Place a dataset where metacl_lite finds it, checking the official checksums.
+
+    python data_scripts/fetch.py mnist                  # online: the four official MNIST files (md5)
+    python data_scripts/fetch.py mnist --from DIR       # offline: copy them from a folder (e.g. ../shared/data/mnist/raw)
+    python data_scripts/fetch.py cifar100 [--from PATH] # cifar-100-python.tar.gz (md5), or the extracted folder
+    python data_scripts/fetch.py cub [--from PATH]      # CUB_200_2011.tgz (md5), or the extracted folder
+
+Target: $METACL_LITE_DATA/<dataset>/ (default: data/<dataset>/ in this checkout); MNIST: --dest overrides.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from metacl_lite.data import DataError, fetch_cifar100, fetch_cub, fetch_mnist  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dataset", choices=("mnist", "cifar100", "cub"))
+    p.add_argument("--from", dest="source", type=Path, help="local folder (MNIST) or archive/extracted folder")
+    p.add_argument("--dest", type=Path, default=None, help="MNIST only: target folder")
+    a = p.parse_args(argv)
+    try:
+        if a.dataset == "mnist":
+            fetch_mnist(a.dest, a.source)
+        elif a.dest is not None:
+            raise DataError("--dest is for mnist; set METACL_LITE_DATA to move the other datasets")
+        else:
+            print({"cifar100": fetch_cifar100, "cub": fetch_cub}[a.dataset](a.source))
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
