@@ -201,9 +201,12 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": {m: method_hparams(benchmark, m) for m in methods},
               "data_source": source, "model": model}
-    # Validate the data and K before any work (raises with the fixing command).
-    bench0 = make_benchmark(benchmark, K, seed=seeds[0], n_tasks=n, source=source)
-    bench0.info["model"] = model
+    def build(seed: int):
+        b = make_benchmark(benchmark, K, seed=seed, n_tasks=n, source=source)
+        b.info["model"] = model
+        return b
+
+    bench = build(seeds[0])  # validates the data and K before any work (raises with the fixing command)
     res: dict = {}
     if out.exists() and not force:
         old = load_json(out)
@@ -246,12 +249,9 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         if str(s) not in res["oracle"]:
             units.append(("joint", s))
         units += [(m, s) for m in methods if f"{m}/{s}" not in res["runs"]]
-    bench_seed = bench0.info.get("permutation_seed")  # CIFAR-100/CUB: the split does not depend on the seed
-    bench = bench0
     for unit, s in progress(units, show_progress, desc=f"{benchmark} K={K}", unit="run"):
-        if benchmark == "pmnist" and bench_seed != s:
-            bench, bench_seed = make_benchmark(benchmark, K, seed=s, n_tasks=n, source=source), s
-            bench.info["model"] = model
+        if benchmark == "pmnist" and bench.info["permutation_seed"] != s:  # CIFAR-100/CUB splits ignore the seed
+            bench = build(s)
         t0 = time.perf_counter()
         if unit == "reference":
             res["references"][str(s)] = {"acc": [train_reference(bench, i, base_cfg, s) for i in range(n)],
@@ -420,7 +420,34 @@ def tune(benchmark: str = "pmnist", K: int = 20, n_tasks: int = 10, seeds: Seque
     return result
 
 
-README_MARK = re.compile(r"(<!-- BEGIN (table|summary) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
+README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
+
+
+def bench_summary(b: dict) -> str:
+    """The figures of a benchmark file (python -m metacl_lite bench) as Markdown."""
+    prov = b["provenance"]
+    head = f"Measured by `{prov['command']}` on {prov['device']} (commit `{(prov['git_commit'] or '?')[:10]}`)."
+    if "suite" in b:  # multi-head synthetic
+        rows = ["| method | measured (s) | full run (min) |", "|---|---|---|"]
+        rows += [f"| {r['method']} | {r['wall_s']:.1f} | {'~' if r['extrapolated'] else ''}"
+                 f"{r['full_run_s_estimate'] / 60:.1f} |" for r in b["per_method"]]
+        note = (f"Synthetic tensors of the real shapes, {b['n_tasks']} task(s) × {b['epochs']} epoch(s) on "
+                f"{b['device']}" + ("; REDUCED, full-run times extrapolated linearly" if b["reduced"] else "")
+                + f". Whole grid (3 seeds, without references and oracle): "
+                  f"{'~' if b['reduced'] else ''}{b['grid_s_estimate'] / 3600:.1f} h.")
+        return "\n".join([head, note, "", *rows])
+    rows = ["| method | wall (s) | peak RSS (MB) | × evaluation bound |", "|---|---|---|---|"]
+    rows += [f"| {r['method']} | {r['wall_s']:.1f} | {r['peak_mb']:.0f} | "
+             f"{r['wall_s'] / b['lower_bound_s_per_run']:.1f} |" for r in b["per_method"]]
+    out = [head, f"float32 GEMM {b['gemm_gflops']:.0f} GFLOP/s; the evaluation of one run ({b['eval_tflop_per_run']:.2f} "
+                 f"TFLOP, 210 passes over 10 000 test images) takes at least {b['lower_bound_s_per_run']:.1f} s.", ""]
+    out += rows
+    g = b.get("grid")
+    if g:
+        out += ["", f"Whole Table 1 grid ({g['runs']} runs + {g['references']} references + {g['oracle']} oracles): "
+                    f"{g['wall_s'] / 60:.1f} min (target < {g['target_s'] / 60:.0f} min; evaluation bound "
+                    f"{g['lower_bound_s'] / 60:.1f} min; peak RSS {g['peak_mb_max_child']:.0f} MB)."]
+    return "\n".join(out)
 
 
 def comparison_summary(res: dict) -> str:
@@ -464,7 +491,8 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
 
     def repl(mo):
         res = load_json(REPO_ROOT / mo.group(3))
-        body = format_table(res, "md") if mo.group(2) == "table" else comparison_summary(res)
+        body = {"table": lambda: format_table(res, "md"), "summary": lambda: comparison_summary(res),
+                "bench": lambda: bench_summary(res)}[mo.group(2)]()
         return mo.group(1) + body + "\n" + mo.group(5)
 
     new = README_MARK.sub(repl, text)
