@@ -432,7 +432,9 @@ def bench_summary(b: dict) -> str:
         rows += [f"| {r['method']} | {r['wall_s']:.1f} | {'~' if r['extrapolated'] else ''}"
                  f"{r['full_run_s_estimate'] / 60:.1f} |" for r in b["per_method"]]
         note = (f"Synthetic tensors of the real shapes, {b['n_tasks']} task(s) × {b['epochs']} epoch(s) on "
-                f"{b['device']}" + ("; REDUCED, full-run times extrapolated linearly" if b["reduced"] else "")
+                f"{b['device']}" + ("; REDUCED: full-run time = measured time × (full epochs × tasks) / (measured "
+                                    "epochs × tasks), a rough linear extrapolation that also scales the evaluation"
+                                    if b["reduced"] else "")
                 + f". Whole grid (3 seeds, without references and oracle): "
                   f"{'~' if b['reduced'] else ''}{b['grid_s_estimate'] / 3600:.1f} h.")
         return "\n".join([head, note, "", *rows])
