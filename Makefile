@@ -6,14 +6,14 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: all venv test book results tune bench data data-check clean
+.PHONY: all venv test book assignments results tune bench data data-check clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[book,test]"
+	$(PY) -m pip install --quiet -e ".[book,test,assignments]"
 	$(PY) -m ipykernel install --prefix $(VENV) --name python3 > /dev/null
 	touch $(STAMP)
 
@@ -25,6 +25,10 @@ test: $(STAMP)
 book: $(STAMP)
 	$(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder html
 	@echo "open book/_build/html/index.html"
+
+# Course assignments: run every test against the solutions, write dist/assignments/ and refresh book/assignments/.
+assignments: $(STAMP)
+	$(PY) -m metacl_lite assignments generate
 
 # Long runs (minutes to hours on a 2-core CPU); each writes results/<benchmark>-K<K>.json and resumes if killed.
 results: $(STAMP)
@@ -44,4 +48,4 @@ data-check: data
 	$(PY) data_scripts/build_embedded_mnist.py --check
 
 clean:
-	rm -rf book/_build
+	rm -rf book/_build dist/assignments

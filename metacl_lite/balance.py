@@ -55,6 +55,15 @@ def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> t
     return g1 + (lam + gamma) * g2, lam
 
 
+def kkt_residuals(g1: torch.Tensor, g2: torch.Tensor, g: torch.Tensor, lam: float) -> dict[str, float]:
+    """The KKT conditions of Eq. 3 (Appendix A) at a candidate (g, lambda), as non-negative residuals (all 0 at the
+    optimum): stationarity max|g - g1 - lambda g2|, primal violation max(0, -<g, g2>), dual violation max(0, -lambda),
+    complementary slackness |lambda <g, g2>|."""
+    dot = float(torch.dot(g, g2))
+    return {"stationarity": float((g - g1 - lam * g2).abs().max()) if g.numel() else 0.0,
+            "primal": max(0.0, -dot), "dual": max(0.0, -float(lam)), "complementarity": abs(float(lam) * dot)}
+
+
 def balance_qp_numeric(g1: np.ndarray, g2: np.ndarray, method: str = "slsqp") -> np.ndarray:
     """Solve Eq. 3, min_g 1/2 ||g - g1||^2 s.t. <g, g2> >= 0, with a generic constrained QP solver.
 

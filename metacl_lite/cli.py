@@ -1,4 +1,4 @@
-"""Command line: `python -m metacl_lite {run,table,tune,bench} ...` (see --help of each)."""
+"""Command line: `python -m metacl_lite {run,table,tune,notebook,pages,readme,bench,assignments} ...` (see --help of each)."""
 from __future__ import annotations
 
 import argparse
@@ -89,7 +89,64 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--methods", default=None)
     b.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
     b.add_argument("--one", default=None, help=argparse.SUPPRESS)
+
+    s = sub.add_parser("assignments", help="course assignments (otter-grader): list, generate, check, grade")
+    ssub = s.add_subparsers(dest="acmd", required=True)
+    ssub.add_parser("list", help="the assignments and their sources")
+    sg = ssub.add_parser("generate", help="student + instructor versions (dist/assignments/) and the book pages; "
+                                          "runs every test against the solutions first")
+    sg.add_argument("names", nargs="*", help="assignments (default: all)")
+    sg.add_argument("--dist", type=Path, default=None, help="output folder (default dist/assignments)")
+    sg.add_argument("--no-run-tests", action="store_true", help="do not run the tests against the solutions")
+    sg.add_argument("--pages-only", action="store_true", help="only refresh the student pages in book/assignments")
+    sg.add_argument("--check", action="store_true", help="with --pages-only: exit 1 if a page is out of date")
+    sc = ssub.add_parser("check", help="a student: run the visible tests on your notebook")
+    sc.add_argument("notebook", type=Path)
+    sc.add_argument("-q", "--question", default=None, help="one question (e.g. q2)")
+    sr = ssub.add_parser("grade", help="the autograder: visible and hidden tests on a submitted notebook")
+    sr.add_argument("notebook", type=Path)
+    sr.add_argument("--dist", type=Path, default=None, help="where the autograders are (default dist/assignments)")
     return p
+
+
+def _assignments(a) -> int:
+    from . import assignments as A
+
+    if a.acmd == "list":
+        for name in A.list_assignments():
+            print(f"{name}\t{A.source_path(name).relative_to(A.REPO_ROOT)}")
+        return 0
+    if a.acmd == "generate":
+        names = a.names or A.list_assignments()
+        for n in names:
+            A.source_path(n)  # unknown names fail before any work
+        if a.pages_only:
+            changed = A.update_pages(names, check=a.check)
+            for n in changed:
+                print(("stale: " if a.check else "wrote ") + f"book/assignments/{n}.ipynb")
+            if a.check and changed:
+                print("run `python -m metacl_lite assignments generate --pages-only`", file=sys.stderr)
+                return 1
+            return 0
+        dist = a.dist or A.DIST_DIR
+        for n in names:
+            out = A.generate(n, dist, run_tests=not a.no_run_tests)
+            print(f"{n}: student {out['student']}\n{' ' * len(n)}  instructor {out['solution']}"
+                  f"\n{' ' * len(n)}  autograder {out['autograder']}")
+        for n in A.update_pages(names):
+            print(f"wrote book/assignments/{n}.ipynb")
+        return 0
+    if a.acmd == "check":
+        results = A.check(a.notebook, a.question)
+        print(results.summary(public_only=True))
+    else:
+        results = A.grade(a.notebook, a.dist or A.DIST_DIR)
+    for q, score, possible in A.score_table(results):
+        print(f"{q}: {score:g} / {possible:g}")
+    print(f"total: {results.total:g} / {results.possible:g}")
+    if a.acmd == "check":  # the exit status tells a script whether every visible test passed
+        return 0 if results.total == results.possible else 1
+    return 0
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -146,6 +203,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             if a.check and stale:
                 print("README.md tables are out of date; run `python -m metacl_lite readme`", file=sys.stderr)
                 return 1
+        elif a.cmd == "assignments":
+            return _assignments(a)
         elif a.cmd == "bench":
             from .bench import main as bench_main
 

@@ -106,9 +106,11 @@ def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str 
 
     jupytext.write(_read(path), str(ipynb))
     target = out_dir / f"{path.stem}-{tag}.ipynb".replace("/", "_")
-    papermill.execute_notebook(str(ipynb), str(target), parameters=params, kernel_name=kernel,
-                               cwd=str(path.parent.resolve()), progress_bar=progress)
-    ipynb.unlink()
+    try:
+        papermill.execute_notebook(str(ipynb), str(target), parameters=params, kernel_name=kernel,
+                                   cwd=str(path.parent.resolve()), progress_bar=progress)
+    finally:  # the executed notebook (with the error, if any) stays in target; the temporary input goes
+        ipynb.unlink(missing_ok=True)
     return target
 
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from metacl_lite.balance import (balance_qp_numeric, dynamic_balance, dynamic_lambda, fixed_balance, reg_gradient,
-                                 reg_penalty)
+from metacl_lite.balance import (balance_qp_numeric, dynamic_balance, dynamic_lambda, fixed_balance, kkt_residuals,
+                                 reg_gradient, reg_penalty)
 
 
 def _instances(n=40, seed=0):
@@ -37,6 +37,17 @@ def test_kkt_conditions():
         assert float(gx @ t2) >= -1e-9 * float(t2 @ t2)  # primal feasibility
         torch.testing.assert_close(gx - t1 - lam * t2, torch.zeros_like(t1))  # stationarity
         assert abs(lam * float(gx @ t2)) <= 1e-8 * (1 + float(t1 @ t1) + float(t2 @ t2))  # complementary slackness
+
+
+def test_kkt_residuals_zero_at_optimum_positive_elsewhere():
+    for g1, g2 in _instances(seed=3):
+        t1, t2 = torch.tensor(g1), torch.tensor(g2)
+        gx, lam = dynamic_balance(t1, t2)
+        scale = 1 + float(t1 @ t1) + float(t2 @ t2)
+        assert all(v <= 1e-8 * scale for v in kkt_residuals(t1, t2, gx, lam).values())
+    g1, g2 = torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 0.0])  # conflicting: optimum g = 0, lambda = 1
+    r = kkt_residuals(g1, g2, g1, -0.5)  # g = g1 (infeasible), lambda < 0
+    assert r == {"stationarity": 0.5, "primal": 1.0, "dual": 0.5, "complementarity": 0.5}
 
 
 @pytest.mark.parametrize("gamma", [0.0, 0.1, 10.0])

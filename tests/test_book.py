@@ -21,9 +21,26 @@ def test_book_builds(tmp_path):
     assert "MAS-MetaCL-λ" in page and "Trained now, on this machine" in page and "Traceback" not in page
     assert "No results yet" in (html / "reproduce" / "cub-K10.html").read_text()
     assert (html / "_sources" / "chapters" / "03_dynamic_balance.ipynb").exists()  # .ipynb download
+    _assignment_pages_hide_solutions(html)
     sys.path.insert(0, str(ROOT / "data_scripts"))
     from check_offline_book import static_check
     assert static_check(html) == []
+
+
+def _assignment_pages_hide_solutions(html: Path):
+    import re
+    from html import unescape
+
+    from metacl_lite.assignments import list_assignments, secret_lines
+
+    assert "Course assignments" in (html / "assignments" / "index.html").read_text()
+    for name in list_assignments():
+        page = html / "assignments" / f"{name}.html"
+        text = unescape(re.sub(r"<[^>]+>", "", page.read_text()))  # drop the syntax-highlighting spans
+        assert 'grader.check("q1")' in text, name
+        leaked = [s for s in secret_lines(name) if s in text]
+        assert not leaked, (name, leaked)
+        assert (html / "_sources" / "assignments" / f"{name}.ipynb").exists(), name  # the download button
 
 
 def _mini_book(tmp: Path, page_body: str) -> Path:

@@ -52,6 +52,23 @@ def test_plain_papermill_is_checked_inside_the_notebook(tmp_path):
                                    cwd=str(BENCH.parent), progress_bar=False)
 
 
+PARAMETERISED = [p for p in sorted((ROOT / "book").glob("*/*.md")) if declared_parameters(p)]
+
+
+def test_parameterised_pages_found():
+    assert {"benchmark", "08_analysis", "pmnist-K50"} <= {p.stem for p in PARAMETERISED}
+
+
+@pytest.mark.parametrize("path", PARAMETERISED, ids=lambda p: p.stem)
+def test_plain_papermill_sees_every_parameter(path, tmp_path):
+    """`papermill --help-notebook` and parameter injection parse the parameters cell line by line; a comment it
+    cannot parse hides that parameter (papermill then warns "Passed unknown parameter")."""
+    declared = declared_parameters(path)
+    ipynb = tmp_path / "nb.ipynb"
+    jupytext.write(jupytext.read(str(path)), str(ipynb))
+    assert set(declared) <= set(papermill.inspect_notebook(str(ipynb)))
+
+
 def test_variant_pages_in_sync_with_template():
     assert write_variants(check=True) == []
     v = make_variant(TEMPLATE.read_text(), "X", {"K": 77, "live": False})
@@ -91,3 +108,10 @@ def test_reproduction_notebook_quick(tmp_path):
     for m in ("finetune", "metacl", "pi-metacl-lambda", "joint"):
         assert 0 <= g[f"live_acc_{m}"] <= 100
     assert (tmp_path / "pmnist-K20-live.json").exists()  # out_dir is the run folder
+
+
+def test_failed_run_keeps_the_executed_notebook_and_no_temporary_input(tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError, match="unknown method 'nope'"):
+        run_notebook(BENCH, {"methods": "nope", "quick": True}, tmp_path)
+    assert not list(tmp_path.glob("*.input.ipynb"))
+    assert [p.name for p in tmp_path.glob("*.ipynb")] == ["benchmark-methodsnope-quickTrue.ipynb"]

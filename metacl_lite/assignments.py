@@ -1,0 +1,234 @@
+"""Course assignments built from the book, autograded with otter-grader.
+
+One MyST source per assignment, `book/assignments/source/<name>.md`, holds the prompt, the solution and the tests
+in Otter Assign's format (fenced ```otter blocks: ASSIGNMENT CONFIG, BEGIN/END QUESTION, SOLUTION, TESTS; test
+cells starting with `# HIDDEN` are held back from students). From it, otter-grader's `otter assign` generates
+
+* the student version (solutions replaced by `...`, visible tests embedded in the notebook so `grader.check` works
+  in a downloaded copy), committed as the book page `book/assignments/<name>.ipynb`;
+* the instructor version (`dist/assignments/<name>/autograder/`): the solution notebook, with rubrics for the
+  written questions, and the autograder zip that runs the visible *and* hidden tests.
+
+    python -m metacl_lite assignments generate            # all assignments: run the tests on the solutions, write
+                                                          # dist/assignments/ and refresh the book pages
+    python -m metacl_lite assignments check my.ipynb      # a student: run the visible tests on my notebook
+    python -m metacl_lite assignments grade my.ipynb      # the autograder: visible + hidden tests, a score
+
+The tests compare the student's functions with `metacl_lite`'s reference implementations on fresh random inputs.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .data import REPO_ROOT
+
+SOURCE_DIR = REPO_ROOT / "book" / "assignments" / "source"
+PAGES_DIR = REPO_ROOT / "book" / "assignments"
+DIST_DIR = REPO_ROOT / "dist" / "assignments"
+
+
+class AssignmentError(ValueError):
+    pass
+
+
+def list_assignments(source_dir: Path = SOURCE_DIR) -> list[str]:
+    """The assignment names (source file stems), in book order."""
+    return sorted(p.stem for p in Path(source_dir).glob("*.md"))
+
+
+def source_path(name: str, source_dir: Path = SOURCE_DIR) -> Path:
+    names = list_assignments(source_dir)
+    if name not in names:
+        raise AssignmentError(f"unknown assignment {name!r}; choose from: {', '.join(names)} "
+                              f"(`python -m metacl_lite assignments list`)")
+    return Path(source_dir) / f"{name}.md"
+
+
+def _normalise_ids(path: Path) -> None:
+    """otter assign gives cells random ids; make them a function of position and content so that regenerating an
+    unchanged source gives a byte-identical notebook (the committed book pages are checked against the sources)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for i, cell in enumerate(nb.cells):
+        src = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        cell["id"] = hashlib.sha1(f"{i}:{cell.cell_type}:{src}".encode()).hexdigest()[:12]
+    nb.metadata.pop("jupytext", None)
+    nbformat.write(nb, str(path))
+
+
+def _master_notebook(name: str, tmp: Path, source_dir: Path) -> Path:
+    import jupytext
+
+    master = tmp / f"{name}.ipynb"
+    nb = jupytext.read(str(source_path(name, source_dir)))
+    cfg = nb.cells and "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    if f"name: {name}" not in (cfg or ""):
+        raise AssignmentError(f"{name}.md: its ASSIGNMENT CONFIG must say `name: {name}` (the file stem), so that a "
+                              "submitted notebook names the autograder it belongs to")
+    jupytext.write(nb, str(master))
+    return master
+
+
+def generate(name: str, dist: Path = DIST_DIR, run_tests: bool = True, source_dir: Path = SOURCE_DIR) -> dict[str, Path]:
+    """Run `otter assign` on one assignment: dist/<name>/student/<name>.ipynb and dist/<name>/autograder/ (solution
+    notebook and autograder zip). With run_tests, otter runs every test (visible and hidden) against the solution
+    notebook and fails unless it scores 100%."""
+    from otter.assign import main as otter_assign
+
+    out = Path(dist) / name
+    with tempfile.TemporaryDirectory() as tmp:
+        master = _master_notebook(name, Path(tmp), source_dir)
+        staging = Path(tmp) / "dist"
+        try:
+            otter_assign(str(master), str(staging), no_run_tests=not run_tests, no_pdfs=True)
+        except RuntimeError as e:
+            raise AssignmentError(f"{name}: the solution does not pass its own tests:\n{e}") from e
+        for sub in ("student", "autograder"):
+            _normalise_ids(staging / sub / f"{name}.ipynb")
+        if out.exists():  # replace only after a successful generation
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(staging, out)
+    zips = sorted((out / "autograder").glob("*.zip"))
+    return {"student": out / "student" / f"{name}.ipynb", "solution": out / "autograder" / f"{name}.ipynb",
+            "autograder": zips[-1] if zips else None}
+
+
+def update_pages(names: Optional[Sequence[str]] = None, check: bool = False, dist: Optional[Path] = None,
+                 source_dir: Path = SOURCE_DIR, pages_dir: Path = PAGES_DIR) -> list[str]:
+    """Write the student versions to the book (book/assignments/<name>.ipynb), or with check=True only report which
+    pages differ from what the sources generate. Returns the names of the pages that changed (or would)."""
+    names = list(names or list_assignments(source_dir))
+    changed = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            student = generate(name, Path(dist or tmp), run_tests=False, source_dir=source_dir)["student"]
+            page = Path(pages_dir) / f"{name}.ipynb"
+            new = student.read_text()
+            if not page.exists() or page.read_text() != new:
+                changed.append(name)
+                if not check:
+                    tmp_page = page.with_suffix(".ipynb.tmp")
+                    tmp_page.write_text(new)
+                    tmp_page.replace(page)
+    return changed
+
+
+def secret_lines(name: str, source_dir: Path = SOURCE_DIR, min_len: int = 15) -> list[str]:
+    """What a student must never see, read from the source: solution code (between `# BEGIN SOLUTION` and
+    `# END SOLUTION` in code cells), solution text (written answers and rubrics, between the otter SOLUTION fences),
+    and the names of the hidden tests. Lines shorter than `min_len` are skipped (too generic to search for)."""
+    out: list[str] = []
+    in_block = in_code = in_inline = hidden_cell = False
+    cell_first = False
+    lines = source_path(name, source_dir).read_text().splitlines()
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("```{code-cell}"):
+            in_code, cell_first = True, True
+            continue
+        if in_code and s == "```":
+            in_code = hidden_cell = False
+            continue
+        if s == "```otter" and i + 1 < len(lines):
+            nxt = lines[i + 1].strip().upper()
+            if nxt.startswith("# BEGIN SOLUTION"):
+                in_block = True
+            elif nxt.startswith("# END SOLUTION"):
+                in_block = False
+            continue
+        if in_code:
+            if cell_first:
+                cell_first = False
+                if s.startswith(":"):  # MyST cell options
+                    cell_first = True
+                    continue
+                hidden_cell = s.upper() == "# HIDDEN"
+            if s.startswith("# BEGIN SOLUTION"):
+                in_inline = True
+            elif s.startswith("# END SOLUTION"):
+                in_inline = False
+            elif in_inline or (hidden_cell and s.startswith("def test_")):
+                out.append(s)
+        elif in_block and s and not s.startswith("#"):
+            out.append(s)
+    return [s for s in out if len(s) >= min_len]
+
+
+def assignment_name(notebook: Path) -> str:
+    """The assignment a notebook belongs to (otter writes it into the notebook metadata)."""
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    name = nb.metadata.get("otter", {}).get("assignment_name")
+    if not name:
+        raise AssignmentError(f"{notebook} is not an assignment notebook (no otter metadata); download it from the "
+                              "book's Assignments part or run `python -m metacl_lite assignments generate`")
+    return name
+
+
+def visible_tests(notebook: Path) -> dict[str, str]:
+    """The visible tests that otter embedded in a student notebook: question -> test file source."""
+    import nbformat
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    return dict(nb.metadata.get("otter", {}).get("tests", {}))
+
+
+def check(notebook: Path, question: Optional[str] = None):
+    """What a student runs: execute the notebook and run its visible tests (otter's grader). Returns otter's
+    GradingResults (`.total`, `.possible`, `.summary()`)."""
+    from otter.execute import grade_notebook
+
+    notebook = Path(notebook)
+    if not notebook.is_file():
+        raise AssignmentError(f"{notebook} does not exist")
+    tests = visible_tests(notebook)
+    if not tests:
+        raise AssignmentError(f"{notebook} carries no tests; is it a student notebook from book/assignments/?")
+    if question is not None and question not in tests:
+        raise AssignmentError(f"no question {question!r} in {notebook.name}; it has: {', '.join(sorted(tests))}")
+    with tempfile.TemporaryDirectory() as tmp:
+        tdir = Path(tmp) / "tests"
+        tdir.mkdir()
+        for q, src in tests.items():
+            (tdir / f"{q}.py").write_text(src)
+        qs = [str(tdir / f"{q}.py") for q in sorted(tests) if question in (None, q)]
+        return grade_notebook(str(notebook.resolve()), tests_glob=qs, test_dir=str(tdir),
+                              cwd=str(notebook.resolve().parent))
+
+
+def autograder_zip(name: str, dist: Path = DIST_DIR) -> Path:
+    zips = sorted((Path(dist) / name / "autograder").glob("*.zip"))
+    if not zips:
+        raise AssignmentError(f"no autograder for {name!r} in {dist}; run `python -m metacl_lite assignments generate "
+                              f"{name}` first")
+    return zips[-1]
+
+
+def grade(notebook: Path, dist: Path = DIST_DIR, generate_missing: bool = True):
+    """What the instructor runs: otter's autograder (visible and hidden tests) on a submitted notebook, in a
+    temporary directory, without containers. Generates the autograder first if it is missing."""
+    from otter.api import grade_submission
+
+    notebook = Path(notebook)
+    if not notebook.is_file():
+        raise AssignmentError(f"{notebook} does not exist")
+    name = assignment_name(notebook)
+    try:
+        zip_path = autograder_zip(name, dist)
+    except AssignmentError:
+        if not generate_missing:
+            raise
+        zip_path = generate(name, dist)["autograder"]
+    return grade_submission(str(notebook.resolve()), str(zip_path), quiet=True)
+
+
+def score_table(results) -> list[tuple[str, float, float]]:
+    """(question, score, possible) for each autograded question of a GradingResults."""
+    return [(q, float(tf.score), float(tf.possible)) for q, tf in sorted(results.results.items())]

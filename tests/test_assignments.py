@@ -1,0 +1,93 @@
+"""Course assignments (otter-grader): every solution passes all its tests, every unmodified student version fails
+them (the tests are not vacuous), the book pages are what the sources generate and leak no solution."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from metacl_lite import assignments as A
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMES = A.list_assignments()
+
+
+def test_at_least_four_assignments_each_a_book_page():
+    assert len(NAMES) >= 4
+    toc = (ROOT / "book/_toc.yml").read_text()
+    for name in NAMES:
+        assert f"assignments/{name}" in toc and (ROOT / "book/assignments" / f"{name}.ipynb").exists()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solution_passes_and_student_version_fails(name, tmp_path):
+    out = A.generate(name, tmp_path, run_tests=False)
+    assert out["autograder"] is not None and out["autograder"].exists()
+    sol = A.grade(out["solution"], dist=tmp_path, generate_missing=False)
+    assert sol.possible > 0 and sol.total == sol.possible, sol.summary()
+    student = A.grade(out["student"], dist=tmp_path, generate_missing=False)
+    scores = A.score_table(student)
+    assert scores and all(score == 0 for _, score, _ in scores), scores  # every implementation test fails
+    hidden = [tc for tf in student.results.values() for tc in tf.test_cases if tc.hidden]
+    assert hidden, "the autograder must hold hidden tests"
+
+
+def test_generate_runs_the_tests_against_the_solution(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    text = (ROOT / "book/assignments/source/a1_dynamic_balance.md").read_text()
+    broken = text.replace("return 0.0 if nn2 == 0.0 else -dot / nn2", "return 0.0 if nn2 == 0.0 else dot / nn2")
+    assert broken != text
+    (src / "a1_dynamic_balance.md").write_text(broken)
+    with pytest.raises(A.AssignmentError, match="does not pass its own tests"):
+        A.generate("a1_dynamic_balance", tmp_path / "dist", source_dir=src)
+    assert not (tmp_path / "dist" / "a1_dynamic_balance").exists()  # nothing half-written
+
+
+def test_book_pages_are_generated_from_the_sources():
+    assert A.update_pages(check=True) == [], "run `python -m metacl_lite assignments generate --pages-only`"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_student_pages_hide_solutions_and_hidden_tests(name):
+    secrets = A.secret_lines(name)
+    assert len(secrets) >= 5
+    nb = nbformat.read(str(ROOT / "book/assignments" / f"{name}.ipynb"), as_version=4)
+    text = "\n".join(c.source for c in nb.cells) + json.dumps(nb.metadata)
+    leaked = [s for s in secrets if s in text]
+    assert not leaked, leaked
+    assert "# BEGIN SOLUTION" not in text and "# HIDDEN" not in text
+    assert any(c.cell_type == "code" and "grader.check(" in c.source for c in nb.cells)
+    assert nb.metadata["otter"]["assignment_name"] == name
+
+
+def test_check_command_passes_the_solution_and_fails_the_student_version(tmp_path):
+    out = A.generate("a1_dynamic_balance", tmp_path, run_tests=False)
+
+    def check(nb):
+        return subprocess.run([sys.executable, "-m", "metacl_lite", "assignments", "check", str(nb)],
+                              capture_output=True, text=True, cwd=tmp_path)
+
+    ok, bad = check(out["solution"]), check(ROOT / "book/assignments/a1_dynamic_balance.ipynb")
+    assert ok.returncode == 0 and "total: 9 / 9" in ok.stdout, ok.stdout + ok.stderr
+    assert bad.returncode == 1 and "total: 0 / 9" in bad.stdout, bad.stdout + bad.stderr
+
+
+def test_bad_input_gives_clear_errors(tmp_path):
+    with pytest.raises(A.AssignmentError, match="unknown assignment 'nope'; choose from: a1_dynamic_balance"):
+        A.source_path("nope")
+    plain = tmp_path / "plain.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), str(plain))
+    with pytest.raises(A.AssignmentError, match="not an assignment notebook"):
+        A.grade(plain, dist=tmp_path)
+    with pytest.raises(A.AssignmentError, match="carries no tests"):
+        A.check(plain)
+    with pytest.raises(A.AssignmentError, match="does not exist"):
+        A.check(tmp_path / "missing.ipynb")
+    with pytest.raises(A.AssignmentError, match="assignments generate a1_dynamic_balance"):
+        A.autograder_zip("a1_dynamic_balance", tmp_path)
+    r = subprocess.run([sys.executable, "-m", "metacl_lite", "assignments", "generate", "nope"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "unknown assignment" in r.stderr
