@@ -115,21 +115,40 @@ def test_corrupted_embedded_is_refused(tmp_path):
         D.load_mnist_embedded(bad)
 
 
-def _shared_raw():
-    for d in (D.mnist_raw_dir(), ROOT.parent / "shared" / "data" / "mnist" / "raw"):
-        if all((d / f).exists() for f in D.MNIST_FILES):
-            return d
-    return None
+def test_embedded_builder_takes_first_k_and_is_deterministic(fake_mnist, tmp_path, monkeypatch):
+    """The builder of the embedded subset, on MNIST-format fixtures; where the real raw files are present (a data
+    checkout, `make data`), also that the committed subset equals a rebuild from them."""
+    src, _ = fake_mnist
+    sys.path.insert(0, str(ROOT / "data_scripts"))
+    import build_embedded_mnist as B
+
+    monkeypatch.setattr(B, "EMBEDDED_MNIST_PER_CLASS", 5)
+    raw = D.load_mnist_raw(src)
+    built = B.build_arrays(raw)
+    idx = built["train_index"]
+    assert np.all(np.diff(idx) > 0) and np.bincount(built["y_train"], minlength=10).tolist() == [5] * 10
+    for c in range(10):  # the first 5 of each class in file order: no earlier image of that class was skipped
+        assert (raw["y_train"][: idx[built["y_train"] == c][-1] + 1] == c).sum() == 5
+    np.testing.assert_array_equal(built["x_train"], raw["x_train"][idx])
+    np.testing.assert_array_equal(built["x_test"], raw["x_test"])
+    B.write_npz(built, tmp_path / "a.npz")
+    B.write_npz(built, tmp_path / "b.npz")
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+    with np.load(tmp_path / "a.npz") as z:
+        np.testing.assert_array_equal(z["x_train"], built["x_train"])
+    real = _shared_raw_unpatched()
+    if real is not None:
+        monkeypatch.undo()
+        rebuilt = B.build_arrays(D.load_mnist_raw(real))
+        emb = D.load_mnist_embedded()
+        for k in rebuilt:
+            np.testing.assert_array_equal(emb[k], rebuilt[k])
 
 
-@pytest.mark.skipif(_shared_raw() is None, reason="raw MNIST files not present (python data_scripts/fetch.py mnist)")
-def test_embedded_equals_first500_of_raw():
-    raw = D.load_mnist_raw(_shared_raw())
-    emb = D.load_mnist_embedded()
-    idx = D.first_k_indices(raw["y_train"], 500)
-    np.testing.assert_array_equal(emb["train_index"], idx)
-    np.testing.assert_array_equal(emb["x_train"], raw["x_train"][idx])
-    np.testing.assert_array_equal(emb["x_test"], raw["x_test"])
+def _shared_raw_unpatched():
+    d = ROOT.parent / "shared" / "data" / "mnist" / "raw"
+    return d if all((d / f).exists() for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")) else None
 
 
 def test_permuted_mnist_stream():
