@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     u = sub.add_parser("tune", help="choose beta/gamma on a validation split (never the test set)")
     u.add_argument("--benchmark", default="pmnist", choices=BENCHMARKS)
-    u.add_argument("--K", type=_positive("K"), default=None, help="default 20 (cub: 10)")
+    u.add_argument("--K", type=_positive("K"), default=None,
+                   help="default 20 (cub: 10): the values every K uses; another K stores values for that K only")
     u.add_argument("--epochs", type=_positive("--epochs"), default=None)
     u.add_argument("--weights", default=None)
     u.add_argument("--random-init", action="store_true")
@@ -167,9 +168,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                 raise FileNotFoundError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
             print(format_table(load_json(a.results), a.format))
         elif a.cmd == "tune":
-            from .experiments import tune
+            from .experiments import TUNING_K, tune
 
-            K = a.K or (10 if a.benchmark == "cub" else 20)
+            K = a.K or TUNING_K[a.benchmark]
             res = tune(a.benchmark, K, a.n_tasks, [int(s) for s in a.seed_list.split(",")],
                        a.methods.split(",") if a.methods else None, a.out, not a.no_write,
                        show_progress=False if a.no_progress else None, epochs=a.epochs, weights=a.weights,

@@ -76,21 +76,47 @@ def load_hparams() -> dict:
     return load_json(HPARAMS_FILE) if HPARAMS_FILE.exists() else {}
 
 
-def method_hparams(benchmark: str, method: str) -> dict:
-    """beta (plain and MetaCL-beta) or gamma (MetaCL-lambda) for a method, from hparams.json."""
+#: The K at which `tune` chooses the values every other K uses unless it has values of its own (hparams.json
+#: keeps those under "by_K").
+TUNING_K = {"pmnist": 20, "cifar100": 20, "cub": 10}
+
+
+def _hparams_entry(benchmark: str, method: str, K: Optional[int]) -> tuple[dict, str]:
+    entry = load_hparams().get(benchmark, {})
+    per_k = entry.get("by_K", {}).get(str(K), {}) if K is not None else {}
+    if method in per_k.get("methods", {}):
+        return per_k, f"K={K}"
+    return entry, "default"
+
+
+def method_hparams(benchmark: str, method: str, K: Optional[int] = None) -> dict:
+    """beta (plain and MetaCL-beta) or gamma (MetaCL-lambda) for a method, from hparams.json: the values tuned at
+    this K when there are any (`tune --K K`), else the default ones (tuned at TUNING_K[benchmark])."""
     m = get_method(method)
     if m.importance is None:
         return {}
-    hp = load_hparams().get(benchmark, {}).get("methods", {})
+    hp = _hparams_entry(benchmark, method, K)[0].get("methods", {})
     if method not in hp:
         raise KeyError(f"no tuned beta/gamma for {method} on {benchmark} in {HPARAMS_FILE}; "
                        f"choose them with `python -m metacl_lite tune --benchmark {benchmark}`")
     return dict(hp[method])
 
 
-def method_config(benchmark: str, method: str, epochs: Optional[int] = None, **overrides) -> TrainConfig:
+def hparams_source(benchmark: str, methods: Sequence[str], K: Optional[int] = None) -> dict[str, str]:
+    """Where each method's beta/gamma come from: the tuning file (and K) behind the values method_hparams returns."""
+    out = {}
+    for m in methods:
+        if get_method(m).importance is None:
+            continue
+        entry, which = _hparams_entry(benchmark, m, K)
+        out[m] = f"{which}: {entry.get('source', '?')}"
+    return out
+
+
+def method_config(benchmark: str, method: str, epochs: Optional[int] = None, K: Optional[int] = None,
+                  **overrides) -> TrainConfig:
     cfg = TrainConfig(epochs=epochs or BENCH_DEFAULTS[benchmark]["epochs"], **overrides)
-    for k, v in method_hparams(benchmark, method).items():
+    for k, v in method_hparams(benchmark, method, K).items():
         setattr(cfg, k, v)
     return cfg
 
@@ -196,11 +222,11 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     out = Path(out) if out else default_out(benchmark, K)
     n = n_tasks or BENCH_DEFAULTS[benchmark]["n_tasks"]
     model = model_options(benchmark, weights, random_init)
-    cfgs = {m: method_config(benchmark, m, epochs) for m in methods}
+    cfgs = {m: method_config(benchmark, m, epochs, K) for m in methods}
     base_cfg = method_config(benchmark, "finetune", epochs)
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
-              "train": base_cfg.to_dict(), "method_hparams": {m: method_hparams(benchmark, m) for m in methods},
-              "data_source": source, "model": model}
+              "train": base_cfg.to_dict(), "method_hparams": {m: method_hparams(benchmark, m, K) for m in methods},
+              "hparams_source": hparams_source(benchmark, methods, K), "data_source": source, "model": model}
     def build(seed: int):
         b = make_benchmark(benchmark, K, seed=seed, n_tasks=n, source=source)
         b.info["model"] = model
@@ -372,7 +398,8 @@ def tune(benchmark: str = "pmnist", K: int = 20, n_tasks: int = 10, seeds: Seque
     training on the first K images per class, scoring the final average accuracy (ACC) on training images beyond the
     first K (Permuted MNIST and CIFAR-100: images 400-499 of each class; CUB: 20-28), never the test set. The value
     with the best mean validation ACC over the seeds wins (ties: the smaller value). Results go to results/tuning-<benchmark>-K<K>.json, the chosen
-    values to hparams.json, which every run reads. The chosen values are used for every K.
+    values to hparams.json, which every run reads. Values tuned at TUNING_K[benchmark] (20; CUB 10) are the default for
+    every K; values tuned at another K are stored under "by_K" and used for that K only.
     """
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; choose one of {', '.join(BENCHMARKS)}")
@@ -413,6 +440,8 @@ def tune(benchmark: str = "pmnist", K: int = 20, n_tasks: int = 10, seeds: Seque
     if write_hparams:
         hp = load_hparams()
         entry = hp.setdefault(benchmark, {})
+        if K != TUNING_K[benchmark]:  # values for this K only; every other K keeps reading the default ones
+            entry = entry.setdefault("by_K", {}).setdefault(str(K), {})
         entry.setdefault("methods", {}).update(chosen)
         entry["source"] = str(out.relative_to(REPO_ROOT)) if out.is_relative_to(REPO_ROOT) else str(out)
         entry["command"] = cmd

@@ -35,3 +35,42 @@ def test_summary_numbers():
     assert "ACC: mean |ours − paper| = 2.0 points over 11 rows" in text
     assert "Spearman ρ over 11 methods): 1.00" in text
     assert "MAS 53.7 → β 54.9 → λ 55.7" in text
+
+
+def test_per_K_hparams_override_the_default_for_that_K_only(tmp_path, monkeypatch):
+    import json
+
+    from metacl_lite import experiments as E
+
+    hp = {"pmnist": {"methods": {"pi": {"beta": 1000.0}, "mas-metacl-lambda": {"gamma": 1.0}},
+                     "source": "results/tuning-pmnist-K20.json",
+                     "by_K": {"200": {"methods": {"pi": {"beta": 1.0}}, "source": "results/tuning-pmnist-K200.json"}}}}
+    f = tmp_path / "hparams.json"
+    f.write_text(json.dumps(hp))
+    monkeypatch.setattr(E, "HPARAMS_FILE", f)
+    assert E.method_hparams("pmnist", "pi") == {"beta": 1000.0}
+    assert E.method_hparams("pmnist", "pi", K=50) == {"beta": 1000.0}
+    assert E.method_hparams("pmnist", "pi", K=200) == {"beta": 1.0}
+    assert E.method_hparams("pmnist", "mas-metacl-lambda", K=200) == {"gamma": 1.0}  # not tuned at 200: default
+    assert E.method_config("pmnist", "pi", K=200).beta == 1.0 and E.method_config("pmnist", "pi").beta == 1000.0
+    assert E.hparams_source("pmnist", ["finetune", "pi", "mas-metacl-lambda"], K=200) == {
+        "pi": "K=200: results/tuning-pmnist-K200.json", "mas-metacl-lambda": "default: results/tuning-pmnist-K20.json"}
+
+
+def test_tune_at_another_K_writes_values_for_that_K_only(tmp_path, monkeypatch):
+    import json
+
+    from metacl_lite import experiments as E
+
+    f = tmp_path / "hparams.json"
+    f.write_text(json.dumps({"pmnist": {"methods": {"mas": {"beta": 7.0}}, "source": "x"}}))
+    monkeypatch.setattr(E, "HPARAMS_FILE", f)
+    kw = dict(n_tasks=2, seeds=(100,), methods=["mas"], epochs=1, beta_grid=(0.1, 10.0), show_progress=False)
+    res = E.tune("pmnist", 30, out=tmp_path / "t30.json", **kw)
+    hp = json.loads(f.read_text())["pmnist"]
+    assert hp["methods"]["mas"] == {"beta": 7.0}  # the default is untouched
+    assert hp["by_K"]["30"]["methods"]["mas"] == res["chosen"]["mas"] and res["chosen"]["mas"]["beta"] in (0.1, 10.0)
+    assert "--K 30" in hp["by_K"]["30"]["command"]
+    assert E.method_hparams("pmnist", "mas", K=30) == res["chosen"]["mas"]
+    E.tune("pmnist", 20, out=tmp_path / "t20.json", **kw)
+    assert json.loads(f.read_text())["pmnist"]["methods"]["mas"] != {"beta": 7.0}  # K=20 sets the default
