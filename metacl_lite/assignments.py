@@ -66,8 +66,7 @@ def _master_notebook(name: str, tmp: Path, source_dir: Path) -> Path:
 
     master = tmp / f"{name}.ipynb"
     nb = jupytext.read(str(source_path(name, source_dir)))
-    cfg = nb.cells and "".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    if f"name: {name}" not in (cfg or ""):
+    if f"name: {name}" not in "".join(c.source for c in nb.cells if c.cell_type == "markdown"):
         raise AssignmentError(f"{name}.md: its ASSIGNMENT CONFIG must say `name: {name}` (the file stem), so that a "
                               "submitted notebook names the autograder it belongs to")
     jupytext.write(nb, str(master))

@@ -389,7 +389,11 @@ def _eval_indices(y_tr, y_te, cls, K: int, split: str, val_offset: int, val_n: i
 
 
 def _multi_head_stream(x_tr, y_tr, x_te, y_te, K: int, tasks: list[list[int]], to_tensor, split: str = "test",
-                       val_offset: int = 0, val_n: int = 0) -> tuple[list, list]:
+                       val_offset: int = 0, val_n: int = 0, experience=None) -> tuple[list, list]:
+    """Per task: the first K training images of its classes and its evaluation images, labels remapped to the
+    task's head (0..C-1). `to_tensor(x, idx)` turns the selected rows of `x` into the inputs; `experience` is the
+    Experience class to build (default Experience)."""
+    experience = experience or Experience
     train, test = [], []
     for t, cls in enumerate(tasks):
         tr = first_k_indices(y_tr, K, classes=cls)
@@ -398,8 +402,8 @@ def _multi_head_stream(x_tr, y_tr, x_te, y_te, K: int, tasks: list[list[int]], t
         remap = {c: i for i, c in enumerate(cls)}
         ytr = torch.tensor([remap[int(c)] for c in y_tr[tr]], dtype=torch.long)
         yte = torch.tensor([remap[int(c)] for c in ey[te]], dtype=torch.long)
-        train.append(Experience(t, to_tensor(x_tr, tr), ytr, classes=cls))
-        test.append(Experience(t, to_tensor(ex, te), yte, classes=cls))
+        train.append(experience(t, to_tensor(x_tr, tr), ytr, classes=cls))
+        test.append(experience(t, to_tensor(ex, te), yte, classes=cls))
     return train, test
 
 
@@ -500,22 +504,16 @@ def split_cub(K: int = 10, n_tasks: int = 10, root: Optional[Path] = None, split
     base = cub_root(root) / "CUB_200_2011" / "images"
     tasks = split_classes(n_tasks, 20)
     tr_mask, te_mask = idx["is_train"], ~idx["is_train"]
-    y_tr, y_te = idx["labels"][tr_mask], idx["labels"][te_mask]
-    p_tr, p_te = idx["paths"][tr_mask], idx["paths"][te_mask]
-    train, test = [], []
-    for t, cls in enumerate(tasks):
-        tr = first_k_indices(y_tr, K, classes=cls)
-        te, from_train = _eval_indices(y_tr, y_te, cls, K, split, 20, 9)
-        remap = {c: i for i, c in enumerate(cls)}
-        ev_paths, ev_y = (p_tr, y_tr) if from_train else (p_te, y_te)
-        for store, paths, ys, sel in ((train, p_tr, y_tr, tr), (test, ev_paths, ev_y, te)):
-            missing = [paths[i] for i in sel if not (base / paths[i]).exists()]
-            if missing:
-                raise MissingDataError(f"CUB image {base / missing[0]} not found ({len(missing)} missing). "
-                                       f"{CUB_FETCH_HINT}")
-            x = torch.stack([cub_preprocess(base / paths[i]) for i in sel])
-            y = torch.tensor([remap[int(c)] for c in ys[sel]], dtype=torch.long)
-            store.append(NormalisedExperience(t, x, y, classes=cls))
+
+    def load_images(paths, sel):
+        missing = [paths[i] for i in sel if not (base / paths[i]).exists()]
+        if missing:
+            raise MissingDataError(f"CUB image {base / missing[0]} not found ({len(missing)} missing). {CUB_FETCH_HINT}")
+        return torch.stack([cub_preprocess(base / paths[i]) for i in sel])
+
+    train, test = _multi_head_stream(idx["paths"][tr_mask], idx["labels"][tr_mask], idx["paths"][te_mask],
+                                     idx["labels"][te_mask], K, tasks, load_images, split, val_offset=20, val_n=9,
+                                     experience=NormalisedExperience)
     return Benchmark("cub", K, n_tasks, 20, True, (3, 224, 224), train, test,
                      info={"source": str(cub_root(root)), "tasks": tasks, "split": split, "n_train_per_task": len(train[0]),
                            "n_test_per_task": len(test[0])})

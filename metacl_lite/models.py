@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -81,18 +82,25 @@ class WeightsError(RuntimeError):
     pass
 
 
+@lru_cache(maxsize=8)
+def _sha256(path: str, mtime_ns: int, size: int) -> str:
+    """The file's sha256, computed once per version of the file (every CUB model build looks the weights up)."""
+    from .data import file_digest
+
+    return file_digest(Path(path), "sha256")
+
+
 def find_resnet18_weights(path: Optional[Union[str, Path]] = None) -> Path:
     """The ImageNet ResNet-18 weights: `path`, else $METACL_LITE_RESNET18, else the torch hub cache. Checked against
     the sha256 prefix in torchvision's file name."""
-    import hashlib
-
     cands = [Path(path)] if path else []
     if os.environ.get("METACL_LITE_RESNET18"):
         cands.append(Path(os.environ["METACL_LITE_RESNET18"]))
     cands.append(Path(torch.hub.get_dir()) / "checkpoints" / RESNET18_FILE)
     for c in cands:
         if c.exists():
-            digest = hashlib.sha256(c.read_bytes()).hexdigest()
+            st = c.stat()
+            digest = _sha256(str(c.resolve()), st.st_mtime_ns, st.st_size)
             if not digest.startswith(RESNET18_SHA256_PREFIX):
                 raise WeightsError(f"{c} is not torchvision's {RESNET18_FILE} (sha256 {digest[:16]}..., expected "
                                    f"{RESNET18_SHA256_PREFIX}...). Delete it and fetch the weights again.")

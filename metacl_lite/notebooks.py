@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .data import REPO_ROOT
+
 
 class ParameterError(ValueError):
     pass
@@ -143,7 +145,7 @@ def glued_values(ipynb: Path) -> dict[str, Any]:
 
 
 #: The book's reproduction pages made from the template: file stem -> (title, parameters).
-TEMPLATE = Path(__file__).resolve().parent.parent / "book" / "reproduce" / "benchmark.md"
+TEMPLATE = REPO_ROOT / "book" / "reproduce" / "benchmark.md"
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "pmnist-K50": ("Permuted MNIST, K = 50", {"K": 50, "live": False}),
     "pmnist-K200": ("Permuted MNIST, K = 200", {"K": 200, "live": False}),
@@ -176,8 +178,9 @@ def make_variant(template_text: str, title: str, params: dict[str, Any]) -> str:
                 ln = f"{name} = {params[name]!r}" + (f"  #{comment}" if comment else "\n")
         out.append(ln)
     return "".join(out).replace(
-        "This page is a parameterised notebook", "This page is the parameterised notebook of chapter 7, made for the "
-        "parameters below by `python -m metacl_lite pages`. It", 1).replace("It: the same source reproduces", "It is the same source that reproduces", 1)
+        "This page is a parameterised notebook: the same source reproduces",
+        "This page is the parameterised notebook of chapter 7, made for the parameters below by "
+        "`python -m metacl_lite pages`. It is the same source that reproduces", 1)
 
 
 def write_variants(check: bool = False) -> list[Path]:

@@ -136,7 +136,7 @@ def test_embedded_builder_takes_first_k_and_is_deterministic(fake_mnist, tmp_pat
     assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
     with np.load(tmp_path / "a.npz") as z:
         np.testing.assert_array_equal(z["x_train"], built["x_train"])
-    real = _shared_raw_unpatched()
+    real = _shared_raw()
     if real is not None:
         monkeypatch.undo()
         rebuilt = B.build_arrays(D.load_mnist_raw(real))
@@ -145,10 +145,9 @@ def test_embedded_builder_takes_first_k_and_is_deterministic(fake_mnist, tmp_pat
             np.testing.assert_array_equal(emb[k], rebuilt[k])
 
 
-def _shared_raw_unpatched():
+def _shared_raw():
     d = ROOT.parent / "shared" / "data" / "mnist" / "raw"
-    return d if all((d / f).exists() for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                                               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")) else None
+    return d if all((d / f).exists() for f in D.MNIST_FILES) else None
 
 
 def test_permuted_mnist_stream():

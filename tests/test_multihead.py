@@ -180,6 +180,11 @@ def test_cub_split_first_k_and_preprocessing(cub):
     assert paths[np.flatnonzero(idx["labels"][idx["is_train"]] == 20)[:2]].tolist() == \
         ["021.Bird_21/Bird_21_0000_101.jpg", "021.Bird_21/Bird_21_0002_103.jpg"]
     assert tr.y[:2].tolist() == [0, 0]
+    assert isinstance(tr, D.NormalisedExperience) and isinstance(te, D.NormalisedExperience)
+    missing = D.cub_root() / "CUB_200_2011" / "images" / paths[0]
+    missing.unlink()  # an image the split files list but the folder lacks
+    with pytest.raises(D.MissingDataError, match=r"Bird_1_0000_1\.jpg not found \(1 missing\).*fetch.py cub"):
+        D.split_cub(K=2, n_tasks=1)
 
 
 def test_resnet_weights_paths(tmp_path, monkeypatch):
