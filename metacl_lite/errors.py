@@ -1,0 +1,33 @@
+"""Typed errors. Every error a user can fix (a bad option, a missing or corrupted file, a results file made with
+another configuration) derives from `UserError`; the command line prints its message and exits 2, without a
+traceback. Anything else is a bug and keeps its traceback. Lower modules never name command-line flags: they raise
+these errors with the facts (which file, which key, which value), and `cli.py` adds the flag names."""
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Something the user can fix; the message says what is wrong and how to fix it."""
+
+
+class UsageError(UserError, ValueError):
+    """A bad argument value (an unknown method, K out of range, an empty list...)."""
+
+
+class ConfigMismatch(UserError):
+    """An existing results file was made with another configuration."""
+
+
+class FileFormatError(UserError, ValueError):
+    """A file that is not what it should be (invalid JSON, a tuning file where a results file was expected...)."""
+
+
+class HparamsError(UserError, ValueError):
+    """hparams.json holds a value nobody meant (an unknown key, NaN, a negative strength, a string)."""
+
+
+class LockedError(UserError):
+    """Another process is writing the same file."""
+
+
+class OutputError(UserError):
+    """An output path that cannot be written (a directory, a read-only folder)."""

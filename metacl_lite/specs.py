@@ -1,0 +1,57 @@
+"""One specification per benchmark: everything the paper fixes about it (Appendix B and C) and the choices we made,
+in one place. Data loading, models, the grid, tuning, the speed benchmark, the command-line defaults and the
+notebook variants all read these values instead of repeating them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    name: str
+    title: str
+    n_tasks: int  # tasks per stream (Appendix C)
+    epochs: int  # epochs per task (Appendix B)
+    classes_per_task: int
+    multi_head: bool
+    input_shape: tuple[int, ...]
+    model: str  # models.build_model's architecture: "mlp" | "cifar_cnn" | "resnet18"
+    loader: str  # data.make_benchmark's builder: "permuted_mnist" | "split_cifar100" | "split_cub"
+    val_offset: int  # validation: training images [val_offset, val_offset + val_per_class) of each class
+    val_per_class: int
+    tuning_K: int  # the K at which `tune` chooses the default beta/gamma
+    paper_Ks: tuple[int, ...]  # the K values with published numbers (Table 1-3, Appendix D)
+    max_tasks: int  # the most tasks the dataset can give (Permuted MNIST: any number)
+    permuted: bool  # the seed draws the task permutations (Permuted MNIST); class splits are fixed otherwise
+
+    @property
+    def max_train_K(self) -> int:
+        """The largest K whose training images never overlap the validation images."""
+        return self.val_offset
+
+
+SPECS: dict[str, BenchmarkSpec] = {
+    "pmnist": BenchmarkSpec("pmnist", "Permuted MNIST", n_tasks=20, epochs=5, classes_per_task=10, multi_head=False,
+                            input_shape=(784,), model="mlp", loader="permuted_mnist", val_offset=400,
+                            val_per_class=100, tuning_K=20, paper_Ks=(20, 50, 200, 500), max_tasks=10**6,
+                            permuted=True),
+    "cifar100": BenchmarkSpec("cifar100", "Split CIFAR-100", n_tasks=10, epochs=60, classes_per_task=10,
+                              multi_head=True, input_shape=(3, 32, 32), model="cifar_cnn", loader="split_cifar100",
+                              val_offset=400, val_per_class=100, tuning_K=20, paper_Ks=(20, 50, 200, 500),
+                              max_tasks=10, permuted=False),
+    "cub": BenchmarkSpec("cub", "Split CUB-200", n_tasks=10, epochs=20, classes_per_task=20, multi_head=True,
+                         input_shape=(3, 224, 224), model="resnet18", loader="split_cub", val_offset=20,
+                         val_per_class=9, tuning_K=10, paper_Ks=(10,), max_tasks=10, permuted=False),
+}
+
+#: Benchmark names, in the paper's order.
+BENCHMARKS: tuple[str, ...] = tuple(SPECS)
+
+
+def get_spec(name: str) -> BenchmarkSpec:
+    if name not in SPECS:
+        raise UsageError(f"unknown benchmark {name!r}; choose one of {', '.join(SPECS)}")
+    return SPECS[name]
