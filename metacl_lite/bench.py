@@ -8,19 +8,26 @@ printed and written to results/bench-pmnist-K<K>.json with provenance.
 """
 from __future__ import annotations
 
-import json
+import multiprocessing
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional, Sequence
 
 import torch
 
+from .atomic import write_json
 from .data import REPO_ROOT
-from .experiments import provenance, write_json_atomic
+from .provenance import device
+from .specs import get_spec
 from .training import METHODS
+
+
+def provenance(command: str) -> dict:
+    from .provenance import invocation
+
+    return {"command": command, **invocation()}
 
 
 def _peak_mb_self() -> float:
@@ -44,15 +51,39 @@ def eval_flops(n_tasks: int = 20, n_test: int = 10000, dims=(784, 256, 256, 10))
     return n_tasks * (n_tasks + 1) / 2 * n_test * per_image
 
 
-def _one(method: str, K: int) -> None:
+def _one(method: str, K: int, queue) -> None:
+    """One full Permuted MNIST run of `method` (seed 0, tuned beta/gamma), in a child process of its own."""
     from .data import permuted_mnist
-    from .experiments import method_config
+    from .hparams import method_config
     from .training import run_stream
 
-    bench = permuted_mnist(K, 20, seed=0)
+    bench = permuted_mnist(K, get_spec("pmnist").n_tasks, seed=0)
     t0 = time.perf_counter()
-    run_stream(bench, method, method_config("pmnist", method), seed=0, show_progress=False)
-    print(json.dumps({"method": method, "wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()}))
+    run_stream(bench, method, method_config("pmnist", method, K=K), seed=0, show_progress=False)
+    queue.put({"method": method, "wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
+
+
+def _grid(K: int, out: str, queue) -> None:
+    from .grid import run_experiment
+
+    t0 = time.perf_counter()
+    run_experiment("pmnist", K, seeds=(0, 1, 2), out=Path(out), show_progress=False, command=lambda c, o: "bench")
+    queue.put({"wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
+
+
+def in_child(target, *args) -> dict:
+    """Run `target(*args, queue)` in a fresh process (spawned, so its peak memory is its own); return what it put."""
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=target, args=(*args, q))
+    p.start()
+    try:
+        out = q.get()
+    finally:
+        p.join()
+    if p.exitcode != 0:
+        raise RuntimeError(f"benchmark child process failed (exit {p.exitcode})")
+    return out
 
 
 def synthetic_benchmark(name: str, K: int, n_tasks: int):
@@ -67,22 +98,24 @@ def synthetic_benchmark(name: str, K: int, n_tasks: int):
     return Benchmark(name, K, n_tasks, c, True, shape, tr, te, info={"synthetic": True, "model": {"random_init": True}})
 
 
-def bench_multihead(a) -> int:
+def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[int] = None,
+                    methods: Optional[Sequence[str]] = None) -> int:
     """Wall time per method on synthetic data of the real shapes. Without a GPU: fewer epochs (and tasks), said so,
     and the full-run time is the whole measured time scaled linearly by (epochs x tasks) - a rough estimate that
     also scales the evaluation (which really grows as tasks^2 / 2 and not with epochs). A short warm-up run comes
     first so that one-time start-up costs are not charged to the first method (files before this change lack it)."""
     from .training import TrainConfig, run_stream
 
-    full = {"cifar100": (60, 10, 20), "cub": (20, 10, 10)}[a.suite]  # epochs, tasks, K
-    epochs, n_tasks = a.epochs or full[0], a.n_tasks or full[1]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    bench = synthetic_benchmark(a.suite, full[2], n_tasks)
-    methods = a.methods.split(",") if a.methods else list(METHODS)
+    spec = get_spec(suite)
+    full = (spec.epochs, spec.n_tasks, spec.tuning_K)  # epochs, tasks, K
+    epochs, n_tasks = epochs or full[0], n_tasks or full[1]
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    bench = synthetic_benchmark(suite, full[2], n_tasks)
+    methods = list(methods or METHODS)
     reduced = (epochs, n_tasks) != full[:2]
-    run_stream(synthetic_benchmark(a.suite, 1, 1), "finetune", TrainConfig(epochs=1), seed=0, show_progress=False)
-    print(f"{a.suite}: synthetic tensors of the real shapes, K={full[2]}, {n_tasks} tasks, {epochs} epoch(s) per task "
-          f"on {device}" + (f" (REDUCED from {full[0]} epochs x {full[1]} tasks; full-run times = measured x "
+    run_stream(synthetic_benchmark(suite, 1, 1), "finetune", TrainConfig(epochs=1), seed=0, show_progress=False)
+    print(f"{suite}: synthetic tensors of the real shapes, K={full[2]}, {n_tasks} tasks, {epochs} epoch(s) per task "
+          f"on {dev}" + (f" (REDUCED from {full[0]} epochs x {full[1]} tasks; full-run times = measured x "
                             f"{full[0] * full[1] // (epochs * n_tasks)}, a rough linear extrapolation)"
                             if reduced else ""))
     rows = []
@@ -94,55 +127,45 @@ def bench_multihead(a) -> int:
         rows.append({"method": m, "wall_s": wall, "full_run_s_estimate": est, "extrapolated": reduced})
         print(f"{m:20s} measured {wall:8.1f} s   full run {'~' if reduced else ''}{est / 60:7.1f} min", flush=True)
     grid = 3 * sum(r["full_run_s_estimate"] for r in rows)
-    print(f"Table {'2' if a.suite == 'cifar100' else '3'} grid ({len(methods)} methods x 3 seeds, without references "
+    print(f"Table {'2' if suite == 'cifar100' else '3'} grid ({len(methods)} methods x 3 seeds, without references "
           f"and oracle): {'~' if reduced else ''}{grid / 3600:.1f} h")
-    prov = provenance(f"python -m metacl_lite bench --suite {a.suite}"
+    prov = provenance(f"python -m metacl_lite bench --suite {suite}"
                       + (f" --epochs {epochs} --n-tasks {n_tasks}" if reduced else ""))
     prov["wall_s_total"] = sum(r["wall_s"] for r in rows)
-    write_json_atomic(REPO_ROOT / "results" / f"bench-{a.suite}.json",
-                      {"suite": a.suite, "device": device, "epochs": epochs, "n_tasks": n_tasks, "reduced": reduced,
+    write_json(REPO_ROOT / "results" / f"bench-{suite}.json",
+               {"kind": "bench", "suite": suite, "device": dev, "epochs": epochs, "n_tasks": n_tasks, "reduced": reduced,
                        "per_method": rows, "grid_s_estimate": grid, "provenance": prov})
     return 0
 
 
-def main(a) -> int:
-    if a.one:
-        _one(a.one, a.K)
-        return 0
-    if a.suite != "pmnist":
-        return bench_multihead(a)
-    methods = a.methods.split(",") if a.methods else list(METHODS)
+def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid: bool = False) -> int:
+    """Each method's full run and the whole Table 1 grid, each in a process of its own, beside the evaluation bound."""
+    methods = list(methods or METHODS)
     rate = matmul_gflops()
     lb = eval_flops() / (rate * 1e9)
-    print(f"machine: {provenance('')['device']}; float32 GEMM {rate:.1f} GFLOP/s")
+    print(f"machine: {device()}; float32 GEMM {rate:.1f} GFLOP/s")
     print(f"evaluation work per run: {eval_flops() / 1e12:.2f} TFLOP -> lower bound {lb:.1f} s per run "
           f"(210 evaluations of 10 000 images)")
     rows = []
     print(f"{'method':20s} {'wall s':>8s} {'peak MB':>8s} {'x bound':>8s}")
     for m in methods:
-        out = subprocess.run([sys.executable, "-m", "metacl_lite", "bench", "--one", m, "--K", str(a.K)],
-                             capture_output=True, text=True, check=True, cwd=REPO_ROOT)
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+        r = in_child(_one, m, K)
         rows.append(r)
         print(f"{m:20s} {r['wall_s']:8.1f} {r['peak_mb']:8.0f} {r['wall_s'] / lb:8.2f}", flush=True)
     grid = None
-    if not a.skip_grid:
+    if not skip_grid:
         with tempfile.TemporaryDirectory() as d:
-            t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "metacl_lite", "run", "--benchmark", "pmnist", "--K", str(a.K),
-                            "--seeds", "3", "--out", f"{d}/grid.json", "--no-progress"], check=True,
-                           capture_output=True, cwd=REPO_ROOT)
-            wall = time.perf_counter() - t0
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+            g = in_child(_grid, K, f"{d}/grid.json")
+        wall, peak = g["wall_s"], g["peak_mb"]
         n_units = 3 * len(METHODS)
         grid = {"wall_s": wall, "peak_mb_max_child": peak, "runs": n_units, "references": 3 * 20, "oracle": 3,
                 "lower_bound_s": lb * n_units, "target_s": 15 * 60}
         print(f"whole Table 1 grid ({n_units} runs + 3x20 references + 3 oracles): {wall:.0f} s "
               f"({wall / 60:.1f} min; target < 15 min; evaluation lower bound {lb * n_units:.0f} s)")
-    prov = provenance(f"python -m metacl_lite bench --K {a.K}")
+    prov = provenance(f"python -m metacl_lite bench --K {K}")
     prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + (grid["wall_s"] if grid else 0.0)
-    write_json_atomic(REPO_ROOT / "results" / f"bench-pmnist-K{a.K}.json",
-                      {"gemm_gflops": rate, "eval_tflop_per_run": eval_flops() / 1e12, "lower_bound_s_per_run": lb,
+    write_json(REPO_ROOT / "results" / f"bench-pmnist-K{K}.json",
+               {"kind": "bench", "gemm_gflops": rate, "eval_tflop_per_run": eval_flops() / 1e12, "lower_bound_s_per_run": lb,
                        "per_method": rows, "grid": grid,
                        "provenance": prov})
     return 0

@@ -1,4 +1,9 @@
-"""Command line: `python -m metacl_lite {run,table,tune,notebook,pages,readme,bench,assignments} ...` (see --help of each)."""
+"""Command line: `python -m metacl_lite {run,table,tune,notebook,pages,readme,bench,assignments} ...` (see --help of each).
+
+This is the only module that knows the flag names: it checks every option before any work, turns the typed errors of
+the lower modules into one line on stderr with the fix (exit status 2, no traceback), and writes the command lines
+recorded in results files. Anything else (a bug) keeps its traceback.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,17 +11,13 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .data import BENCHMARKS, DataError
+from .errors import ConfigMismatch, LockedError, UserError
+from .specs import BENCHMARKS, get_spec
 
 
-def _seeds(a) -> list[int]:
-    if a.seed_list:
-        return [int(s) for s in a.seed_list.split(",") if s.strip()]
-    if a.seeds <= 0:
-        raise ValueError(f"--seeds must be a positive number of seeds, got {a.seeds}")
-    return list(range(a.seeds))
-
-
+# ----------------------------------------------------------------------------------------------------------------
+# Option types: checked by argparse, so a bad value exits 2 with the option named, before anything is imported
+# ----------------------------------------------------------------------------------------------------------------
 def _positive(name):
     def conv(v):
         try:
@@ -29,6 +30,107 @@ def _positive(name):
     return conv
 
 
+def _items(text: str, name: str) -> list[str]:
+    items = [s.strip() for s in text.split(",")]
+    if not text.strip() or any(not s for s in items):
+        raise argparse.ArgumentTypeError(f"{name} takes a comma-separated list without empty items, got {text!r}")
+    dup = sorted({s for s in items if items.count(s) > 1})
+    if dup:
+        raise argparse.ArgumentTypeError(f"{name}: {', '.join(dup)} given twice")
+    return items
+
+
+def _seed_list(text: str) -> list[int]:
+    out = []
+    for s in _items(text, "--seed-list"):
+        if not s.isdigit():
+            raise argparse.ArgumentTypeError(f"--seed-list: {s!r} is not a non-negative integer")
+        out.append(int(s))
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"--seed-list: a seed is given twice in {text!r}")
+    return out
+
+
+def _method_list(text: str) -> list[str]:
+    from .training import METHODS
+
+    items = _items(text, "--methods")
+    bad = [m for m in items if m not in METHODS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown method {bad[0]!r}; choose from: {', '.join(METHODS)}")
+    return items
+
+
+def _float_list(name):
+    def conv(text: str) -> list[float]:
+        out = []
+        for s in _items(text, name):
+            try:
+                out.append(float(s))
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{name}: {s!r} is not a number")
+        return out
+    return conv
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The command lines recorded in results files (relative paths: no machine path in committed files)
+# ----------------------------------------------------------------------------------------------------------------
+def _out_flag(out: Path, default: Path) -> str:
+    from .provenance import relative_to_repo
+
+    return "" if Path(out).resolve() == Path(default).resolve() else f" --out {relative_to_repo(out)}"
+
+
+def run_command(config: dict, out: Path) -> str:
+    """The `run` command that regenerates a results file with this config (all its methods and seeds)."""
+    from .grid import default_out
+    from .training import METHODS
+
+    b, spec = config["benchmark"], get_spec(config["benchmark"])
+    seeds = config["seeds"]
+    cmd = f"python -m metacl_lite run --benchmark {b} --K {config['K']}"
+    cmd += f" --seeds {len(seeds)}" if seeds == list(range(len(seeds))) else f" --seed-list {','.join(map(str, seeds))}"
+    if list(config["methods"]) != list(METHODS):
+        cmd += f" --methods {','.join(config['methods'])}"
+    if config["n_tasks"] != spec.n_tasks:
+        cmd += f" --n-tasks {config['n_tasks']}"
+    if config["train"]["epochs"] != spec.epochs:
+        cmd += f" --epochs {config['train']['epochs']}"
+    if config.get("data_source", "auto") != "auto":
+        cmd += f" --data {config['data_source']}"
+    model = config.get("model") or {}
+    if model.get("random_init"):
+        cmd += " --random-init"
+    return cmd + _out_flag(out, default_out(b, config["K"]))
+
+
+def tune_command(doc: dict, out: Path) -> str:
+    """The `tune` command that regenerates a tuning file (its protocol and all its methods)."""
+    from .tuning import TUNABLE, default_protocol, default_tuning_out
+
+    p = doc["protocol"]
+    d = default_protocol(p["benchmark"], p["K"])
+    cmd = f"python -m metacl_lite tune --benchmark {p['benchmark']} --K {p['K']}"
+    if doc["methods"] != list(TUNABLE):
+        cmd += f" --methods {','.join(doc['methods'])}"
+    if p["n_tasks"] != d["n_tasks"]:
+        cmd += f" --n-tasks {p['n_tasks']}"
+    if p["epochs"] != d["epochs"]:
+        cmd += f" --epochs {p['epochs']}"
+    if p["seeds"] != d["seeds"]:
+        cmd += f" --seed-list {','.join(map(str, p['seeds']))}"
+    for g in ("beta_grid", "gamma_grid"):
+        if p[g] != d[g]:
+            cmd += f" --{g.replace('_', '-')} {','.join(f'{v:g}' for v in p[g])}"
+    if (p.get("model") or {}).get("random_init"):
+        cmd += " --random-init"
+    return cmd + _out_flag(out, default_tuning_out(p))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The parser
+# ----------------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m metacl_lite",
                                 description="MetaCL (AAAI 2020) reproduction: run, tabulate, tune, benchmark.")
@@ -37,14 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run methods x seeds (+ references and oracle) and write a results file")
     r.add_argument("--benchmark", required=True, choices=BENCHMARKS)
     r.add_argument("--K", required=True, type=_positive("K"), help="training images per class (first K)")
-    r.add_argument("--seeds", type=int, default=3, help="run seeds 0..N-1 (default 3)")
-    r.add_argument("--seed-list", default=None, help="explicit comma-separated seeds (overrides --seeds)")
-    r.add_argument("--methods", default=None, help="comma-separated methods (default: all eleven)")
+    r.add_argument("--seeds", type=_positive("--seeds"), default=3, help="run seeds 0..N-1 (default 3)")
+    r.add_argument("--seed-list", type=_seed_list, default=None, help="explicit comma-separated seeds (overrides --seeds)")
+    r.add_argument("--methods", type=_method_list, default=None, help="comma-separated methods (default: all eleven)")
     r.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="shorter stream (default: paper's)")
     r.add_argument("--epochs", type=_positive("--epochs"), default=None, help="epochs per task (default: paper's)")
     r.add_argument("--data", default="auto", choices=("auto", "embedded", "raw"), help="MNIST source")
     r.add_argument("--out", type=Path, default=None, help="results file (default results/<benchmark>-K<K>.json)")
-    r.add_argument("--force", action="store_true", help="start over even if --out holds other results")
+    r.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
     r.add_argument("--weights", default=None, help="cub: ImageNet ResNet-18 weights file (default: torch hub cache)")
     r.add_argument("--random-init", action="store_true", help="cub: train ResNet-18 from random init (recorded)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars (papermill, CI)")
@@ -56,15 +158,24 @@ def build_parser() -> argparse.ArgumentParser:
     u = sub.add_parser("tune", help="choose beta/gamma on a validation split (never the test set)")
     u.add_argument("--benchmark", default="pmnist", choices=BENCHMARKS)
     u.add_argument("--K", type=_positive("K"), default=None,
-                   help="default 20 (cub: 10): the values every K uses; another K stores values for that K only")
+                   help="default: the benchmark's tuning K (20; cub 10), whose values every K uses; another K stores "
+                        "values for that K only")
+    u.add_argument("--methods", type=_method_list, default=None, help="regularised methods (default: all nine)")
+    u.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="tasks in the tuning stream (10)")
     u.add_argument("--epochs", type=_positive("--epochs"), default=None)
+    u.add_argument("--seed-list", type=_seed_list, default=None, help="tuning seeds (default 100,101)")
+    u.add_argument("--beta-grid", type=_float_list("--beta-grid"), default=None)
+    u.add_argument("--gamma-grid", type=_float_list("--gamma-grid"), default=None)
     u.add_argument("--weights", default=None)
     u.add_argument("--random-init", action="store_true")
-    u.add_argument("--n-tasks", type=_positive("--n-tasks"), default=10)
-    u.add_argument("--seed-list", default="100,101")
-    u.add_argument("--methods", default=None)
-    u.add_argument("--out", type=Path, default=None)
-    u.add_argument("--no-write", action="store_true", help="do not update hparams.json")
+    u.add_argument("--out", type=Path, default=None,
+                   help="default: results/tuning-<benchmark>-K<K>.json for the default protocol, "
+                        "runs/tuning-...-<hash>.json for any other")
+    u.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
+    w = u.add_mutually_exclusive_group()
+    w.add_argument("--write-hparams", action="store_true",
+                   help="write the chosen values to hparams.json even when the protocol is not the default one")
+    w.add_argument("--no-write", action="store_true", help="never update hparams.json")
     u.add_argument("--no-progress", action="store_true")
 
     n = sub.add_parser("notebook", help="run a parameterised chapter with papermill (checked parameters)")
@@ -72,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="a parameter (Python literal or string); repeatable")
     n.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2",
-                   help="run the cross product of these values (repeatable), e.g. --grid K=20,50")
+                   help="run the cross product of these values (repeatable), e.g. --grid K=20,50; one output each")
     n.add_argument("-o", "--out-dir", type=Path, default=Path("runs"), help="where executed notebooks go")
 
     g = sub.add_parser("pages", help="regenerate the book's reproduction pages from the template")
@@ -82,14 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--check", action="store_true", help="exit 1 if the README is out of date, write nothing")
 
     b = sub.add_parser("bench", help="wall time and peak memory per method and for the whole grid")
-    b.add_argument("--suite", default="pmnist", choices=("pmnist", "cifar100", "cub"),
+    b.add_argument("--suite", default="pmnist", choices=BENCHMARKS,
                    help="pmnist: the real Table 1 grid; cifar100/cub: synthetic tensors of the real shapes")
     b.add_argument("--epochs", type=_positive("--epochs"), default=None, help="cifar100/cub: fewer epochs (CPU)")
     b.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="cifar100/cub: fewer tasks (CPU)")
     b.add_argument("--K", type=_positive("K"), default=20)
-    b.add_argument("--methods", default=None)
+    b.add_argument("--methods", type=_method_list, default=None)
     b.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
-    b.add_argument("--one", default=None, help=argparse.SUPPRESS)
 
     s = sub.add_parser("assignments", help="course assignments (otter-grader): list, generate, check, grade")
     ssub = s.add_subparsers(dest="acmd", required=True)
@@ -150,68 +260,116 @@ def _assignments(a) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Commands
+# ----------------------------------------------------------------------------------------------------------------
+def _run(a) -> int:
+    from .grid import run_experiment
+    from .reports import format_table
+
+    seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
+    res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
+                         show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
+                         random_init=a.random_init)
+    print(format_table(res))
+    return 0
+
+
+def _table(a) -> int:
+    from . import store
+    from .reports import format_table
+
+    if not a.results.exists():
+        raise UserError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
+    print(format_table(store.load(a.results, "results"), a.format))
+    return 0
+
+
+def _tune(a) -> int:
+    from .tuning import BETA_GRID, GAMMA_GRID, TUNING_SEEDS, tune
+
+    write = True if a.write_hparams else (False if a.no_write else None)
+    res = tune(a.benchmark, a.K, a.n_tasks, a.seed_list or TUNING_SEEDS, a.methods, a.out, write,
+               show_progress=False if a.no_progress else None, beta_grid=a.beta_grid or BETA_GRID,
+               gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs, weights=a.weights,
+               random_init=a.random_init, force=a.force)
+    for m, v in res["chosen"].items():
+        print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
+    print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")
+          + ("" if res["canonical"] else " (not the default tuning protocol; --write-hparams writes it)"))
+    return 0
+
+
+def _notebook(a) -> int:
+    from .notebooks import run_cli
+
+    for path in run_cli(a.notebook, a.param, a.grid, a.out_dir):
+        print(path)
+    return 0
+
+
+def _pages(a) -> int:
+    from .notebooks import write_variants
+
+    stale = write_variants(check=a.check)
+    for p in stale:
+        print(("stale: " if a.check else "wrote ") + str(p))
+    return 1 if a.check and stale else 0
+
+
+def _readme(a) -> int:
+    from .reports import update_readme
+
+    stale = update_readme(check=a.check)
+    if a.check and stale:
+        print("README.md tables are out of date; run `python -m metacl_lite readme`", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _bench(a) -> int:
+    from .bench import bench_multihead, bench_pmnist
+
+    if a.suite == "pmnist":
+        return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid)
+    return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods)
+
+
+COMMANDS = {"run": _run, "table": _table, "tune": _tune, "notebook": _notebook, "pages": _pages, "readme": _readme,
+            "bench": _bench, "assignments": _assignments}
+
+
+def _hint(e: UserError, a) -> str:
+    """What to do next, in terms of this command's flags (the lower modules do not know them)."""
+    from .hparams import MissingHparams
+
+    if isinstance(e, ConfigMismatch):
+        return "write elsewhere with --out FILE, or start over with --force (which discards what the file holds)"
+    if isinstance(e, MissingHparams):
+        return (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
+                + (f" --K {a.K}`" if getattr(a, "K", None) else "`"))
+    if isinstance(e, LockedError):
+        return "two runs may share a file only one write at a time; this one gave up waiting"
+    return ""
+
+
+def _out_of(a) -> Optional[str]:
+    out = getattr(a, "out", None)
+    return str(out) if out else None
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        if a.cmd == "run":
-            from .experiments import format_table, run_experiment
-
-            methods = [m.strip() for m in a.methods.split(",")] if a.methods else None
-            res = run_experiment(a.benchmark, a.K, _seeds(a), methods, a.out, a.n_tasks, a.epochs, a.data,
-                                 show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
-                                 random_init=a.random_init)
-            print(format_table(res))
-        elif a.cmd == "table":
-            from .experiments import format_table, load_json
-
-            if not a.results.exists():
-                raise FileNotFoundError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
-            print(format_table(load_json(a.results), a.format))
-        elif a.cmd == "tune":
-            from .experiments import TUNING_K, tune
-
-            K = a.K or TUNING_K[a.benchmark]
-            res = tune(a.benchmark, K, a.n_tasks, [int(s) for s in a.seed_list.split(",")],
-                       a.methods.split(",") if a.methods else None, a.out, not a.no_write,
-                       show_progress=False if a.no_progress else None, epochs=a.epochs, weights=a.weights,
-                       random_init=a.random_init)
-            for m, v in res["chosen"].items():
-                print(f"{m:20s} {v}")
-        elif a.cmd == "notebook":
-            from .notebooks import declared_parameters, expand_grid, parse_value, run_notebook, validate
-
-            if not a.notebook.exists():
-                raise FileNotFoundError(f"notebook {a.notebook} not found")
-            base = {k: parse_value(v) for k, v in a.param}
-            runs = expand_grid(base, a.grid)
-            defaults = declared_parameters(a.notebook)
-            for params in runs:  # every combination is checked before any work starts
-                validate(params, defaults)
-            for params in runs:
-                print(run_notebook(a.notebook, params, a.out_dir))
-        elif a.cmd == "pages":
-            from .notebooks import write_variants
-
-            stale = write_variants(check=a.check)
-            for p in stale:
-                print(("stale: " if a.check else "wrote ") + str(p))
-            if a.check and stale:
-                return 1
-        elif a.cmd == "readme":
-            from .experiments import update_readme
-
-            stale = update_readme(check=a.check)
-            if a.check and stale:
-                print("README.md tables are out of date; run `python -m metacl_lite readme`", file=sys.stderr)
-                return 1
-        elif a.cmd == "assignments":
-            return _assignments(a)
-        elif a.cmd == "bench":
-            from .bench import main as bench_main
-
-            return bench_main(a)
-    except (ValueError, KeyError, DataError, FileNotFoundError, NotImplementedError, RuntimeError) as e:
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"error: {msg}", file=sys.stderr)
+        return COMMANDS[a.cmd](a)
+    except UserError as e:
+        hint = _hint(e, a)
+        print(f"error: {e}" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:
+        if a.cmd in ("run", "tune"):
+            print(f"\ninterrupted: every finished unit is saved{' in ' + _out_of(a) if _out_of(a) else ''}; run the "
+                  f"same command again to resume", file=sys.stderr)
+        else:
+            print("\ninterrupted", file=sys.stderr)
+        return 130

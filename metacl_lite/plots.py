@@ -55,7 +55,7 @@ def plot_accuracy_curves(curves: dict[str, np.ndarray], labels: Optional[dict[st
 
 
 def plot_differences(rows: list[dict], ax: Optional[plt.Axes] = None) -> plt.Axes:
-    """Ours minus the paper's, per method and metric (rows from experiments.comparison_rows)."""
+    """Ours minus the paper's, per method and metric (rows from reports.comparison_rows)."""
     ax = ax or plt.gca()
     data = [{"method": r["label"], "metric": k, "ours − paper (points)": r[f"{k} diff"]}
             for r in rows for k in ("ACC", "BT", "FA") if r[f"{k} diff"] is not None]

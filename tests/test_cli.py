@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from metacl_lite import experiments as E
+from metacl_lite import grid as G
+from metacl_lite import hparams as H
 from metacl_lite import training as T
 from metacl_lite.cli import main
 
@@ -19,8 +20,10 @@ def _err(capsys, argv):
 
 def test_bad_inputs(capsys, tmp_path):
     out = ["--out", str(tmp_path / "r.json")]
-    rc, err = _err(capsys, ["run", "--benchmark", "pmnist", *TINY, "--methods", "finetune,sgd", *out])
-    assert rc == 2 and "unknown method 'sgd'" in err and "ewc-metacl-lambda" in err
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--benchmark", "pmnist", *TINY, "--methods", "finetune,sgd", *out])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "unknown method 'sgd'" in err and "ewc-metacl-lambda" in err
     rc, err = _err(capsys, ["run", "--benchmark", "pmnist", "--K", "600", "--data", "embedded", "--n-tasks", "2", *out])
     assert rc == 2 and "K=600" in err and "--data raw" in err
     rc, err = _err(capsys, ["run", "--benchmark", "pmnist", "--K", "9000", "--n-tasks", "2", *out])
@@ -55,15 +58,15 @@ def test_run_resume_after_kill_and_table(capsys, tmp_path, monkeypatch):
         calls.append(a[1])
         return real(*a, **k)
 
-    monkeypatch.setattr(E, "run_stream", killed_after_two)
-    with pytest.raises(KeyboardInterrupt):
-        main(argv)
+    monkeypatch.setattr(G, "run_stream", killed_after_two)
+    assert main(argv) == 130
+    assert "every finished unit is saved in" in capsys.readouterr().err
     saved = json.loads(out.read_text())
     assert len(saved["runs"]) == 2 and set(saved["references"]) == {"0", "1"}  # seed 1: reference, oracle done
     before = {k: v["acc_matrix"] for k, v in saved["runs"].items()}
 
     calls.clear()
-    monkeypatch.setattr(E, "run_stream", lambda *a, **k: (calls.append(a[1]), real(*a, **k))[1])
+    monkeypatch.setattr(G, "run_stream", lambda *a, **k: (calls.append(a[1]), real(*a, **k))[1])
     assert main(argv) == 0
     res = json.loads(out.read_text())
     assert len(calls) == 2  # only seed 1's two runs were left
@@ -74,7 +77,7 @@ def test_run_resume_after_kill_and_table(capsys, tmp_path, monkeypatch):
     assert {"git_commit", "packages", "device", "wall_s_total", "python"} <= set(prov)
     assert res["summary"]["finetune"]["seeds"] == [0, 1]
     assert 0 <= res["summary"]["finetune"]["ACC"]["mean"] <= 100
-    assert res["config"]["method_hparams"]["mas-metacl-lambda"] == E.method_hparams("pmnist", "mas-metacl-lambda")
+    assert res["config"]["method_hparams"]["mas-metacl-lambda"] == H.method_hparams("pmnist", "mas-metacl-lambda", K=5)
     capsys.readouterr()
     assert main(["table", str(out)]) == 0
     table = capsys.readouterr().out
@@ -91,3 +94,77 @@ def test_module_entry_point(tmp_path):
     r = subprocess.run([sys.executable, "-m", "metacl_lite", "run", "--benchmark", "pmnist", "--K", "5",
                         "--methods", "nope"], capture_output=True, text=True)
     assert r.returncode == 2 and "unknown method" in r.stderr
+
+
+def _no_work(monkeypatch):
+    """Fail the test if any unit starts training."""
+    def boom(*a, **k):
+        raise AssertionError("training started before the input was checked")
+    monkeypatch.setattr(G, "execute_unit", boom)
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--seed-list", "0,-1"], "--seed-list: '-1' is not a non-negative integer"),
+    (["--seed-list", "0,abc"], "--seed-list: 'abc' is not a non-negative integer"),
+    (["--seed-list", "0,0"], "--seed-list: 0 given twice"),
+    (["--methods", ""], "--methods takes a comma-separated list without empty items"),
+    (["--methods", "ewc,ewc"], "--methods: ewc given twice"),
+    (["--methods", "ewc,,pi"], "--methods takes a comma-separated list without empty items"),
+    (["--seeds", "0"], "--seeds must be positive"),
+])
+def test_bad_lists_exit_2_before_any_work(capsys, tmp_path, monkeypatch, extra, needle):
+    _no_work(monkeypatch)
+    out = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--out", str(out), *extra])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and needle in err and "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--n-tasks", "1"], "n_tasks=1: a stream needs at least 2 tasks"),
+    (["--out", "{tmp}"], "is a directory; give a file name"),
+    (["--out", "{tmp}/file/r.json"], "file is not a directory"),
+])
+def test_bad_values_exit_2_before_any_work(capsys, tmp_path, monkeypatch, extra, needle):
+    _no_work(monkeypatch)
+    (tmp_path / "file").write_text("")
+    extra = [x.format(tmp=tmp_path) for x in extra]
+    rc = main(["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--seeds", "1", *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and "Traceback" not in err
+
+
+def test_table_names_files_of_the_wrong_kind(capsys, tmp_path):
+    root = G.REPO_ROOT
+    for path, needle in [(root / "results" / "tuning-pmnist-K20.json", "is a tuning file"),
+                         (root / "results" / "bench-pmnist-K20.json", "is a speed benchmark file")]:
+        rc, err = _err(capsys, ["table", str(path)])
+        assert rc == 2 and err == f"error: {path} {needle}" + err.split(needle, 1)[1] and "not a results file" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    rc, err = _err(capsys, ["table", str(bad)])
+    assert rc == 2 and f"{bad} is not valid JSON" in err
+
+
+def test_bench_rejects_an_unknown_method(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--methods", "bogus"])
+    assert e.value.code == 2 and "unknown method 'bogus'" in capsys.readouterr().err
+
+
+def test_bugs_keep_their_traceback(monkeypatch, tmp_path):
+    """The CLI turns user errors into exit 2; a KeyError or RuntimeError from a bug is not disguised as one."""
+    for exc in (KeyError("config"), RuntimeError("bug")):
+        def broken(*a, **k):
+            raise exc
+        monkeypatch.setattr(G, "execute_unit", broken)
+        with pytest.raises(type(exc)):
+            main(["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--seeds", "1", "--methods",
+                  "finetune", "--out", str(tmp_path / "r.json"), "--force"])
+
+
+def test_missing_cifar_data_names_the_fetch_command_not_tune(capsys, tmp_path, monkeypatch, hparams_file):
+    monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path / "empty"))
+    rc, err = _err(capsys, ["run", "--benchmark", "cifar100", "--K", "20", "--out", str(tmp_path / "r.json")])
+    assert rc == 2 and "python data_scripts/fetch.py cifar100" in err and "tune" not in err

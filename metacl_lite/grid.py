@@ -1,0 +1,214 @@
+"""The grid of a results file: every method x seed, the single-task references (FA) and the joint oracle (Eq. 1), each
+an independent *unit*. `run_experiment` validates everything before any compute, trains the units still missing and
+saves each one as it finishes (`store.UnitFile`: locked, merged, atomic), so a killed run resumes where it stopped.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from . import hparams as H
+from . import data as D
+from .data import REPO_ROOT, make_benchmark
+from .atomic import check_writable
+from .errors import UsageError
+from .paper import PAPER_SOURCES
+from .reports import summarize
+from .specs import get_spec
+from .store import UnitFile
+from .training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
+
+#: Config fields that must agree for a results file to be continued (methods and seeds may be added).
+COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One independent piece of a grid: a method's run through the stream, a seed's references, or its oracle."""
+
+    kind: str  # "run" | "reference" | "joint"
+    seed: int
+    method: Optional[str] = None
+
+    @property
+    def section(self) -> str:
+        return {"run": "runs", "reference": "references", "joint": "oracle"}[self.kind]
+
+    @property
+    def key(self) -> str:
+        return f"{self.method}/{self.seed}" if self.kind == "run" else str(self.seed)
+
+
+def default_out(benchmark: str, K: int) -> Path:
+    return REPO_ROOT / "results" / f"{benchmark}-K{K}.json"
+
+
+def check_seeds(seeds: Sequence) -> list[int]:
+    """Seeds: a non-empty list of distinct non-negative integers."""
+    out = []
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise UsageError(f"seed {s!r} is not a non-negative integer")
+        if s in out:
+            raise UsageError(f"seed {s} is given twice")
+        out.append(s)
+    if not out:
+        raise UsageError("no seeds given; need at least one")
+    return out
+
+
+def check_methods(methods: Optional[Sequence[str]], allowed: Optional[Sequence[str]] = None) -> list[str]:
+    """Methods: None means all eleven; otherwise a non-empty list of distinct known names."""
+    if methods is None:
+        return list(allowed or METHODS)
+    out = []
+    for m in methods:
+        if m not in METHODS:
+            raise UsageError(f"unknown method {m!r}; choose from: {', '.join(METHODS)}")
+        if allowed is not None and m not in allowed:
+            raise UsageError(f"method {m!r} is not allowed here; choose from {', '.join(allowed)}")
+        if m in out:
+            raise UsageError(f"method {m!r} is given twice")
+        out.append(m)
+    if not out:
+        raise UsageError("the list of methods is empty; leave it out to run all eleven")
+    return out
+
+
+def check_n_tasks(benchmark: str, n_tasks: Optional[int]) -> int:
+    spec = get_spec(benchmark)
+    n = spec.n_tasks if n_tasks is None else n_tasks
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise UsageError(f"n_tasks={n_tasks!r}: a stream needs at least 2 tasks (backward transfer compares a task "
+                         f"before and after the next ones)")
+    if n > spec.max_tasks:
+        raise UsageError(f"n_tasks={n}: {spec.title} has at most {spec.max_tasks} tasks")
+    return n
+
+
+def check_epochs(epochs: Optional[int]) -> None:
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs <= 0):
+        raise UsageError(f"epochs={epochs!r} must be a positive integer")
+
+
+def model_options(benchmark: str, weights: Optional[str] = None, random_init: bool = False) -> dict:
+    """Model options recorded in the config; for ResNet-18 (CUB), checks now (before any work) that the weights are
+    there."""
+    if get_spec(benchmark).model != "resnet18":
+        if weights or random_init:
+            raise UsageError("the weights and random-init options apply to the ResNet-18 (cub) benchmark only")
+        return {}
+    if random_init:
+        return {"weights": None, "random_init": True}
+    from .models import find_resnet18_weights
+
+    return {"weights": str(find_resnet18_weights(weights)), "random_init": False}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One unit
+# ----------------------------------------------------------------------------------------------------------------
+_BENCH_CACHE: dict = {}
+
+
+def unit_benchmark(benchmark: str, K: int, n_tasks: int, seed: int, source: str, model: dict, split: str = "test"):
+    """The benchmark a unit trains on (one cached per process: the permutation seed matters for Permuted MNIST only,
+    the class splits of CIFAR-100 and CUB are fixed)."""
+    spec = get_spec(benchmark)
+    key = (benchmark, K, n_tasks, seed if spec.permuted else None, source, split)
+    if key not in _BENCH_CACHE:
+        _BENCH_CACHE.clear()
+        b = make_benchmark(benchmark, K, seed=seed, n_tasks=n_tasks, source=source, split=split)
+        _BENCH_CACHE[key] = b
+    b = _BENCH_CACHE[key]
+    b.info["model"] = model
+    return b
+
+
+def execute_unit(unit: Unit, bench, cfg: TrainConfig) -> dict:
+    """Train one unit and return what the results file stores for it."""
+    t0 = time.perf_counter()
+    if unit.kind == "reference":
+        acc = [train_reference(bench, i, cfg, unit.seed) for i in range(bench.n_tasks)]
+        return {"acc": acc, "wall_s": time.perf_counter() - t0}
+    if unit.kind == "joint":
+        return {"acc": train_joint(bench, cfg, unit.seed), "wall_s": time.perf_counter() - t0}
+    r = run_stream(bench, unit.method, cfg, unit.seed, show_progress=False)
+    return {"acc_matrix": r["acc_matrix"], "wall_s": r["wall_s"]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The grid
+# ----------------------------------------------------------------------------------------------------------------
+def plan(config: dict, done: dict[str, set]) -> list[Unit]:
+    """The units of `config` not yet in the file, seed by seed (references and oracle first)."""
+    units = []
+    for s in config["seeds"]:
+        units += [u for u in (Unit("reference", s), Unit("joint", s)) if u.key not in done[u.section]]
+        units += [Unit("run", s, m) for m in config["methods"] if f"{m}/{s}" not in done["runs"]]
+    return units
+
+
+def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), methods: Optional[Sequence[str]] = None,
+                   out: Optional[Path] = None, n_tasks: Optional[int] = None, epochs: Optional[int] = None,
+                   source: str = "auto", show_progress: Optional[bool] = None, force: bool = False,
+                   weights: Optional[str] = None, random_init: bool = False,
+                   command: Optional[Callable[[dict, Path], str]] = None) -> dict:
+    """Train every unit of the grid still missing from `out` and save each as it finishes.
+
+    Everything is checked before any compute: the options, the output path, the data, the tuned beta/gamma of every
+    regularised method, and that `out` (if it exists) was made with the same configuration. `command(config, out)`
+    writes the command line that regenerates the file (default: the CLI's `run` command)."""
+    spec = get_spec(benchmark)
+    methods = check_methods(methods)
+    seeds = check_seeds(list(seeds))
+    n = check_n_tasks(benchmark, n_tasks)
+    check_epochs(epochs)
+    out = check_writable(Path(out) if out else default_out(benchmark, K))
+    D.check_data(benchmark, K, source=source)
+    model = model_options(benchmark, weights, random_init)
+    absent = H.missing(benchmark, methods, K)
+    if absent:
+        raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}")
+    cfgs = {m: H.method_config(benchmark, m, epochs, K) for m in methods}
+    base_cfg = H.method_config(benchmark, "finetune", epochs)
+    config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
+              "train": base_cfg.to_dict(), "method_hparams": {m: H.method_hparams(benchmark, m, K) for m in methods},
+              "hparams_source": H.hparams_source(benchmark, methods, K), "data_source": source, "model": model}
+    if command is None:
+        from .cli import run_command as command
+
+    def compatible(old: dict) -> list:
+        oc = old.get("config", {})
+        diff = [k for k in COMPAT_KEYS if oc.get(k, {} if k == "model" else None) != config[k]]
+        diff += [f"method_hparams[{m}]" for m in methods
+                 if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
+        return diff
+
+    def merge(doc: dict) -> None:
+        old = doc.get("config", {})
+        merged = dict(config)
+        merged["methods"] = [m for m in METHODS if m in set(old.get("methods", [])) | set(methods)]
+        merged["seeds"] = sorted(set(old.get("seeds", [])) | set(seeds))
+        merged["method_hparams"] = {**old.get("method_hparams", {}), **config["method_hparams"]}
+        merged["hparams_source"] = {**old.get("hparams_source", {}), **config["hparams_source"]}
+        doc["config"] = merged
+        doc["paper_source"] = PAPER_SOURCES.get((benchmark, K))
+
+    def finalize(doc: dict) -> None:
+        doc["summary"] = summarize(doc)
+        doc.setdefault("provenance", {})["command"] = command(doc["config"], out)
+
+    store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize)
+    doc = store.open(force)
+    todo = plan(config, {s: store.done(s) for s in store.sections})
+    for unit in progress(todo, show_progress, desc=f"{benchmark} K={K}", unit="run"):
+        bench = unit_benchmark(benchmark, K, n, unit.seed, source, model)
+        cfg = cfgs[unit.method] if unit.kind == "run" else base_cfg
+        store.add(unit.section, unit.key, execute_unit(unit, bench, cfg), info={"data_info": bench.info})
+        doc = store.doc
+    if not todo and "summary" not in doc:
+        doc["summary"] = summarize(doc)
+    return doc

@@ -1,0 +1,157 @@
+"""beta and gamma: where they live (hparams.json), what they may be, and where each value came from.
+
+hparams.json, per benchmark::
+
+    {"pmnist": {"methods": {"ewc": {"beta": 100.0}, "ewc-metacl-lambda": {"gamma": 100.0}, ...},
+                "source": "results/tuning-pmnist-K20.json", "command": "python -m metacl_lite tune ...",
+                "by_K": {"200": {"methods": {...}, "source": ..., "command": ...}}}}
+
+The top-level entry holds the values tuned at the benchmark's tuning K (`specs.BenchmarkSpec.tuning_K`), which every
+K uses unless `by_K` has values of its own for it. The file is checked when it is read: unknown benchmarks, methods
+or keys, a key a method does not use (beta for MetaCL-lambda, gamma for the others), and values that are not finite
+non-negative numbers are refused before any work, naming the file and the key.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .atomic import locked, read_json, write_json
+from .errors import HparamsError
+from .specs import SPECS, get_spec
+from .training import METHODS, TrainConfig, get_method
+
+HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
+ENTRY_KEYS = {"methods", "source", "command", "by_K"}
+
+
+def strength_key(method: str) -> Optional[str]:
+    """The one strength a method takes: gamma for MetaCL-lambda (Alg. 2), beta for the plain methods (Eq. 2) and
+    MetaCL-beta (Alg. 1), none for fine-tune and MetaCL w/o reg."""
+    m = get_method(method)
+    if m.importance is None:
+        return None
+    return "gamma" if m.balance == "lambda" else "beta"
+
+
+class MissingHparams(HparamsError):
+    """A regularised method has no tuned value for this benchmark (and K)."""
+
+
+def _check_entry(entry, where: str, path: Path, top: bool) -> None:
+    if not isinstance(entry, dict):
+        raise HparamsError(f"{path}: {where} must be an object, got {type(entry).__name__}")
+    extra = set(entry) - (ENTRY_KEYS if top else ENTRY_KEYS - {"by_K"})
+    if extra:
+        raise HparamsError(f"{path}: unknown key(s) {', '.join(sorted(extra))} in {where}; "
+                           f"allowed: {', '.join(sorted(ENTRY_KEYS if top else ENTRY_KEYS - {'by_K'}))}")
+    methods = entry.get("methods", {})
+    if not isinstance(methods, dict):
+        raise HparamsError(f"{path}: {where}.methods must be an object")
+    for m, vals in methods.items():
+        if m not in METHODS:
+            raise HparamsError(f"{path}: unknown method {m!r} in {where}.methods; choose from {', '.join(METHODS)}")
+        key = strength_key(m)
+        if key is None:
+            raise HparamsError(f"{path}: {where}.methods.{m}: {m} has no beta/gamma; remove it")
+        if not isinstance(vals, dict) or set(vals) != {key}:
+            got = ", ".join(sorted(vals)) if isinstance(vals, dict) else type(vals).__name__
+            raise HparamsError(f"{path}: {where}.methods.{m} must be {{\"{key}\": value}} ({m} uses {key}), got "
+                               f"{got}")
+        v = vals[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise HparamsError(f"{path}: {where}.methods.{m}.{key} = {v!r}; it must be a finite number >= 0")
+    for k in ("source", "command"):
+        if k in entry and not isinstance(entry[k], str):
+            raise HparamsError(f"{path}: {where}.{k} must be a string")
+    if top:
+        by_k = entry.get("by_K", {})
+        if not isinstance(by_k, dict):
+            raise HparamsError(f"{path}: {where}.by_K must be an object")
+        for K, sub in by_k.items():
+            if not K.isdigit() or int(K) <= 0:
+                raise HparamsError(f"{path}: {where}.by_K key {K!r} must be a positive integer K")
+            _check_entry(sub, f"{where}.by_K.{K}", path, top=False)
+
+
+def validate(hp, path: Path) -> dict:
+    """Check a parsed hparams.json (see the module docstring); return it unchanged."""
+    if not isinstance(hp, dict):
+        raise HparamsError(f"{path} must hold a JSON object, got {type(hp).__name__}")
+    for b, entry in hp.items():
+        if b not in SPECS:
+            raise HparamsError(f"{path}: unknown benchmark {b!r}; choose from {', '.join(SPECS)}")
+        _check_entry(entry, b, path, top=True)
+    return hp
+
+
+def load(path: Optional[Path] = None) -> dict:
+    """hparams.json, validated ({} when there is none)."""
+    path = Path(path or HPARAMS_FILE)
+    if not path.exists():
+        return {}
+    return validate(read_json(path, "hyperparameter file"), path)
+
+
+def _entry(hp: dict, benchmark: str, method: str, K: Optional[int]) -> tuple[dict, str]:
+    entry = hp.get(benchmark, {})
+    per_k = entry.get("by_K", {}).get(str(K), {}) if K is not None else {}
+    if method in per_k.get("methods", {}):
+        return per_k, f"K={K}"
+    return entry, "default"
+
+
+def method_hparams(benchmark: str, method: str, K: Optional[int] = None, hp: Optional[dict] = None) -> dict:
+    """beta (plain and MetaCL-beta) or gamma (MetaCL-lambda) of a method: the values tuned at this K when there are
+    any, else the default ones (tuned at the benchmark's tuning K). {} for methods without a penalty."""
+    get_spec(benchmark)
+    if strength_key(method) is None:
+        return {}
+    hp = load() if hp is None else hp
+    values = _entry(hp, benchmark, method, K)[0].get("methods", {})
+    if method not in values:
+        raise MissingHparams(f"no tuned beta/gamma for {method} on {benchmark} in {HPARAMS_FILE}")
+    return dict(values[method])
+
+
+def missing(benchmark: str, methods: Sequence[str], K: Optional[int] = None) -> list[str]:
+    """The methods that need beta/gamma and have none in hparams.json."""
+    hp = load()
+    return [m for m in methods if strength_key(m) is not None
+            and m not in _entry(hp, benchmark, m, K)[0].get("methods", {})]
+
+
+def hparams_source(benchmark: str, methods: Sequence[str], K: Optional[int] = None) -> dict[str, str]:
+    """Where each method's beta/gamma come from: 'K=200: <tuning file>' or 'default: <tuning file>'."""
+    hp, out = load(), {}
+    for m in methods:
+        if strength_key(m) is not None:
+            entry, which = _entry(hp, benchmark, m, K)
+            out[m] = f"{which}: {entry.get('source', '?')}"
+    return out
+
+
+def method_config(benchmark: str, method: str, epochs: Optional[int] = None, K: Optional[int] = None,
+                  **overrides) -> TrainConfig:
+    """The TrainConfig a method trains with: the benchmark's epochs (Appendix B) and the method's tuned beta/gamma."""
+    cfg = TrainConfig(epochs=epochs or get_spec(benchmark).epochs, **overrides)
+    for k, v in method_hparams(benchmark, method, K).items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def store(benchmark: str, K: int, chosen: dict[str, dict], source: str, command: str,
+          path: Optional[Path] = None) -> None:
+    """Record tuned values: at the benchmark's tuning K as the default, at any other K under by_K (that K only).
+    Read, update and write under a lock, so concurrent tunings of different methods keep each other's values."""
+    path = Path(path or HPARAMS_FILE)
+    with locked(path):
+        hp = load(path)
+        entry = hp.setdefault(benchmark, {})
+        if K != get_spec(benchmark).tuning_K:
+            entry = entry.setdefault("by_K", {}).setdefault(str(K), {})
+        entry.setdefault("methods", {}).update(chosen)
+        entry["source"], entry["command"] = source, command
+        validate(hp, path)
+        write_json(path, hp)

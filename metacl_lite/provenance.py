@@ -1,0 +1,63 @@
+"""Where a result came from: the command that regenerates it, the git commit, package versions and the device."""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from .data import REPO_ROOT
+
+
+def _git(*args: str) -> Optional[str]:
+    try:
+        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def device() -> str:
+    if torch.cuda.is_available():
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    return f"cpu: {cpu_name()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+
+
+def invocation() -> dict:
+    """This process: git commit, packages (torch's version matters: 2.14 and 2.15 give different numbers), device."""
+    pkgs = {}
+    for name in ("metacl-lite", "torch", "torchvision", "numpy", "scipy"):
+        try:
+            pkgs[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pkgs[name] = None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(status) if status is not None else None,
+            "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(), "device": device(),
+            "started": now()}
+
+
+def relative_to_repo(path: Path) -> str:
+    """A path as the user would type it from the repository root (no machine path in committed files)."""
+    p = Path(path).resolve()
+    return str(p.relative_to(REPO_ROOT)) if p.is_relative_to(REPO_ROOT) else str(p)

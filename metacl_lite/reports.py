@@ -1,0 +1,221 @@
+"""Reports made from results files: per-seed metrics and their summary, our table beside the paper's, the generated
+comparison sentences, the speed-benchmark summary and the README blocks. Nothing here is typed by hand: every number
+comes from a results file or from `paper.py`."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .data import REPO_ROOT
+from .metrics import all_metrics, average_accuracy_curve, mean_ci95
+from .paper import PAPER_SOURCES, paper_table
+from .training import METHODS
+
+
+def matrix_from_json(rows: list) -> np.ndarray:
+    return np.array([[np.nan if v is None else v for v in r] for r in rows], dtype=np.float64)
+
+
+def summarize(res: dict) -> dict:
+    """Per method: each seed's ACC, BT, FA (FA needs that seed's references) and the mean ± 95% t-interval."""
+    summary: dict = {}
+    for m in res["config"]["methods"] + ["joint"]:
+        per: dict[str, list] = {"ACC": [], "BT": [], "FA": [], "seeds": []}
+        for s in res["config"]["seeds"]:
+            if m == "joint":
+                if str(s) in res["oracle"]:
+                    per["ACC"].append(float(np.mean(res["oracle"][str(s)]["acc"])))
+                    per["seeds"].append(s)
+                continue
+            run, ref = res["runs"].get(f"{m}/{s}"), res["references"].get(str(s))
+            if run is None or ref is None:
+                continue
+            met = all_metrics(matrix_from_json(run["acc_matrix"]), ref["acc"])
+            for k in ("ACC", "BT", "FA"):
+                per[k].append(met[k])
+            per["seeds"].append(s)
+        if not per["seeds"]:
+            continue
+        entry = {"seeds": per["seeds"]}
+        for k in ("ACC", "BT", "FA"):
+            if per[k]:
+                mean, ci = mean_ci95(per[k])
+                entry[k] = {"mean": mean, "ci95": ci, "values": per[k]}
+        summary[m] = entry
+    return summary
+
+
+def average_accuracy_curves(res: dict) -> dict[str, np.ndarray]:
+    """Fig. 3: the average accuracy after each task, mean over seeds, per method."""
+    out = {}
+    for m in res["config"]["methods"]:
+        mats = [matrix_from_json(r["acc_matrix"]) for k, r in res["runs"].items() if k.split("/")[0] == m]
+        if mats:
+            out[m] = np.mean([average_accuracy_curve(a) for a in mats], axis=0)
+    return out
+
+
+def _fmt(mean: Optional[float], ci: Optional[float]) -> str:
+    if mean is None:
+        return "–"
+    return f"{mean:.1f}" if ci is None or (isinstance(ci, float) and math.isnan(ci)) else f"{mean:.1f} ± {ci:.1f}"
+
+
+def _seed_cell(n: int, total: int) -> str:
+    return str(n) if n == total else f"{n} of {total} (incomplete)"
+
+
+def comparison_rows(res: dict) -> list[dict]:
+    """One row per method of the file or the paper: ours and the paper's ACC/BT/FA (strings), the numeric
+    differences, and how many seeds our row is made of (`n`, of `n_total`; `complete`)."""
+    cfg = res["config"]
+    paper = paper_table(cfg["benchmark"], cfg["K"]) or {}
+    total = len(cfg["seeds"])
+    rows = []
+    for m in list(METHODS) + ["joint"]:
+        ours = res.get("summary", {}).get(m)
+        pap = paper.get(m)
+        in_file = m in cfg["methods"] or m == "joint"
+        if ours is None and pap is None and not (in_file and m != "joint"):
+            continue
+        n = len(ours["seeds"]) if ours else 0
+        row = {"method": m, "label": METHODS[m].label if m in METHODS else "Joint training (oracle)",
+               "n": n, "n_total": total if in_file else 0, "complete": (n == total) if in_file else True,
+               "Seeds": _seed_cell(n, total) if in_file else "–"}
+        for k in ("ACC", "BT", "FA"):
+            o = (ours or {}).get(k)
+            p = (pap or {}).get(k)
+            row[f"{k} ours"] = _fmt(o["mean"], o["ci95"]) if o else "–"
+            row[f"{k} paper"] = _fmt(*p) if p else "–"
+            row[f"{k} diff"] = (o["mean"] - p[0]) if (o and p) else None
+        rows.append(row)
+    return rows
+
+
+def incomplete_note(res: dict) -> Optional[str]:
+    """A sentence saying which rows are made from fewer seeds than the file asks for (None when complete)."""
+    short = [r for r in comparison_rows(res) if not r["complete"]]
+    if not short:
+        return None
+    return (f"INCOMPLETE: {len(short)} row(s) are made from fewer than the {len(res['config']['seeds'])} seeds of the "
+            f"file ({', '.join(r['label'] for r in short)}); rerun the file's command to finish them.")
+
+
+COLUMNS = ["label", "Seeds"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
+HEADS = ["Method", "Seeds"] + COLUMNS[2:]
+
+
+def format_table(res: dict, fmt: str = "text") -> str:
+    """Our table beside the paper's (fmt: "text" or "md"), with each row's seed count and a visible mark on rows made
+    from fewer seeds than the file asks for."""
+    cfg = res["config"]
+    rows = comparison_rows(res)
+    note = incomplete_note(res)
+    if fmt == "md":
+        lines = ([f"**{note}**", ""] if note else [])
+        lines += ["| " + " | ".join(HEADS) + " |", "|" + "---|" * len(HEADS)]
+        lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in rows]
+        return "\n".join(lines)
+    title = (f"{cfg['benchmark']} K={cfg['K']}, {cfg['n_tasks']} tasks, {len(cfg['seeds'])} seed(s); ours: mean ± 95% "
+             f"CI (t-interval over seeds); paper: {PAPER_SOURCES.get((cfg['benchmark'], cfg['K']), 'no published numbers')}")
+    widths = [max(len(h), *(len(str(r[c])) for r in rows)) for h, c in zip(HEADS, COLUMNS)]
+    line = lambda vals: "  ".join(str(v).ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+    out = [title] + ([note] if note else []) + [line(HEADS), line("-" * w for w in widths)]
+    out += [line([r[c] for c in COLUMNS]) for r in rows]
+    return "\n".join(out)
+
+
+def comparison_summary(res: dict) -> str:
+    """A few generated sentences comparing our numbers with the paper's (no hand-typed numbers anywhere)."""
+    from scipy.stats import spearmanr
+
+    rows = [r for r in comparison_rows(res) if r["ACC diff"] is not None]
+    if not rows:
+        return "No published numbers to compare with."
+    out = []
+    note = incomplete_note(res)
+    if note:
+        out.append(f"- {note}")
+    for k in ("ACC", "BT", "FA"):
+        d = [(r[f"{k} diff"], r["label"]) for r in rows if r[f"{k} diff"] is not None]
+        if not d:
+            continue
+        mean_abs = float(np.mean([abs(x) for x, _ in d]))
+        lo, hi = min(d), max(d)
+        out.append(f"- {k}: mean |ours − paper| = {mean_abs:.1f} points over {len(d)} rows; largest gaps "
+                   f"{lo[0]:+.1f} ({lo[1]}) and {hi[0]:+.1f} ({hi[1]}).")
+    summ, paper = res["summary"], paper_table(res["config"]["benchmark"], res["config"]["K"]) or {}
+    common = [m for m in METHODS if m in summ and m in paper and "ACC" in summ[m]]
+    if len(common) >= 3:
+        rho = spearmanr([summ[m]["ACC"]["mean"] for m in common], [paper[m]["ACC"][0] for m in common]).statistic
+        out.append(f"- Rank agreement of the methods' ACC with the paper's (Spearman ρ over {len(common)} methods): "
+                   f"{rho:.2f}.")
+    pairs = []
+    for imp in ("mas", "pi", "ewc"):
+        trio = [imp, f"{imp}-metacl-beta", f"{imp}-metacl-lambda"]
+        if all(m in summ for m in trio):
+            a = [summ[m]["ACC"]["mean"] for m in trio]
+            pairs.append(f"{imp.upper()} {a[0]:.1f} → β {a[1]:.1f} → λ {a[2]:.1f}")
+    if pairs:
+        out.append("- Our ACC, plain → MetaCL-β → MetaCL-λ: " + "; ".join(pairs) + ".")
+    return "\n".join(out)
+
+
+def bench_summary(b: dict) -> str:
+    """The figures of a speed-benchmark file (python -m metacl_lite bench) as Markdown."""
+    prov = b["provenance"]
+    head = f"Measured by `{prov['command']}` on {prov['device']} (commit `{(prov['git_commit'] or '?')[:10]}`)."
+    if "suite" in b:  # multi-head synthetic
+        rows = ["| method | measured (s) | full run (min) |", "|---|---|---|"]
+        rows += [f"| {r['method']} | {r['wall_s']:.1f} | {'~' if r['extrapolated'] else ''}"
+                 f"{r['full_run_s_estimate'] / 60:.1f} |" for r in b["per_method"]]
+        note = (f"Synthetic tensors of the real shapes, {b['n_tasks']} task(s) × {b['epochs']} epoch(s) on "
+                f"{b['device']}" + ("; REDUCED: full-run time = measured time × (full epochs × tasks) / (measured "
+                                    "epochs × tasks), a rough linear extrapolation that also scales the evaluation"
+                                    if b["reduced"] else "")
+                + f". Whole grid (3 seeds, without references and oracle): "
+                  f"{'~' if b['reduced'] else ''}{b['grid_s_estimate'] / 3600:.1f} h.")
+        return "\n".join([head, note, "", *rows])
+    rows = ["| method | wall (s) | peak RSS (MB) | × evaluation bound |", "|---|---|---|---|"]
+    rows += [f"| {r['method']} | {r['wall_s']:.1f} | {r['peak_mb']:.0f} | "
+             f"{r['wall_s'] / b['lower_bound_s_per_run']:.1f} |" for r in b["per_method"]]
+    out = [head, f"float32 GEMM {b['gemm_gflops']:.0f} GFLOP/s; the evaluation of one run ({b['eval_tflop_per_run']:.2f} "
+                 f"TFLOP, 210 passes over 10 000 test images) takes at least {b['lower_bound_s_per_run']:.1f} s.", ""]
+    out += rows
+    g = b.get("grid")
+    if g:
+        out += ["", f"Whole Table 1 grid ({g['runs']} runs + {g['references']} references + {g['oracle']} oracles): "
+                    f"{g['wall_s'] / 60:.1f} min (target < {g['target_s'] / 60:.0f} min; evaluation bound "
+                    f"{g['lower_bound_s'] / 60:.1f} min; peak RSS {g['peak_mb_max_child']:.0f} MB)."]
+    return "\n".join(out)
+
+
+README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
+
+
+def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
+    """Replace each `<!-- BEGIN table results/X.json -->...<!-- END table -->` block of the README with the table made
+    from that results file (`summary` blocks: `comparison_summary`; `bench` blocks: `bench_summary`). Returns True
+    when something was (or, with check, would be) changed."""
+    from . import store
+
+    path = Path(path) if path else REPO_ROOT / "README.md"
+    text = path.read_text()
+
+    def repl(mo):
+        kind = "bench" if mo.group(2) == "bench" else "results"
+        res = store.load(REPO_ROOT / mo.group(3), kind)
+        body = {"table": lambda: format_table(res, "md"), "summary": lambda: comparison_summary(res),
+                "bench": lambda: bench_summary(res)}[mo.group(2)]()
+        return mo.group(1) + body + "\n" + mo.group(5)
+
+    new = README_MARK.sub(repl, text)
+    if new != text and not check:
+        from .atomic import write_text
+
+        write_text(path, new)
+    return new != text

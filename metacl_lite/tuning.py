@@ -1,0 +1,206 @@
+"""Choosing beta and gamma without the test set.
+
+Protocol: a stream of `n_tasks` tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4),
+training on the first K images of each class and scoring the final average accuracy (ACC) on training images that are
+never trained on (`specs.BenchmarkSpec.val_offset` onwards: Permuted MNIST and CIFAR-100 images 400-499 of each class,
+CUB 20-28), never the test set. For each regularised method, each value of its grid (beta for the plain methods and
+MetaCL-beta, gamma for MetaCL-lambda) is one unit per seed; the value with the best mean validation ACC over the seeds
+wins (ties: the smaller value).
+
+A tuning file holds one protocol. Each unit is saved as it finishes (resumable, locked, merged: `store.UnitFile`).
+The protocol of the committed files (`default_protocol`) writes `results/tuning-<benchmark>-K<K>.json` and, once a
+method's grid is complete, its chosen value to hparams.json; any other protocol (a smoke test with fewer tasks, other
+seeds or grids) writes elsewhere by default and leaves hparams.json alone unless asked to write it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from . import hparams as H
+from . import data as D
+from .data import REPO_ROOT
+from .atomic import check_writable
+from .errors import UsageError
+from .grid import check_methods, check_n_tasks, check_seeds, check_epochs, model_options, unit_benchmark
+from .provenance import relative_to_repo
+from .specs import get_spec
+from .store import UnitFile
+from .training import METHODS, TrainConfig, progress, run_stream
+
+#: The grids searched (the same decades for every regulariser; gamma also tries 0).
+BETA_GRID = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
+GAMMA_GRID = (0.0,) + BETA_GRID
+TUNING_SEEDS = (100, 101)
+TUNING_TASKS = 10
+
+#: Methods with a strength to tune (the nine regularised ones).
+TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
+
+
+def default_protocol(benchmark: str, K: int) -> dict:
+    spec = get_spec(benchmark)
+    return {"benchmark": benchmark, "K": K, "n_tasks": min(TUNING_TASKS, spec.n_tasks), "epochs": spec.epochs,
+            "seeds": list(TUNING_SEEDS), "beta_grid": list(BETA_GRID), "gamma_grid": list(GAMMA_GRID),
+            "val_offset": spec.val_offset, "val_per_class": spec.val_per_class}
+
+
+def check_grid(name: str, values: Sequence[float]) -> list[float]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise UsageError(f"{name}: {v!r} is not a finite number >= 0")
+        if float(v) in out:
+            raise UsageError(f"{name}: {v!r} is given twice")
+        out.append(float(v))
+    if not out:
+        raise UsageError(f"{name} is empty")
+    return sorted(out)
+
+
+def protocol_tag(protocol: dict) -> str:
+    return hashlib.sha256(json.dumps(protocol, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def default_tuning_out(protocol: dict) -> Path:
+    """results/tuning-<b>-K<K>.json for the default protocol; runs/tuning-<b>-K<K>-<hash>.json for any other."""
+    b, K = protocol["benchmark"], protocol["K"]
+    base = {k: v for k, v in protocol.items() if k != "model"}
+    if base == default_protocol(b, K):
+        return REPO_ROOT / "results" / f"tuning-{b}-K{K}.json"
+    return REPO_ROOT / "runs" / f"tuning-{b}-K{K}-{protocol_tag(protocol)}.json"
+
+
+def unit_key(method: str, param: str, value: float, seed: int) -> str:
+    return f"{method}/{param}={value!r}/{seed}"
+
+
+def grid_of(doc: dict) -> dict:
+    """Per method of the file: its grid values, the validation ACC per value and seed, the mean, and whether the grid
+    is complete."""
+    p = doc["protocol"]
+    out = {}
+    for m in doc["methods"]:
+        param = H.strength_key(m)
+        values = p["gamma_grid"] if param == "gamma" else p["beta_grid"]
+        accs = [[doc["units"].get(unit_key(m, param, v, s), {}).get("val_acc") for s in p["seeds"]] for v in values]
+        complete = all(a is not None for row in accs for a in row)
+        g = {"param": param, "values": values, "val_acc": accs, "complete": complete}
+        if complete:
+            g["mean_val_acc"] = [float(np.mean(row)) for row in accs]
+        out[m] = g
+    return out
+
+
+def choose(g: dict) -> dict:
+    """The value with the best mean validation ACC (ties: the smaller value, np.argmax takes the first); whether it
+    lies on an edge of the grid (then the grid should be extended)."""
+    best = int(np.argmax(g["mean_val_acc"]))
+    return {"value": g["values"][best], "at_edge": best in (0, len(g["values"]) - 1)}
+
+
+def _upgrade_schema1(doc: dict) -> dict:
+    """A tuning file of schema 1 (grid and chosen only) as units of schema 2."""
+    if "units" in doc:
+        return doc
+    grid = doc["grid"]
+    betas = next((g["values"] for g in grid.values() if g["param"] == "beta"), list(BETA_GRID))
+    gammas = next((g["values"] for g in grid.values() if g["param"] == "gamma"), list(GAMMA_GRID))
+    spec = get_spec(doc["benchmark"])
+    doc["protocol"] = {"benchmark": doc["benchmark"], "K": doc["K"], "n_tasks": doc["n_tasks"], "epochs": doc["epochs"],
+                       "seeds": doc["seeds"], "beta_grid": betas, "gamma_grid": gammas,
+                       "val_offset": spec.val_offset, "val_per_class": spec.val_per_class}
+    if doc.get("model"):
+        doc["protocol"]["model"] = doc["model"]
+    doc["methods"] = list(grid)
+    doc["units"] = {unit_key(m, g["param"], v, s): {"method": m, "param": g["param"], "value": v, "seed": s,
+                                                   "val_acc": a}
+                    for m, g in grid.items() for v, row in zip(g["values"], g["val_acc"])
+                    for s, a in zip(doc["seeds"], row)}
+    return doc
+
+
+def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[int] = None,
+         seeds: Sequence[int] = TUNING_SEEDS, methods: Optional[Sequence[str]] = None, out: Optional[Path] = None,
+         write_hparams: Optional[bool] = None, show_progress: Optional[bool] = None,
+         beta_grid: Sequence[float] = BETA_GRID, gamma_grid: Sequence[float] = GAMMA_GRID,
+         epochs: Optional[int] = None, weights: Optional[str] = None, random_init: bool = False,
+         force: bool = False, command: Optional[Callable[[dict, Path], str]] = None) -> dict:
+    """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
+
+    write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;
+    False never. Returns the tuning document (protocol, units, grid, chosen)."""
+    spec = get_spec(benchmark)
+    K = spec.tuning_K if K is None else K
+    methods = check_methods(methods, allowed=TUNABLE)
+    seeds = check_seeds(list(seeds))
+    n = check_n_tasks(benchmark, min(TUNING_TASKS, spec.n_tasks) if n_tasks is None else n_tasks)
+    check_epochs(epochs)
+    protocol = {"benchmark": benchmark, "K": K, "n_tasks": n, "epochs": epochs or spec.epochs, "seeds": seeds,
+                "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
+                "val_offset": spec.val_offset, "val_per_class": spec.val_per_class}
+    if K > spec.val_offset:
+        raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
+                         f"so tuning needs K <= {spec.val_offset}")
+    D.check_data(benchmark, K, split="val")
+    model = model_options(benchmark, weights, random_init)
+    if model:
+        protocol["model"] = {"random_init": model["random_init"]}
+    out = check_writable(Path(out) if out else default_tuning_out(protocol))
+    canonical = {k: v for k, v in protocol.items() if k != "model"} == default_protocol(benchmark, K)
+    if command is None:
+        from .cli import tune_command as command
+
+    def compatible(old: dict) -> list:
+        old = _upgrade_schema1(old)
+        return [k for k in protocol if old["protocol"].get(k) != protocol[k]]
+
+    def merge(doc: dict) -> None:
+        if "grid" in doc and "units" not in doc:
+            _upgrade_schema1(doc)
+        doc["protocol"] = protocol
+        doc["methods"] = [m for m in TUNABLE if m in set(doc.get("methods", [])) | set(methods)]
+        doc["protocol_text"] = __doc__.split("Protocol: ", 1)[1].split("\n\n")[0].replace("\n", " ")
+        for k in ("benchmark", "K", "n_tasks", "seeds", "epochs"):  # the fields of schema 1, for readers
+            doc[k] = protocol[k]
+
+    def finalize(doc: dict) -> None:
+        doc["grid"] = grid_of(doc)
+        doc["chosen"], doc["at_edge"] = {}, {}
+        for m, g in doc["grid"].items():
+            if g["complete"]:
+                c = choose(g)
+                doc["chosen"][m] = {g["param"]: c["value"]}
+                doc["at_edge"][m] = c["at_edge"]
+        doc.setdefault("provenance", {})["command"] = command(doc, out)
+
+    store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize)
+    doc = store.open(force)
+    done = store.done("units")
+    jobs = []
+    for m in methods:
+        param = H.strength_key(m)
+        for v in protocol["gamma_grid"] if param == "gamma" else protocol["beta_grid"]:
+            jobs += [(m, param, v, s) for s in seeds if unit_key(m, param, v, s) not in done]
+    for m, param, v, s in progress(jobs, show_progress, desc=f"tune {benchmark} K={K}", unit="run"):
+        bench = unit_benchmark(benchmark, K, n, s, "auto", model, split="val")
+        cfg = TrainConfig(epochs=protocol["epochs"], **{param: v})
+        r = run_stream(bench, m, cfg, s, show_progress=False)
+        store.add("units", unit_key(m, param, v, s), {"method": m, "param": param, "value": v, "seed": s,
+                                                      "val_acc": float(np.nanmean(r["acc_matrix"][-1])),
+                                                      "wall_s": r["wall_s"]})
+    doc = store.doc
+    if "grid" not in doc or not jobs:
+        doc["grid"] = grid_of(doc)
+    write = canonical if write_hparams is None else write_hparams
+    chosen = {m: v for m, v in doc.get("chosen", {}).items() if m in methods}
+    if write and chosen and jobs:
+        H.store(benchmark, K, chosen, relative_to_repo(out), doc["provenance"]["command"])
+    doc["hparams_written"] = bool(write and chosen and jobs)
+    doc["canonical"] = canonical
+    return doc

@@ -1,0 +1,100 @@
+"""The grid: each unit trains with the configuration it should, a finished file is left alone, and every invocation
+that contributed units is recorded."""
+import json
+
+import pytest
+
+from metacl_lite import grid as G
+from metacl_lite.training import TrainConfig
+
+TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Replace the training of a unit by a record of what it would train with (fast, deterministic)."""
+    calls = []
+
+    def fake(unit, bench, cfg):
+        calls.append((unit, cfg))
+        n = bench.n_tasks
+        if unit.kind == "run":
+            return {"acc_matrix": [[50.0 if j <= i else None for j in range(n)] for i in range(n)], "wall_s": 1.0}
+        return {"acc": [50.0] * n, "wall_s": 1.0}
+
+    monkeypatch.setattr(G, "execute_unit", fake)
+    return calls
+
+
+def test_each_unit_trains_with_its_tuned_beta_or_gamma(hparams_file, spy, tmp_path):
+    hparams_file({"pmnist": {"methods": {"ewc": {"beta": 7.5}, "ewc-metacl-lambda": {"gamma": 0.25},
+                                         "mas-metacl-beta": {"beta": 3.0}},
+                             "by_K": {"5": {"methods": {"ewc": {"beta": 0.5}}}}}})
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune", "ewc", "ewc-metacl-lambda", "mas-metacl-beta"],
+                     out=tmp_path / "r.json", **TINY)
+    cfgs = {(u.kind, u.method): c for u, c in spy}
+    base = TrainConfig(epochs=1)
+    assert cfgs[("run", "ewc")] == TrainConfig(epochs=1, beta=0.5)  # the K=5 value wins over the default 7.5
+    assert cfgs[("run", "ewc-metacl-lambda")] == TrainConfig(epochs=1, gamma=0.25)
+    assert cfgs[("run", "mas-metacl-beta")] == TrainConfig(epochs=1, beta=3.0)
+    assert cfgs[("run", "finetune")] == cfgs[("reference", None)] == cfgs[("joint", None)] == base
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["config"]["method_hparams"]["ewc"] == {"beta": 0.5}
+    assert doc["config"]["hparams_source"]["ewc"].startswith("K=5: ")
+
+
+def test_a_finished_file_is_not_rewritten(hparams_file, spy, tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, **TINY)
+    before, mtime = out.read_bytes(), out.stat().st_mtime_ns
+    n = len(spy)
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, **TINY)
+    assert len(spy) == n and out.read_bytes() == before and out.stat().st_mtime_ns == mtime
+
+
+def test_every_contributing_invocation_is_recorded(hparams_file, spy, tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, **TINY)
+    G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune", "metacl"], out=out, **TINY)
+    doc = json.loads(out.read_text())
+    invs = doc["provenance"]["invocations"]
+    assert [sorted(i["units"]) for i in invs] == [
+        ["oracle/0", "references/0", "runs/finetune/0"],
+        ["oracle/1", "references/1", "runs/finetune/1", "runs/metacl/0", "runs/metacl/1"]]
+    assert doc["provenance"]["wall_s_total"] == 8.0
+    assert doc["provenance"]["command"] == ("python -m metacl_lite run --benchmark pmnist --K 5 --seeds 2 "
+                                            f"--methods finetune,metacl --n-tasks 2 --epochs 1 --out {out}")
+    assert doc["config"]["methods"] == ["finetune", "metacl"] and doc["config"]["seeds"] == [0, 1]
+
+
+def test_recorded_command_is_relative_inside_the_repository(hparams_file, spy):
+    from metacl_lite.cli import run_command
+
+    cfg = {"benchmark": "pmnist", "K": 50, "seeds": [0, 1, 2], "methods": list(G.METHODS), "n_tasks": 20,
+           "train": {"epochs": 5}, "data_source": "auto", "model": {}}
+    assert run_command(cfg, G.default_out("pmnist", 50)) == "python -m metacl_lite run --benchmark pmnist --K 50 --seeds 3"
+    assert run_command(cfg, G.REPO_ROOT / "runs" / "x.json").endswith(" --seeds 3 --out runs/x.json")
+    cfg.update(seeds=[3, 4], data_source="raw")
+    assert run_command(cfg, G.default_out("pmnist", 50)).endswith("--K 50 --seed-list 3,4 --data raw")
+
+
+@pytest.mark.parametrize("kw,needle", [
+    (dict(seeds=[0, -1]), "seed -1 is not a non-negative integer"),
+    (dict(seeds=[1, 1]), "seed 1 is given twice"),
+    (dict(seeds=[]), "no seeds given"),
+    (dict(methods=[]), "the list of methods is empty"),
+    (dict(methods=["pi", "pi"]), "method 'pi' is given twice"),
+    (dict(methods=["sgd"]), "unknown method 'sgd'"),
+    (dict(n_tasks=1), "n_tasks=1: a stream needs at least 2 tasks"),
+    (dict(epochs=0), "epochs=0 must be a positive integer"),
+])
+def test_library_callers_get_the_same_checks(hparams_file, spy, tmp_path, kw, needle):
+    args = {**dict(seeds=[0], methods=["finetune"], out=tmp_path / "r.json"), **TINY, **kw}
+    with pytest.raises(G.UsageError, match=needle):
+        G.run_experiment("pmnist", **args)
+    assert spy == [] and not (tmp_path / "r.json").exists()
+
+
+def test_cifar_stream_longer_than_the_dataset_is_refused(hparams_file, spy, tmp_path):
+    with pytest.raises(G.UsageError, match="n_tasks=11: Split CIFAR-100 has at most 10 tasks"):
+        G.run_experiment("cifar100", 20, seeds=[0], n_tasks=11, out=tmp_path / "r.json")
