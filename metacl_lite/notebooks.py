@@ -4,22 +4,29 @@
     python -m metacl_lite notebook book/reproduce/benchmark.md --grid K=20,50 --grid seeds=1,3 -o runs/
 
 A chapter declares its parameters in the cell tagged `parameters` and then calls `check_parameters(...)`, so that
-plain papermill on the .ipynb form is checked too (an unknown or ill-typed parameter stops the notebook in its first
-cells, before any work).
+plain papermill on the .ipynb form is checked too (an unknown, ill-typed or invalid parameter stops the notebook in
+its first cells, before any work). The command line checks the same things for every run before the first kernel
+starts, and gives each grid point its own folder, so no point overwrites another's results file.
 """
 from __future__ import annotations
 
 import ast
 import itertools
 import json
+import math
+import re
+import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
+from .atomic import check_writable
 from .data import REPO_ROOT
+from .errors import FileFormatError, UsageError
+from .specs import SPECS
 
 
-class ParameterError(ValueError):
-    pass
+class ParameterError(UsageError):
+    """A notebook parameter the notebook does not declare, of the wrong type or value, or a malformed grid."""
 
 
 def _type_ok(value: Any, default: Any) -> bool:
@@ -34,8 +41,52 @@ def _type_ok(value: Any, default: Any) -> bool:
     return isinstance(value, type(default))
 
 
+def _benchmark(v: str, point: dict[str, Any]) -> Optional[str]:
+    return None if v in SPECS else f"choose one of {', '.join(SPECS)}"
+
+
+def _positive(v: int, point: dict[str, Any]) -> Optional[str]:
+    return None if v > 0 else "give a positive integer (1, 2, ...)"
+
+
+def _epochs(v: int, point: dict[str, Any]) -> Optional[str]:
+    return None if v >= 0 else "give 0 (the paper's number) or a positive integer"
+
+
+def _n_tasks(v: int, point: dict[str, Any]) -> Optional[str]:
+    spec = SPECS.get(point.get("benchmark"))  # an unknown benchmark is reported by its own check
+    if v == 0 or 2 <= v <= (spec.max_tasks if spec else math.inf):
+        return None
+    most = f" and at most {spec.max_tasks} ({spec.title} has no more)" if spec else ""
+    return f"give 0 (the paper's number) or at least 2 tasks (backward transfer needs a later task){most}"
+
+
+def _methods(v: str, point: dict[str, Any]) -> Optional[str]:
+    from .training import METHODS
+
+    if v == "all":
+        return None
+    names = [m.strip() for m in v.split(",")]
+    bad = [m for m in names if m not in METHODS]
+    if bad:
+        return f"unknown method(s) {', '.join(map(repr, bad))}; give 'all' or a comma-separated list of {', '.join(METHODS)}"
+    twice = sorted({m for m in names if names.count(m) > 1})
+    return f"{', '.join(twice)} listed twice; name each method once" if twice else None
+
+
+#: Value checks by parameter name (the reproduction chapter's parameters), for every notebook that declares the name.
+#: Each takes the value and the run's parameters (defaults included) and returns None for a good value, else how to
+#: fix it. `validate` applies them, so the command line (before any kernel starts) and `check_parameters` (inside
+#: the notebook, under plain papermill) check the same things.
+VALUE_CHECKS: dict[str, Callable[[Any, dict[str, Any]], Optional[str]]] = {
+    "benchmark": _benchmark, "K": _positive, "seeds": _positive, "methods": _methods,
+    "epochs": _epochs, "n_tasks": _n_tasks,
+}
+
+
 def validate(params: dict[str, Any], defaults: dict[str, Any]) -> None:
-    """Raise ParameterError for a parameter the notebook does not declare, or one of the wrong type."""
+    """Raise ParameterError for a parameter the notebook does not declare, one of the wrong type, or one whose value
+    fails its check in VALUE_CHECKS."""
     unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ParameterError(f"unknown notebook parameter(s) {', '.join(unknown)}; "
@@ -44,6 +95,11 @@ def validate(params: dict[str, Any], defaults: dict[str, Any]) -> None:
         if not _type_ok(v, defaults[k]):
             raise ParameterError(f"parameter {k}={v!r} has type {type(v).__name__}, "
                                  f"expected {type(defaults[k]).__name__} (default {defaults[k]!r})")
+    point = {**defaults, **params}
+    for k, v in params.items():
+        problem = VALUE_CHECKS[k](v, point) if k in VALUE_CHECKS else None
+        if problem:
+            raise ParameterError(f"parameter {k}={v!r} is invalid: {problem}")
 
 
 def check_parameters(namespace: dict, defaults: dict[str, Any], names_before: Iterable[str]) -> dict[str, Any]:
@@ -59,17 +115,26 @@ def check_parameters(namespace: dict, defaults: dict[str, Any], names_before: It
 
 
 def declared_parameters(path: Path) -> dict[str, Any]:
-    """The parameters (name -> default) of a MyST or .ipynb notebook's cell tagged `parameters` ({} if none)."""
-    nb = _read(path)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "parameters" in cell.get("metadata", {}).get("tags", []):
-            out = {}
-            for node in ast.parse(cell.source).body:
-                if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                        and not node.targets[0].id.startswith("_")):
-                    out[node.targets[0].id] = ast.literal_eval(node.value)
-            return out
-    return {}  # no parameters cell: the notebook takes no parameters
+    """The parameters (name -> default, as a Python value) of a MyST or .ipynb notebook's cell tagged `parameters`,
+    as `papermill.inspect_notebook` reads them ({} if there is no such cell). Names starting with `_` are the cell's
+    own helpers, not parameters."""
+    import jupytext
+    import papermill
+
+    with tempfile.TemporaryDirectory() as tmp:  # papermill inspects an .ipynb file
+        ipynb = Path(tmp) / "notebook.ipynb"
+        jupytext.write(_read(path), str(ipynb))
+        found = papermill.inspect_notebook(ipynb)
+    out = {}
+    for name, p in found.items():
+        if name.startswith("_"):
+            continue
+        try:  # papermill gives the default's source text
+            out[name] = ast.literal_eval(p["default"])
+        except (ValueError, SyntaxError):
+            raise FileFormatError(f"{path}: the default of parameter {name}, {p['default']}, is not a Python "
+                                  f"literal; write a literal such as 20, 'pmnist' or True") from None
+    return out
 
 
 def _read(path: Path):
@@ -86,12 +151,21 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def tag(params: dict[str, Any]) -> str:
+    """A file name for a set of parameters: {'K': 20, 'seeds': 1} -> 'K20-seeds1' (sorted by name; characters other
+    than letters, digits and . , + = - become _); 'defaults' for none."""
+    text = "-".join(f"{k}{v}" for k, v in sorted(params.items())) or "defaults"
+    return re.sub(r"[^\w.,+=-]", "_", text)
+
+
 def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str = "python3",
                  progress: bool = False) -> Path:
     """Check `params` against the notebook's declared parameters, then execute it with papermill into `out_dir`.
 
-    The executed notebook is named after the notebook and its parameters. If the notebook declares `out_dir`, it is
-    set to `out_dir` unless given, so results files land beside the executed notebook."""
+    The executed notebook is out_dir/<notebook>-<tag of params>.ipynb; it stays there when the run fails (with the
+    error in it). If the notebook declares `out_dir`, it is set to `out_dir` unless given, so results files land
+    beside the executed notebook."""
+    import jupytext
     import papermill
 
     path = Path(path)
@@ -102,12 +176,9 @@ def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str 
     out_dir.mkdir(parents=True, exist_ok=True)
     if "out_dir" in defaults and "out_dir" not in params:
         params["out_dir"] = str(out_dir.resolve())
-    tag = "-".join(f"{k}{v}" for k, v in sorted(params.items()) if k != "out_dir") or "defaults"
     ipynb = out_dir / f"{path.stem}.input.ipynb"
-    import jupytext
-
     jupytext.write(_read(path), str(ipynb))
-    target = out_dir / f"{path.stem}-{tag}.ipynb".replace("/", "_")
+    target = out_dir / f"{path.stem}-{tag({k: v for k, v in params.items() if k != 'out_dir'})}.ipynb"
     try:
         papermill.execute_notebook(str(ipynb), str(target), parameters=params, kernel_name=kernel,
                                    cwd=str(path.parent.resolve()), progress_bar=progress)
@@ -117,14 +188,74 @@ def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str 
 
 
 def expand_grid(base: dict[str, Any], grid: list[str]) -> list[dict[str, Any]]:
-    """--grid K=20,50 --grid seeds=1,3  ->  the cross product of the lists, each merged into `base`."""
-    axes = []
+    """--grid K=20,50 --grid seeds=1,3  ->  the cross product of the lists, each merged into `base`.
+
+    Raises ParameterError for an axis that is not NAME=v1,v2,..., has an empty or a repeated value, or names a
+    parameter already given (in `base` or another axis)."""
+    axes: dict[str, list[Any]] = {}
     for g in grid:
-        if "=" not in g:
+        name, eq, text = g.partition("=")
+        name = name.strip()
+        if not eq or not name.isidentifier():
             raise ParameterError(f"--grid takes NAME=v1,v2,..., got {g!r}")
-        k, vals = g.split("=", 1)
-        axes.append([(k, parse_value(v)) for v in vals.split(",")])
-    return [{**base, **dict(combo)} for combo in itertools.product(*axes)] if axes else [dict(base)]
+        if name in axes or name in base:
+            raise ParameterError(f"parameter {name} is given twice (with -p and --grid, or in two --grid); "
+                                 f"give it once")
+        texts = [t.strip() for t in text.split(",")]
+        if "" in texts:
+            raise ParameterError(f"--grid {g!r} has an empty value; give NAME=v1,v2,... with no empty entry")
+        values = [parse_value(t) for t in texts]
+        reprs = [repr(v) for v in values]
+        twice = sorted({r for r in reprs if reprs.count(r) > 1})
+        if twice:
+            raise ParameterError(f"--grid {g!r} lists {', '.join(twice)} twice; give each value once "
+                                 f"(a repeated point would overwrite its own results)")
+        axes[name] = values
+    return [{**base, **dict(zip(axes, combo))} for combo in itertools.product(*axes.values())]
+
+
+def plan_runs(notebook: Path, params: Iterable[tuple[str, str]], grid: list[str],
+              out_dir: Path) -> list[tuple[dict[str, Any], Path]]:
+    """The runs of the `notebook` command as (parameters, folder), every one checked (`validate`, and its folder
+    writable) before any runs.
+
+    `params` are the -p NAME VALUE pairs (values parsed by `parse_value`), `grid` the --grid NAME=v1,v2 axes. Without
+    a grid there is one run, in `out_dir`. With a grid each point runs in its own folder, out_dir/<tag of the point's
+    grid values> (e.g. runs/K20-seeds1/), where the notebook's `out_dir` parameter points too: each point keeps its
+    executed notebook and its results file."""
+    notebook = Path(notebook)
+    if not notebook.is_file() or notebook.suffix not in (".md", ".ipynb"):
+        raise UsageError(f"notebook {notebook} not found or not a .md/.ipynb file; "
+                         f"give a chapter such as book/reproduce/benchmark.md")
+    base: dict[str, Any] = {}
+    for name, text in params:
+        if name in base:
+            raise ParameterError(f"parameter {name} is given twice; give it once")
+        base[name] = parse_value(text)
+    defaults = declared_parameters(notebook)
+    points = expand_grid(base, grid)
+    if not grid:
+        runs = [(base, Path(out_dir))]
+    elif "out_dir" in base and "out_dir" in defaults:
+        raise ParameterError("parameter out_dir cannot be set for a grid: each grid point writes into its own "
+                             "folder under the output folder (-o)")
+    else:
+        names = [g.partition("=")[0].strip() for g in grid]
+        runs = [(p, Path(out_dir) / tag({k: p[k] for k in names})) for p in points]
+        folders = [str(f) for _, f in runs]
+        if len(set(folders)) < len(folders):
+            raise ParameterError(f"two grid points would share a folder ({', '.join(folders)}); "
+                                 f"use grid values that differ in letters or digits")
+    for p, folder in runs:
+        validate(p, defaults)
+        check_writable(folder / f"{notebook.stem}.ipynb")
+    return runs
+
+
+def run_cli(notebook: Path, params: list[tuple[str, str]], grid: list[str], out_dir: Path) -> list[Path]:
+    """The `notebook` command: check every run (`plan_runs`, raising ParameterError/UsageError before any kernel
+    starts), then execute them in order; returns the executed notebooks."""
+    return [run_notebook(notebook, p, folder) for p, folder in plan_runs(notebook, params, grid, out_dir)]
 
 
 def glued_values(ipynb: Path) -> dict[str, Any]:
