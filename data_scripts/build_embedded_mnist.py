@@ -4,14 +4,16 @@
 Contents: the first 500 training images of each class (original file order, with their positions in the
 training file) and the full 10 000-image test set, uint8, in a deflate-compressed .npz whose zip entries carry a
 fixed timestamp, so the same inputs give the same bytes. Writes metacl_lite/data/mnist_first500.npz and its
-sha256 beside it.
+sha256 beside it (both written atomically).
 
     python data_scripts/fetch.py mnist --from ../shared/data/mnist/raw   # or online without --from
     python data_scripts/build_embedded_mnist.py [--check]
 
---check rebuilds in memory and fails unless the arrays equal the committed file's arrays.
+--check rebuilds in memory and fails (exit 1) unless the bytes equal the committed file's bytes. Exit status 2
+(with `error: ...`) when the raw files are missing or corrupted.
 """
 import argparse
+import hashlib
 import io
 import sys
 import zipfile
@@ -20,8 +22,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from metacl_lite.atomic import write_bytes, write_text  # noqa: E402
 from metacl_lite.data import (EMBEDDED_MNIST, EMBEDDED_MNIST_PER_CLASS, EMBEDDED_MNIST_SHA256_FILE,  # noqa: E402
-                              DataError, file_digest, first_k_indices, load_mnist_embedded, load_mnist_raw)
+                              first_k_indices, load_mnist_raw)
+from metacl_lite.errors import UserError  # noqa: E402
 
 
 def build_arrays(raw: dict) -> dict:
@@ -32,9 +36,11 @@ def build_arrays(raw: dict) -> dict:
     }
 
 
-def write_npz(arrays: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + ".part")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
+def npz_bytes(arrays: dict) -> bytes:
+    """The arrays as a deflate-compressed .npz whose zip entries carry a fixed timestamp and mode, so the same arrays
+    always give the same bytes."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
         for name, arr in arrays.items():
             buf = io.BytesIO()
             np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
@@ -42,7 +48,7 @@ def write_npz(arrays: dict, path: Path) -> None:
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             z.writestr(info, buf.getvalue(), compresslevel=9)
-    tmp.replace(path)
+    return out.getvalue()
 
 
 def main(argv=None) -> int:
@@ -51,22 +57,20 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true", help="compare with the committed file instead of writing")
     a = p.parse_args(argv)
     try:
-        arrays = build_arrays(load_mnist_raw(a.raw))
-        if a.check:
-            have = load_mnist_embedded()
-            bad = [k for k in arrays if not np.array_equal(arrays[k], have[k])]
-            if bad:
-                print(f"embedded subset differs from a rebuild in: {bad}", file=sys.stderr)
-                return 1
-            print("embedded subset equals a rebuild from the raw files")
-            return 0
-    except DataError as e:
+        data = npz_bytes(build_arrays(load_mnist_raw(a.raw)))
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
-    write_npz(arrays, EMBEDDED_MNIST)
-    digest = file_digest(EMBEDDED_MNIST, "sha256")
-    EMBEDDED_MNIST_SHA256_FILE.write_text(f"{digest}  {EMBEDDED_MNIST.name}\n")
-    print(f"wrote {EMBEDDED_MNIST} ({EMBEDDED_MNIST.stat().st_size} bytes, sha256 {digest})")
+        return 2
+    if a.check:
+        if data != EMBEDDED_MNIST.read_bytes():
+            print(f"{EMBEDDED_MNIST} differs from a rebuild from the raw files", file=sys.stderr)
+            return 1
+        print("embedded subset equals (byte for byte) a rebuild from the raw files")
+        return 0
+    write_bytes(EMBEDDED_MNIST, data)
+    digest = hashlib.sha256(data).hexdigest()
+    write_text(EMBEDDED_MNIST_SHA256_FILE, f"{digest}  {EMBEDDED_MNIST.name}\n")
+    print(f"wrote {EMBEDDED_MNIST} ({len(data)} bytes, sha256 {digest})")
     return 0
 
 

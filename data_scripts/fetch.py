@@ -7,13 +7,16 @@
     python data_scripts/fetch.py cub [--from PATH]      # CUB_200_2011.tgz (md5), or the extracted folder
 
 Target: $METACL_LITE_DATA/<dataset>/ (default: data/<dataset>/ in this checkout); MNIST: --dest overrides.
+Nothing already there is replaced before the new copy has passed its checks. Exit status 2 (with `error: ...`)
+when the data or an option is wrong.
 """
 import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from metacl_lite.data import DataError, fetch_cifar100, fetch_cub, fetch_mnist  # noqa: E402
+from metacl_lite.data import fetch_cifar100, fetch_cub, fetch_mnist  # noqa: E402
+from metacl_lite.errors import UserError  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -22,16 +25,16 @@ def main(argv=None) -> int:
     p.add_argument("--from", dest="source", type=Path, help="local folder (MNIST) or archive/extracted folder")
     p.add_argument("--dest", type=Path, default=None, help="MNIST only: target folder")
     a = p.parse_args(argv)
+    if a.dest is not None and a.dataset != "mnist":
+        p.error("--dest is for mnist; set METACL_LITE_DATA to move the other datasets")  # exits 2
     try:
         if a.dataset == "mnist":
             fetch_mnist(a.dest, a.source)
-        elif a.dest is not None:
-            raise DataError("--dest is for mnist; set METACL_LITE_DATA to move the other datasets")
         else:
             print({"cifar100": fetch_cifar100, "cub": fetch_cub}[a.dataset](a.source))
-    except DataError as e:
+    except UserError as e:  # missing or corrupted data: the message says what to do
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 

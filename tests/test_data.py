@@ -1,17 +1,27 @@
-"""MNIST files, checksums, the embedded subset, first-K sampling, permutations."""
+"""MNIST files, checksums, downloads, the embedded subset, first-K sampling, permutations, the checks run before any
+compute (`check_data`), and the benchmark specification driving the Permuted MNIST loader."""
+import contextlib
+import dataclasses
+import functools
 import gzip
 import hashlib
+import http.server
+import importlib
+import io
 import struct
-import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from metacl_lite import data as D
+from metacl_lite.errors import UsageError, UserError
+from metacl_lite.specs import SPECS
 
 ROOT = Path(__file__).resolve().parents[1]
+TRAIN_LABELS = "train-labels-idx1-ubyte.gz"
 
 
 def _write_idx(path, arr):
@@ -29,7 +39,7 @@ def fake_mnist(tmp_path, monkeypatch):
     src.mkdir()
     ytr = rng.integers(0, 10, 300)
     arrays = {"train-images-idx3-ubyte.gz": rng.integers(0, 256, (300, 28, 28)),
-              "train-labels-idx1-ubyte.gz": ytr,
+              TRAIN_LABELS: ytr,
               "t10k-images-idx3-ubyte.gz": rng.integers(0, 256, (50, 28, 28)),
               "t10k-labels-idx1-ubyte.gz": rng.integers(0, 10, 50)}
     md5 = {}
@@ -41,13 +51,56 @@ def fake_mnist(tmp_path, monkeypatch):
     return src, arrays
 
 
+@pytest.fixture
+def raw_mnist():
+    """The real MNIST files where `mnist_raw_dir()` looks ($METACL_LITE_DATA, else data/mnist/raw). Required: the
+    test fails, never skips, without them (`make test` fetches them first)."""
+    d = D.mnist_raw_dir()
+    if not all((d / f).is_file() for f in D.MNIST_FILES):
+        pytest.fail(f"the raw MNIST files are not in {d}: get them (md5-checked) with `make mnist-raw`, i.e. "
+                    f"`python data_scripts/fetch.py mnist --from ../shared/data/mnist/raw` (offline) or "
+                    f"`python data_scripts/fetch.py mnist` (online)")
+    return d
+
+
+@contextlib.contextmanager
+def serve(folder):
+    """An HTTP server on 127.0.0.1 serving `folder` (a stand-in for the official mirrors); yields its base URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_port}/"
+        finally:
+            httpd.shutdown()
+
+
+def _script(name):
+    """A module of data_scripts/ (imported, so that its main() runs in this process)."""
+    sys.path.insert(0, str(ROOT / "data_scripts"))
+    return importlib.import_module(name)
+
+
+def test_data_errors_are_user_errors():
+    assert issubclass(D.DataError, UserError) and issubclass(D.DataError, RuntimeError)
+    assert issubclass(D.MissingDataError, D.DataError) and issubclass(D.MissingDataError, FileNotFoundError)
+    assert issubclass(D.ChecksumError, D.DataError) and issubclass(D.ChecksumError, ValueError)
+
+
+def test_file_tables_are_torchvision_s():
+    from torchvision.datasets import MNIST
+
+    assert D.MNIST_FILES == dict(MNIST.resources)
+
+
 def test_fetch_from_local_dir_and_load(fake_mnist):
     src, arrays = fake_mnist
     dest = D.fetch_mnist(source_dir=src, quiet=True)
     assert dest == D.mnist_raw_dir()
     d = D.load_mnist_raw()
-    np.testing.assert_array_equal(d["y_train"], arrays["train-labels-idx1-ubyte.gz"])
-    assert d["x_train"].shape == (300, 28, 28)
+    for key, name in (("x_train", "train-images-idx3-ubyte.gz"), ("y_train", TRAIN_LABELS),
+                      ("x_test", "t10k-images-idx3-ubyte.gz"), ("y_test", "t10k-labels-idx1-ubyte.gz")):
+        np.testing.assert_array_equal(d[key], arrays[name])
 
 
 def test_missing_file_names_the_fetch_command(fake_mnist):
@@ -64,30 +117,75 @@ def test_corrupted_file_is_refused(fake_mnist):
         D.load_mnist_raw()
     # fetching again repairs it
     D.fetch_mnist(source_dir=src, quiet=True)
-    D.load_mnist_raw()
+    assert f.read_bytes() == (src / f.name).read_bytes()
 
 
-def test_fetch_refuses_a_bad_local_copy(fake_mnist, tmp_path):
+def test_fetch_refuses_a_bad_local_copy(fake_mnist):
+    """A bad --from copy is refused with a message about that copy (never "delete it"), and is not copied."""
     src, _ = fake_mnist
-    (src / "train-labels-idx1-ubyte.gz").write_bytes(b"garbage")
-    with pytest.raises(D.ChecksumError):
+    ours = D.mnist_raw_dir() / TRAIN_LABELS
+    ours.parent.mkdir(parents=True)
+    ours.write_bytes(b"our own corrupted copy")
+    (src / TRAIN_LABELS).write_bytes(b"garbage")
+    with pytest.raises(D.ChecksumError) as e:
         D.fetch_mnist(source_dir=src, quiet=True)
+    msg = str(e.value)
+    assert msg.startswith(f"{src / TRAIN_LABELS} is not the official file (md5 {hashlib.md5(b'garbage').hexdigest()}")
+    assert f"The copy in {src} cannot be used" in msg and "delete" not in msg.lower()
+    assert ours.read_bytes() == b"our own corrupted copy"
 
 
-def test_fetch_script_cli_error_exit(fake_mnist, tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "data_scripts/fetch.py"), "mnist", "--from", str(tmp_path / "nope"),
-                        "--dest", str(tmp_path / "d")], capture_output=True, text=True)
-    assert r.returncode == 1 and "not found" in r.stderr
+def test_fetch_script_cli_error_exit(fake_mnist, tmp_path, capsys):
+    fetch = _script("fetch")
+    assert fetch.main(["mnist", "--from", str(tmp_path / "nope"), "--dest", str(tmp_path / "d")]) == 2
+    assert capsys.readouterr().err.startswith("error: train-images-idx3-ubyte.gz not found")
+    with pytest.raises(SystemExit) as e:  # an option error, from argparse
+        fetch.main(["cifar100", "--dest", str(tmp_path / "d")])
+    assert e.value.code == 2 and "error: --dest is for mnist" in capsys.readouterr().err
+
+
+def test_fetch_mnist_downloads_from_the_mirrors(fake_mnist, tmp_path, monkeypatch):
+    """The online path (torchvision's mirrors and download_url, md5-checked), against a local server: an unreachable
+    mirror is skipped; a mirror serving a wrong file is refused and nothing is written."""
+    from torchvision.datasets import MNIST
+
+    src, _ = fake_mnist
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for name in D.MNIST_FILES:
+        (bad / name).write_bytes(b"not mnist")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    with serve(tmp_path) as url:
+        monkeypatch.setattr(MNIST, "mirrors", [url + "missing/", url + "src/"])
+        dest = D.fetch_mnist(quiet=True)
+        for name in D.MNIST_FILES:
+            assert (dest / name).read_bytes() == (src / name).read_bytes()
+        (dest / TRAIN_LABELS).unlink()
+        monkeypatch.setattr(MNIST, "mirrors", [url + "bad/"])
+        with pytest.raises(D.DataError, match=f"could not download {TRAIN_LABELS} .*--from DIR"):
+            D.fetch_mnist(quiet=True)
+    assert sorted(p.name for p in dest.iterdir()) == sorted(set(D.MNIST_FILES) - {TRAIN_LABELS})
 
 
 def test_first_k_order():
-    labels = np.array([3, 1, 3, 1, 1, 3, 2, 2, 3])
+    labels = np.array([3, 1, 3, 1, 1, 3, 2, 2, 3])  # class 1: 3 images, class 2: 2, class 3: 4
     np.testing.assert_array_equal(D.first_k_indices(labels, 2), [0, 1, 2, 3, 6, 7])
     np.testing.assert_array_equal(D.first_k_indices(labels, 1, offset=1), [2, 3, 7])
-    with pytest.raises(ValueError, match="K=3"):
-        D.first_k_indices(labels, 3)
-    with pytest.raises(ValueError):
+    # the largest valid K is the smallest class's count minus the offset, not the count of the first class that fails
+    with pytest.raises(UsageError, match=r"K=4 .*class 2 has 2 training images.*choose K <= 2$"):
+        D.first_k_indices(labels, 4)
+    with pytest.raises(UsageError, match=r"choose K <= 1$"):
+        D.first_k_indices(labels, 2, offset=1)
+    with pytest.raises(UsageError, match="positive"):
         D.first_k_indices(labels, 0)
+
+
+def test_true_K_limit_with_the_raw_files(raw_mnist):
+    """MNIST's training file has 5421 images of class 5, the fewest of any class (LeCun et al.'s counts)."""
+    for K, source in ((6000, "auto"), (5422, "raw")):
+        with pytest.raises(UsageError, match=r"class 5 has 5421 training images.*choose K <= 5421$"):
+            D.check_data("pmnist", K, source=source)
+    D.check_data("pmnist", 5421)
 
 
 def test_permutations_deterministic_distinct():
@@ -104,8 +202,8 @@ def test_embedded_checksum_and_content():
     assert d["x_train"].shape == (5000, 28, 28) and d["x_train"].dtype == np.uint8
     assert d["x_test"].shape == (10000, 28, 28)
     assert np.bincount(d["y_train"]).tolist() == [500] * 10
-    assert np.all(np.diff(d["train_index"]) > 0)  # original file order
-    assert D.file_digest(D.EMBEDDED_MNIST, "sha256") == D.EMBEDDED_MNIST_SHA256_FILE.read_text().split()[0]
+    sha = hashlib.sha256(D.EMBEDDED_MNIST.read_bytes()).hexdigest()
+    assert D.file_digest(D.EMBEDDED_MNIST, "sha256") == sha == D.EMBEDDED_MNIST_SHA256_FILE.read_text().split()[0]
 
 
 def test_corrupted_embedded_is_refused(tmp_path):
@@ -115,39 +213,30 @@ def test_corrupted_embedded_is_refused(tmp_path):
         D.load_mnist_embedded(bad)
 
 
-def test_embedded_builder_takes_first_k_and_is_deterministic(fake_mnist, tmp_path, monkeypatch):
-    """The builder of the embedded subset, on MNIST-format fixtures; where the real raw files are present (a data
-    checkout, `make data`), also that the committed subset equals a rebuild from them."""
+def test_embedded_builder_takes_first_k_and_is_deterministic(fake_mnist, monkeypatch):
+    """The builder of the embedded subset on MNIST-format fixtures: the first 5 of each class in file order."""
     src, _ = fake_mnist
-    sys.path.insert(0, str(ROOT / "data_scripts"))
-    import build_embedded_mnist as B
-
+    B = _script("build_embedded_mnist")
     monkeypatch.setattr(B, "EMBEDDED_MNIST_PER_CLASS", 5)
     raw = D.load_mnist_raw(src)
     built = B.build_arrays(raw)
-    idx = built["train_index"]
-    assert np.all(np.diff(idx) > 0) and np.bincount(built["y_train"], minlength=10).tolist() == [5] * 10
-    for c in range(10):  # the first 5 of each class in file order: no earlier image of that class was skipped
-        assert (raw["y_train"][: idx[built["y_train"] == c][-1] + 1] == c).sum() == 5
-    np.testing.assert_array_equal(built["x_train"], raw["x_train"][idx])
+    y = raw["y_train"].tolist()
+    want = sorted(i for c in range(10) for i in [j for j, v in enumerate(y) if v == c][:5])
+    assert built["train_index"].tolist() == want
+    np.testing.assert_array_equal(built["x_train"], raw["x_train"][want])
+    np.testing.assert_array_equal(built["y_train"], raw["y_train"][want])
     np.testing.assert_array_equal(built["x_test"], raw["x_test"])
-    B.write_npz(built, tmp_path / "a.npz")
-    B.write_npz(built, tmp_path / "b.npz")
-    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
-    with np.load(tmp_path / "a.npz") as z:
+    data = B.npz_bytes(built)
+    assert B.npz_bytes(B.build_arrays(D.load_mnist_raw(src))) == data
+    with np.load(io.BytesIO(data)) as z:
         np.testing.assert_array_equal(z["x_train"], built["x_train"])
-    real = _shared_raw()
-    if real is not None:
-        monkeypatch.undo()
-        rebuilt = B.build_arrays(D.load_mnist_raw(real))
-        emb = D.load_mnist_embedded()
-        for k in rebuilt:
-            np.testing.assert_array_equal(emb[k], rebuilt[k])
+    assert B.main(["--check", "--raw", str(src)]) == 1  # differs from the committed subset
 
 
-def _shared_raw():
-    d = ROOT.parent / "shared" / "data" / "mnist" / "raw"
-    return d if all((d / f).exists() for f in D.MNIST_FILES) else None
+def test_embedded_subset_equals_rebuild_from_the_raw_files(raw_mnist):
+    """The committed subset is, byte for byte, what the builder makes from the official files."""
+    B = _script("build_embedded_mnist")
+    assert B.npz_bytes(B.build_arrays(D.load_mnist_raw(raw_mnist))) == D.EMBEDDED_MNIST.read_bytes()
 
 
 def test_permuted_mnist_stream():
@@ -165,16 +254,71 @@ def test_permuted_mnist_stream():
 
 
 def test_validation_split_is_disjoint_from_training():
+    spec = SPECS["pmnist"]
     b = D.permuted_mnist(K=20, n_tasks=2, seed=0, split="val")
-    assert len(b.test_stream[0]) == 1000
-    with pytest.raises(ValueError, match="overlap"):
-        D.permuted_mnist(K=450, n_tasks=2, split="val")
+    assert len(b.test_stream[0]) == 10 * spec.val_per_class
+    with pytest.raises(UsageError, match=f"overlap them: choose K <= {spec.val_offset}"):
+        D.permuted_mnist(K=spec.val_offset + 1, n_tasks=2, split="val")
 
 
-def test_k_out_of_range():
-    with pytest.raises(ValueError, match="embedded"):
+def test_the_specification_drives_the_loader(monkeypatch):
+    """Tasks and validation images come from SPECS (changed here), not from numbers repeated in data.py."""
+    monkeypatch.setitem(SPECS, "pmnist", dataclasses.replace(SPECS["pmnist"], n_tasks=3, val_offset=30,
+                                                             val_per_class=7))
+    b = D.make_benchmark("pmnist", 4, split="val")
+    assert b.n_tasks == 3 and len(b.train_stream) == 3
+    emb = D.load_mnist_embedded()
+    y = emb["y_train"].tolist()
+    want = sorted(i for c in range(10) for i in [j for j, v in enumerate(y) if v == c][30:37])
+    np.testing.assert_allclose(b.test_stream[0].x.numpy(), emb["x_train"][want].reshape(70, -1) / 255.0)
+    with pytest.raises(UsageError, match="choose K <= 30"):
+        D.make_benchmark("pmnist", 31, split="val")
+
+
+def test_bad_requests_are_usage_errors():
+    with pytest.raises(UsageError, match="embedded subset holds 500"):
         D.permuted_mnist(K=600, n_tasks=2, source="embedded")
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="positive"):
         D.permuted_mnist(K=0, n_tasks=2)
-    with pytest.raises(ValueError, match="unknown benchmark"):
+    with pytest.raises(UsageError, match="n_tasks=0"):
+        D.permuted_mnist(K=5, n_tasks=0)
+    with pytest.raises(UsageError, match="n_tasks=11"):
+        D.split_cifar100(K=5, n_tasks=11)
+    with pytest.raises(UsageError, match="unknown benchmark"):
         D.make_benchmark("svhn", 20)
+    with pytest.raises(UsageError, match="split must be"):
+        D.make_benchmark("pmnist", 20, split="train")
+    for name in ("pmnist", "cifar100"):
+        with pytest.raises(UsageError, match="unknown data source 'disk'"):
+            D.check_data(name, 20, source="disk")
+
+
+def test_raw_files_asked_for_but_missing(tmp_path, monkeypatch):
+    """--data raw without the raw files: the message says so and that the embedded subset would do; K > 500 without
+    them: the message says why the raw files are needed."""
+    monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path))
+    for attempt in (lambda: D.check_data("pmnist", 20, source="raw"), lambda: D.permuted_mnist(20, 2, source="raw")):
+        with pytest.raises(D.MissingDataError) as e:
+            attempt()
+        msg = str(e.value)
+        assert msg.startswith("the raw MNIST files were asked for (--data raw) but are missing")
+        assert "`--data embedded` or `--data auto`" in msg and "fetch.py mnist" in msg and "more than" not in msg
+    with pytest.raises(D.MissingDataError, match="^K=600 needs 600 training images per class, more than the "
+                                                 "embedded subset's 500, so the raw MNIST files are needed"):
+        D.check_data("pmnist", 600)
+
+
+def test_check_data_agrees_with_the_loader(fake_mnist):
+    """check_data raises what building the benchmark raises, without building it."""
+    src, arrays = fake_mnist
+    D.fetch_mnist(source_dir=src, quiet=True)
+    k = int(np.bincount(arrays[TRAIN_LABELS], minlength=10).min())
+    D.check_data("pmnist", k, source="raw")
+    with pytest.raises(UsageError) as checked:
+        D.check_data("pmnist", k + 1, source="raw")
+    with pytest.raises(UsageError) as built:
+        D.permuted_mnist(k + 1, 1, source="raw")
+    assert str(checked.value) == str(built.value) and str(checked.value).endswith(f"choose K <= {k}")
+    (D.mnist_raw_dir() / TRAIN_LABELS).write_bytes(b"corrupted")
+    with pytest.raises(D.ChecksumError, match="fetch.py mnist"):
+        D.check_data("pmnist", k, source="raw")

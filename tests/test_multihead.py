@@ -1,8 +1,16 @@
 """Split CIFAR-100 and Split CUB-200 on fixtures written in the official on-disk formats, loaded through the same
 code paths as a user's real files (torchvision's CIFAR100 with its md5 checks; CUB's own split files)."""
+import contextlib
+import functools
 import hashlib
+import http.server
+import os
 import pickle
+import shutil
+import sys
 import tarfile
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +21,8 @@ from torchvision.datasets import CIFAR100
 from metacl_lite import data as D
 from metacl_lite import models as Mo
 from metacl_lite.cli import main
+from metacl_lite.errors import UsageError
+from metacl_lite.specs import SPECS
 from metacl_lite.training import METHODS, RegState, TrainConfig, evaluate, get_method, params_vector, train_experience
 
 N_TR, N_TE = 6, 3  # images per class in the CIFAR fixture
@@ -47,14 +57,53 @@ def cifar(tmp_path, monkeypatch):
     monkeypatch.setattr(CIFAR100, "train_list", [["train", _md5(src / "train")]])
     monkeypatch.setattr(CIFAR100, "test_list", [["test", _md5(src / "test")]])
     monkeypatch.setattr(CIFAR100, "meta", {**CIFAR100.meta, "md5": _md5(src / "meta")})
-    monkeypatch.setattr(D, "CIFAR100_ARCHIVE", ("cifar-100-python.tar.gz", _md5(arc)))
+    monkeypatch.setattr(CIFAR100, "tgz_md5", _md5(arc))
     monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path / "root"))
     return arc, src.parent, out
 
 
-def test_cifar_missing_names_the_command(cifar):
+def _tree(folder):
+    """Every file under `folder`, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+@contextlib.contextmanager
+def serve(folder):
+    """An HTTP server on 127.0.0.1 serving `folder` (a stand-in for the official download site); yields its URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_port}/"
+        finally:
+            httpd.shutdown()
+
+
+def test_cifar_names_are_torchvision_s():
+    assert D.CIFAR100_FOLDER == CIFAR100.base_folder
+    assert sorted(D.CIFAR100_FILES) == sorted([f for f, _ in CIFAR100.train_list + CIFAR100.test_list]
+                                              + [CIFAR100.meta["filename"]])
+
+
+def test_cifar_missing_names_the_command(cifar, monkeypatch):
     with pytest.raises(D.MissingDataError, match="data_scripts/fetch.py cifar100"):
         D.split_cifar100(K=2, n_tasks=1)
+
+    def heavy(*a, **k):
+        raise AssertionError("the CIFAR-100 files were loaded before the data check")
+
+    monkeypatch.setattr(D, "load_cifar100", heavy)
+    for attempt in (lambda: D.check_data("cifar100", 20), lambda: D.make_benchmark("cifar100", 20)):
+        with pytest.raises(D.MissingDataError, match=r"missing train, test, meta\. .*`python data_scripts/fetch.py "
+                                                     r"cifar100`"):
+            attempt()
+
+
+def test_cifar_check_data_K_limit(cifar):
+    D.fetch_cifar100(cifar[0], quiet=True)
+    D.check_data("cifar100", 500)
+    with pytest.raises(UsageError, match="choose K <= 500"):
+        D.check_data("cifar100", 501)
 
 
 def test_cifar_fetch_from_archive_and_split(cifar):
@@ -74,14 +123,16 @@ def test_cifar_fetch_from_archive_and_split(cifar):
     assert len(te) == 10 * N_TE and sorted(set(te.y.tolist())) == list(range(10))
 
 
-def test_cifar_fetch_from_folder_and_bad_archive(cifar, tmp_path):
+def test_cifar_fetch_from_folder_replaces_a_broken_copy(cifar):
     arc, folder, _ = cifar
+    D.fetch_cifar100(arc, quiet=True)
+    target = D.cifar100_root() / D.CIFAR100_FOLDER
+    (target / "test").unlink()
+    (target / "stale").write_text("left over")
     D.fetch_cifar100(folder, quiet=True)
+    assert _tree(target) == _tree(folder / D.CIFAR100_FOLDER)
+    assert os.listdir(D.cifar100_root()) == [D.CIFAR100_FOLDER]  # the old copy and the temporary folder are gone
     assert len(D.load_cifar100()["y_test"]) == 100 * N_TE
-    bad = tmp_path / "bad.tar.gz"
-    bad.write_bytes(arc.read_bytes()[:-20])
-    with pytest.raises(D.ChecksumError):
-        D.fetch_cifar100(bad, quiet=True)
 
 
 def test_cifar_corrupted_file_is_refused(cifar):
@@ -93,12 +144,116 @@ def test_cifar_corrupted_file_is_refused(cifar):
         D.load_cifar100()
 
 
+def test_cifar_download(cifar, tmp_path, monkeypatch):
+    """The online path (torchvision's download_url, md5-checked) against a local server; a download with the wrong
+    md5 is refused and the data in place is kept."""
+    arc, folder, _ = cifar
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / arc.name).write_bytes(arc.read_bytes()[:-20])
+    root, target = D.cifar100_root(), D.cifar100_root() / D.CIFAR100_FOLDER
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    with serve(tmp_path) as url:
+        monkeypatch.setattr(CIFAR100, "url", url + arc.name)
+        D.fetch_cifar100(quiet=True)
+        assert _tree(target) == _tree(folder / D.CIFAR100_FOLDER)
+        assert (root / arc.name).read_bytes() == arc.read_bytes()  # kept, so that a retry does not download again
+        (root / arc.name).unlink()
+        monkeypatch.setattr(CIFAR100, "url", url + "bad/" + arc.name)
+        with pytest.raises(D.DataError, match=f"could not download {url}bad/{arc.name} .*fetch.py cifar100"):
+            D.fetch_cifar100(quiet=True)
+    assert _tree(target) == _tree(folder / D.CIFAR100_FOLDER)
+
+
+FAILURES = ["truncated archive", "another archive", "no such path", "folder without the dataset", "missing file",
+            "corrupted file", "error mid-copy", "error mid-extract", "error while swapping"]
+
+
+def _failing_fetch(kind, tmp_path, monkeypatch, arc, src, folder, target, missing, corrupted):
+    """The source of a fetch that must fail as `kind` says (monkeypatching the failure where one is needed): an
+    archive or folder in the official layout with one thing wrong. `missing`: a file to leave out; `corrupted`:
+    (file, bytes to write into it, the error that gives). Returns (source, expected error)."""
+    def copy(rel, new=None):  # the extracted folder with file `rel` removed (new=None) or rewritten
+        dst = tmp_path / "copy"
+        shutil.copytree(src / folder, dst / folder)
+        (dst / folder / rel).unlink() if new is None else (dst / folder / rel).write_bytes(new)
+        return dst
+
+    if kind == "truncated archive":
+        (tmp_path / "t").mkdir()
+        (tmp_path / "t" / arc.name).write_bytes(arc.read_bytes()[:-20])
+        return tmp_path / "t" / arc.name, D.ChecksumError
+    if kind == "another archive":  # complete, but not the official one (md5)
+        with tarfile.open(tmp_path / "other.tgz", "w:gz") as t:
+            t.add(copy(*corrupted[:2]) / folder, arcname=folder)
+        return tmp_path / "other.tgz", D.ChecksumError
+    if kind == "no such path":
+        return tmp_path / "nope", D.MissingDataError
+    if kind == "folder without the dataset":
+        (tmp_path / "empty").mkdir()
+        return tmp_path / "empty", D.MissingDataError
+    if kind == "missing file":
+        return copy(missing), D.MissingDataError
+    if kind == "corrupted file":
+        return copy(*corrupted[:2]), corrupted[2]
+    if kind == "error mid-copy":  # the first file is copied, the second meets a full disk
+        copied, copyfile = [], shutil.copyfile
+
+        def failing_copyfile(a, b, **kw):
+            if copied:
+                raise OSError(28, "No space left on device (injected failure)")
+            copied.append(a)
+            return copyfile(a, b, **kw)
+
+        monkeypatch.setattr(shutil, "copyfile", failing_copyfile)
+        return src, OSError
+    if kind == "error mid-extract":
+        def extractall(self, path, **kw):
+            self.extract(self.getmembers()[1], path, filter="data")
+            raise OSError(28, "No space left on device (injected failure)")
+
+        monkeypatch.setattr(tarfile.TarFile, "extractall", extractall)
+        return arc, OSError
+    assert kind == "error while swapping"
+    renamed_in, replace = [], os.replace
+
+    def failing_replace(a, b):  # renaming the new copy in fails once
+        if Path(b) == target and not renamed_in:
+            renamed_in.append(a)
+            raise OSError(18, "Invalid cross-device link (injected failure)")
+        return replace(a, b)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    return src, OSError
+
+
+def _refused_and_kept(fetch, root, folder, source, error):
+    """fetch(source) fails with exactly `error` (or the injected OSError) and leaves root/folder as it was, with no
+    temporary folder left beside it."""
+    before = _tree(root / folder)
+    with pytest.raises(error) as e:
+        fetch(source, quiet=True)
+    assert e.type is error if issubclass(error, D.DataError) else "injected failure" in str(e.value)
+    assert _tree(root / folder) == before
+    assert os.listdir(root) == [folder]
+
+
+@pytest.mark.parametrize("kind", FAILURES)
+def test_cifar_failed_fetch_keeps_the_old_data(cifar, tmp_path, monkeypatch, kind):
+    arc, src, _ = cifar
+    D.fetch_cifar100(arc, quiet=True)
+    target = D.cifar100_root() / D.CIFAR100_FOLDER
+    source, error = _failing_fetch(kind, tmp_path, monkeypatch, arc, src, D.CIFAR100_FOLDER, target, "test",
+                                   ("meta", b"changed", D.ChecksumError))
+    _refused_and_kept(D.fetch_cifar100, D.cifar100_root(), D.CIFAR100_FOLDER, source, error)
+
+
 def test_validation_indices_beyond_k():
     y = np.repeat(np.arange(3), 10)
-    idx, from_train = D._eval_indices(y, y, [1, 2], K=3, split="val", val_offset=5, val_n=2)
+    idx, from_train = D._eval_indices(y, y, [1, 2], "val", val_offset=5, val_n=2)
     assert from_train and idx.tolist() == [15, 16, 25, 26]
-    with pytest.raises(ValueError, match="overlap"):
-        D._eval_indices(y, y, [1], K=6, split="val", val_offset=5, val_n=2)
+    spec = SPECS["cifar100"]
+    with pytest.raises(UsageError, match=f"overlap them: choose K <= {spec.val_offset}"):
+        D.split_cifar100(K=spec.val_offset + 1, split="val")  # refused before any data is needed
 
 
 def test_head_routing():
@@ -174,7 +329,13 @@ def test_cub_split_first_k_and_preprocessing(cub):
     tr, te = b.train_stream[1], b.test_stream[1]
     assert len(tr) == 40 and len(te) == 40  # 20 classes x first 2 training images; all 2 test images per class
     assert tr.x.dtype == torch.uint8 and tr.x.shape[1:] == (3, 224, 224)
-    assert tr.inputs().dtype == torch.float32 and abs(float(tr.inputs().mean())) < 3
+    # the first training image of class 21 (30x40): short side resized to 256 (-> 256x341), centre 224x224 crop
+    with Image.open(D.cub_root() / "CUB_200_2011" / "images" / "021.Bird_21/Bird_21_0000_101.jpg") as im:
+        want = np.asarray(im.convert("RGB").resize((341, 256), Image.BILINEAR).crop((58, 16, 282, 240)))
+    np.testing.assert_array_equal(tr.x[0].numpy().transpose(1, 2, 0), want)
+    imagenet_mean, imagenet_std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    np.testing.assert_allclose(tr.inputs().numpy(), (tr.x.numpy() / 255.0 - imagenet_mean[:, None, None])
+                               / imagenet_std[:, None, None], rtol=1e-5, atol=1e-5)
     idx = D.read_cub_index()
     paths = idx["paths"][idx["is_train"]]
     assert paths[np.flatnonzero(idx["labels"][idx["is_train"]] == 20)[:2]].tolist() == \
@@ -185,6 +346,42 @@ def test_cub_split_first_k_and_preprocessing(cub):
     missing.unlink()  # an image the split files list but the folder lacks
     with pytest.raises(D.MissingDataError, match=r"Bird_1_0000_1\.jpg not found \(1 missing\).*fetch.py cub"):
         D.split_cub(K=2, n_tasks=1)
+
+
+def test_cub_check_data_K_limit(cub):
+    D.fetch_cub(cub, quiet=True)
+    D.check_data("cub", 3)  # every fixture class has 3 training images
+    with pytest.raises(UsageError, match=r"class 0 has 3 training images.*choose K <= 3$"):
+        D.check_data("cub", 4)
+
+
+def test_cub_fetch_replaces_a_broken_copy(cub):
+    D.fetch_cub(cub, quiet=True)
+    target = D.cub_root() / D.CUB_FOLDER
+    (target / "images.txt").unlink()
+    (target / "stale").write_text("left over")
+    D.fetch_cub(cub.parent / "src", quiet=True)
+    assert _tree(target) == _tree(cub.parent / "src" / D.CUB_FOLDER)
+    assert os.listdir(D.cub_root()) == [D.CUB_FOLDER]
+
+
+@pytest.mark.parametrize("kind", FAILURES)
+def test_cub_failed_fetch_keeps_the_old_data(cub, tmp_path, monkeypatch, kind):
+    D.fetch_cub(cub, quiet=True)
+    source, error = _failing_fetch(kind, tmp_path, monkeypatch, cub, cub.parent / "src", D.CUB_FOLDER,
+                                   D.cub_root() / D.CUB_FOLDER, "images/001.Bird_1/Bird_1_0000_1.jpg",
+                                   ("train_test_split.txt", b"1 1\n2\n", D.DataError))
+    _refused_and_kept(D.fetch_cub, D.cub_root(), D.CUB_FOLDER, source, error)
+
+
+def test_fetch_script_exits_2_on_a_bad_source(cub, tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data_scripts"))
+    import fetch
+
+    (tmp_path / "empty").mkdir()
+    assert fetch.main(["cub", "--from", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'empty'} holds neither CUB_200_2011/ nor "
+                                              f"CUB_200_2011.tgz")
 
 
 def test_resnet_weights_paths(tmp_path, monkeypatch):
