@@ -1,11 +1,13 @@
-"""Balancing current-task learning against forgetting: Eq. 2 (penalty), Alg. 1 (fixed beta), Eqs. 3-6 (dynamic lambda).
+"""Balancing current-task learning against forgetting: Eq. 2 (penalty), Alg. 1 (fixed beta), Eqs. 3-5 and Alg. 2
+(dynamic lambda).
 
 Gradients are flat 1-D tensors over all parameters (see `flatten`). The penalty gradient is computed in closed
 form, g2 = d/dtheta sum_k Omega_k (theta_k - bar_theta_k)^2 = 2 Omega (theta - bar_theta).
+`BALANCE` names the three ways the training loop combines g1 and g2.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable, Optional
 
 import numpy as np
 import torch
@@ -47,12 +49,25 @@ def dynamic_lambda(g1: torch.Tensor, g2: torch.Tensor) -> float:
 
 
 def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, float]:
-    """Dynamic balance (Eq. 6 and Alg. 2): g_x = g1 + (lambda + gamma) g2, with the paper's small constant gamma.
+    """Dynamic balance (Eq. 5 and Alg. 2): g_x = g1 + (lambda + gamma) g2, with the small constant gamma > 0 that the
+    paper adds to lambda "to further fortify the knowledge preservation".
 
-    Returns (g_x, lambda). With gamma = 0, g_x is the projection of g1 onto the half-space {g : g.g2 >= 0}.
+    Returns (g_x, lambda). With gamma = 0, g_x solves Eq. 3: the projection of g1 onto {g : g.g2 >= 0}.
     """
     lam = dynamic_lambda(g1, g2)
     return g1 + (lam + gamma) * g2, lam
+
+
+Balance = Callable[[torch.Tensor, Optional[torch.Tensor], float, float], tuple[torch.Tensor, float]]
+
+#: Method.balance -> (g1, g2, beta, gamma) -> (g, lambda): the gradient handed to the outer optimiser.
+#: "none": g = g1 (no penalty: fine-tune, MetaCL w/o reg, and every method's first task); "beta": Eq. 2 / Alg. 1;
+#: "lambda": Eq. 5 / Alg. 2.
+BALANCE: dict[str, Balance] = {
+    "none": lambda g1, g2, beta, gamma: (g1, 0.0),
+    "beta": lambda g1, g2, beta, gamma: (fixed_balance(g1, g2, beta), 0.0),
+    "lambda": lambda g1, g2, beta, gamma: dynamic_balance(g1, g2, gamma),
+}
 
 
 def kkt_residuals(g1: torch.Tensor, g2: torch.Tensor, g: torch.Tensor, lam: float) -> dict[str, float]:

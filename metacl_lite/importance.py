@@ -1,6 +1,8 @@
 """Parameter importance Omega for the penalty of Eq. 2: EWC (Fisher), PI (path integral, Synaptic Intelligence), MAS.
 
 All functions return a flat, non-negative tensor with one entry per parameter (order of `model.parameters()`).
+The training loop calls them through one interface, `Importance` (`EWC`, `PI`, `MAS`): `begin_task`, `after_step`
+after each outer update, `end_task` -> the task's Omega.
 Across tasks the importances are *summed* (Omega <- Omega + Omega_task) and the anchor bar_theta is the parameter
 vector after the latest task; this is how SI and MAS accumulate, and the usual single-penalty form of EWC.
 
@@ -21,6 +23,7 @@ from typing import Callable
 import torch
 from torch import nn
 from torch.func import functional_call, grad, jacrev, vmap
+from torch.nn.utils import parameters_to_vector
 
 from .balance import flatten
 from .data import Experience
@@ -103,4 +106,50 @@ class PathIntegral:
         return self.omega.clamp(min=0.0) / (total.pow(2) + self.xi)
 
 
-IMPORTANCES = ("ewc", "pi", "mas")
+class Importance:
+    """One task's Omega, estimated along the training loop: `begin_task(model)` before the first outer step,
+    `after_step(model, g1, theta_before)` after each (`model` holds the new parameters, g1 is the task-loss gradient
+    used at theta_before), `end_task(model, exp)` -> Omega for the task. The loop adds it to the running sum."""
+
+    def begin_task(self, model: nn.Module) -> None:
+        pass
+
+    def after_step(self, model: nn.Module, g1: torch.Tensor, theta_before: torch.Tensor) -> None:
+        pass
+
+    def end_task(self, model: nn.Module, exp: Experience) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class EWC(Importance):
+    """The diagonal Fisher at the end of the task (`ewc_fisher`); kind "empirical" or "expected"."""
+
+    def __init__(self, kind: str = "empirical"):
+        self.kind = kind
+
+    def end_task(self, model: nn.Module, exp: Experience) -> torch.Tensor:
+        return ewc_fisher(model, exp, self.kind)
+
+
+class MAS(Importance):
+    """The output sensitivity at the end of the task (`mas_importance`)."""
+
+    def end_task(self, model: nn.Module, exp: Experience) -> torch.Tensor:
+        return mas_importance(model, exp)
+
+
+class PI(Importance):
+    """The path integral over the task's outer updates (`PathIntegral`), with the task-loss gradient g1 only."""
+
+    def __init__(self, xi: float = 0.1):
+        self.xi = xi
+        self.path: PathIntegral | None = None
+
+    def begin_task(self, model: nn.Module) -> None:
+        self.path = PathIntegral(parameters_to_vector(model.parameters()), self.xi)
+
+    def after_step(self, model: nn.Module, g1: torch.Tensor, theta_before: torch.Tensor) -> None:
+        self.path.accumulate(g1, parameters_to_vector(model.parameters()).detach() - theta_before)
+
+    def end_task(self, model: nn.Module, exp: Experience) -> torch.Tensor:
+        return self.path.importance(parameters_to_vector(model.parameters()))

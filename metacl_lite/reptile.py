@@ -10,8 +10,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call
+from torch.nn.utils import parameters_to_vector
 
-from .balance import flatten
 from .models import MultiHeadNet
 
 Bundle = tuple[torch.Tensor, torch.Tensor]  # (x, y)
@@ -47,7 +47,7 @@ def hessian_vector_product(model: MultiHeadNet, theta: torch.Tensor, bundle: Bun
 
 def inner_loop_gradients(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float, task: int = 0) -> list[torch.Tensor]:
     """The gradients l'_{b_i}(theta^{i-1}) met along the inner loop theta^i = theta^{i-1} - alpha l'_{b_i}(theta^{i-1})."""
-    theta = flatten(p.detach() for p in model.parameters())
+    theta = parameters_to_vector(model.parameters()).detach()
     out = []
     for b in bundles:
         g = bundle_gradient(model, theta, b, task)
@@ -63,7 +63,7 @@ def g1_exact(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float, task:
 
 def _start_gradients(model: MultiHeadNet, bundles: Sequence[Bundle], task: int = 0) -> tuple[torch.Tensor, list]:
     """The starting point theta and the bundle gradients g_i = l'_{b_i}(theta) there."""
-    theta = flatten(p.detach() for p in model.parameters())
+    theta = parameters_to_vector(model.parameters()).detach()
     return theta, [bundle_gradient(model, theta, b, task) for b in bundles]
 
 
@@ -99,7 +99,7 @@ def pairwise_hessian_sum(model: MultiHeadNet, bundles: Sequence[Bundle], task: i
 
 def gradient_of_inner_products(model: MultiHeadNet, bundles: Sequence[Bundle], task: int = 0) -> torch.Tensor:
     """1/2 grad_theta sum_{i<k} g_i . g_k  (Eq. 13's "inner product between gradients of different mini-bundles")."""
-    t = flatten(p.detach() for p in model.parameters()).requires_grad_(True)
+    t = parameters_to_vector(model.parameters()).detach().requires_grad_(True)
     gs = [torch.autograd.grad(bundle_loss(model, t, b, task), t, create_graph=True)[0] for b in bundles]
     s = sum(gs[i] @ gs[k] for i in range(len(gs)) for k in range(i + 1, len(gs)))
     return 0.5 * torch.autograd.grad(s, t)[0]

@@ -1,62 +1,34 @@
 """One training loop for every method: fine-tune, MetaCL w/o reg, {EWC, PI, MAS} x {plain, MetaCL-beta, MetaCL-lambda},
-plus the joint-training oracle and the single-task reference models that FA needs.
+plus the joint-training oracle (Eq. 1) and the single-task reference models that FA needs.
 
-A method is three choices: the importance measure (none, EWC, PI, MAS), how the current-task gradient g1 is made
-(`plain`: the mini-batch gradient; `metacl`: the Reptile-style inner loop of Alg. 1/2), and the balance between
-g1 and the penalty gradient g2 (`beta`: Alg. 1 / Eq. 2; `lambda`: Alg. 2 / Eq. 5 plus gamma). The outer update is
-always Adam (lr 0.001) on the combined gradient; the Adam state is reset at the start of each task.
+A method is three choices, each looked up in a small registry by `train_experience`:
+- `TASK_GRADIENT[update]`: how the current-task gradient g1 is made: `plain`, the mini-batch gradient of the loss;
+  `metacl`, the Reptile-style inner loop of Alg. 1/2, g1 = (theta - theta^m) / (alpha m) (Eqs. 8-9);
+- `IMPORTANCE[importance]`: how Eq. 2's importance Omega is estimated: EWC, PI or MAS (None: no penalty);
+- `BALANCE[balance]` (balance.py): how g1 and the penalty gradient g2 are combined: `none` (g = g1), `beta` (Eq. 2,
+  Alg. 1: g = g1 + beta g2) or `lambda` (Eqs. 3-5, Alg. 2: g_x = g1 + (lambda + gamma) g2).
+The outer update is Adam (eta = 0.001) on the combined gradient, with a new optimiser (empty state) for each task.
 """
 from __future__ import annotations
 
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Iterable, Optional
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterable, Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
+from torch.nn.utils import parameters_to_vector
 
-from .balance import dynamic_balance, fixed_balance, flatten, reg_gradient
+from .balance import BALANCE, flatten, reg_gradient
 from .data import Benchmark, Experience
-from .importance import PathIntegral, ewc_fisher, mas_importance
+from .errors import UsageError
+from .importance import EWC, MAS, PI, Importance
 from .models import MultiHeadNet, build_model
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Methods
-# ----------------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Method:
-    name: str
-    label: str  # as in the paper's tables
-    importance: Optional[str]  # None | "ewc" | "pi" | "mas"
-    update: str  # "plain" | "metacl"
-    balance: str  # "none" | "beta" | "lambda"
-
-
-def _methods() -> dict[str, Method]:
-    m = [Method("finetune", "Fine tune", None, "plain", "none"),
-         Method("metacl", "MetaCL, w/o reg", None, "metacl", "none")]
-    for imp in ("mas", "pi", "ewc"):  # the order of the paper's Table 1
-        up = imp.upper()
-        m += [Method(imp, up, imp, "plain", "beta"),
-              Method(f"{imp}-metacl-beta", f"{up}-MetaCL-β", imp, "metacl", "beta"),
-              Method(f"{imp}-metacl-lambda", f"{up}-MetaCL-λ", imp, "metacl", "lambda")]
-    return {x.name: x for x in m}
-
-
-#: The eleven methods of Table 1, in the paper's row order.
-METHODS: dict[str, Method] = _methods()
-
-
-def get_method(name: str) -> Method:
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; choose from: {', '.join(METHODS)}")
-    return METHODS[name]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -101,16 +73,15 @@ def progress(it: Iterable, enabled: Optional[bool] = None, **kw):
 # Gradients
 # ----------------------------------------------------------------------------------------------------------------
 def params_vector(model: nn.Module) -> torch.Tensor:
-    return flatten(p.detach() for p in model.parameters())
+    """theta: the model's parameters as one flat, detached vector (the order of `model.parameters()`)."""
+    return parameters_to_vector(model.parameters()).detach()
 
 
 def set_grad(model: nn.Module, g: torch.Tensor) -> None:
     """Write a flat gradient into `.grad` of every parameter (for the outer optimiser)."""
-    i = 0
-    for p in model.parameters():
-        n = p.numel()
-        p.grad = g[i: i + n].view_as(p).clone()
-        i += n
+    params = list(model.parameters())
+    for p, gp in zip(params, g.split([p.numel() for p in params])):
+        p.grad = gp.view_as(p).clone()
 
 
 def _grads(loss: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -120,7 +91,7 @@ def _grads(loss: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]
 
 
 def plain_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task) -> torch.Tensor:
-    """g1 for the plain methods: the gradient of the mean cross-entropy on the mini-batch."""
+    """g1 for the plain methods (Eq. 2's first term): the gradient of the mean cross-entropy on the mini-batch."""
     loss = F.cross_entropy(model(x, task), y)
     return flatten(_grads(loss, list(model.parameters())))
 
@@ -128,13 +99,12 @@ def plain_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task) 
 def metacl_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task, alpha: float,
                     bundle_size: int) -> torch.Tensor:
     """g1 of Alg. 1/2: split the mini-batch into m mini-bundles, take m SGD steps theta^i = theta^{i-1} - alpha
-    l'_{b_i}(theta^{i-1}) on a copy of theta, and return g1 = (theta - theta^m) / (alpha m)  (Eq. 8).
+    l'_{b_i}(theta^{i-1}) on a copy of theta, and return g1 = (theta - theta^m) / (alpha m)  (Eqs. 8-9).
 
     The mini-batch is already a random draw, so consecutive slices of it are a random split into mini-bundles.
     """
     names = [n for n, _ in model.named_parameters()]
-    theta0 = [p.detach() for p in model.parameters()]
-    theta = [p.clone().requires_grad_(True) for p in theta0]
+    theta = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
     m = math.ceil(len(y) / bundle_size)
     for i in range(m):
         sl = slice(i * bundle_size, (i + 1) * bundle_size)
@@ -142,7 +112,21 @@ def metacl_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task,
         grads = _grads(F.cross_entropy(out, y[sl]), theta)
         with torch.no_grad():
             theta = [(t - alpha * g).requires_grad_(True) for t, g in zip(theta, grads)]
-    return (flatten(theta0) - flatten(t.detach() for t in theta)) / (alpha * m)
+    return (params_vector(model) - parameters_to_vector(theta).detach()) / (alpha * m)
+
+
+#: Method.update -> g1(model, x, y, task, cfg).
+TASK_GRADIENT: dict[str, Callable[..., torch.Tensor]] = {
+    "plain": lambda model, x, y, task, cfg: plain_gradient(model, x, y, task),
+    "metacl": lambda model, x, y, task, cfg: metacl_gradient(model, x, y, task, cfg.inner_lr, cfg.bundle_size),
+}
+
+#: Method.importance -> a new estimator of one task's Omega (Eq. 2), with the run's options.
+IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {
+    "ewc": lambda cfg: EWC(cfg.fisher),
+    "pi": lambda cfg: PI(cfg.pi_xi),
+    "mas": lambda cfg: MAS(),
+}
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -151,11 +135,53 @@ def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Methods
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Method:
+    """One row of Table 1: keys into `IMPORTANCE` (or None), `TASK_GRADIENT` and `BALANCE`."""
+
+    name: str
+    label: str  # as in the paper's tables
+    importance: Optional[str]  # None | "ewc" | "pi" | "mas"
+    update: str  # "plain" | "metacl"
+    balance: str  # "none" | "beta" | "lambda"
+
+    def __post_init__(self):
+        if (self.update not in TASK_GRADIENT or self.balance not in BALANCE
+                or (self.importance is None) != (self.balance == "none")
+                or (self.importance is not None and self.importance not in IMPORTANCE)):
+            raise ValueError(f"inconsistent method {self}: a penalty needs a balance, and no balance without one")
+
+
+def _methods() -> dict[str, Method]:
+    m = [Method("finetune", "Fine tune", None, "plain", "none"),
+         Method("metacl", "MetaCL, w/o reg", None, "metacl", "none")]
+    for imp in ("mas", "pi", "ewc"):  # the order of the paper's Table 1
+        up = imp.upper()
+        m += [Method(imp, up, imp, "plain", "beta"),
+              Method(f"{imp}-metacl-beta", f"{up}-MetaCL-β", imp, "metacl", "beta"),
+              Method(f"{imp}-metacl-lambda", f"{up}-MetaCL-λ", imp, "metacl", "lambda")]
+    return {x.name: x for x in m}
+
+
+#: The eleven methods of Table 1, in the paper's row order.
+METHODS: dict[str, Method] = _methods()
+
+
+def get_method(name: str) -> Method:
+    if name not in METHODS:
+        raise UsageError(f"unknown method {name!r}; choose from: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Training and evaluation
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass
 class RegState:
-    """What a regularised method carries from task to task: Omega (summed over tasks) and the anchor bar_theta."""
+    """What a regularised method carries from task to task (Eq. 2): Omega (summed over tasks) and the anchor
+    bar_theta (the parameters after the latest task)."""
 
     omega: Optional[torch.Tensor] = None
     anchor: Optional[torch.Tensor] = None
@@ -175,50 +201,41 @@ def evaluate(model: MultiHeadNet, exp: Experience, batch_size: int = 10000) -> f
 
 def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: TrainConfig, reg: RegState,
                      gen: torch.Generator, log: Optional[dict] = None, eval_exp: Optional[Experience] = None) -> None:
-    """Train on one task with `method` (Alg. 1 for MetaCL-beta, Alg. 2 for MetaCL-lambda, Eq. 2 for the plain ones),
-    then update the method's importance Omega and anchor in `reg`."""
+    """Train on one task with `method` (Eq. 2 for the plain methods, Alg. 1 for MetaCL-beta, Alg. 2 for MetaCL-lambda),
+    then add this task's importance to Omega and move the anchor bar_theta to the new parameters (`reg`).
+
+    Each outer step: g1 from `TASK_GRADIENT`, g2 = 2 Omega (theta - bar_theta) (Eq. 2's penalty; none before the first
+    Omega exists), g from `BALANCE`, one Adam step on g. The Adam optimiser is made here: its state is empty at each
+    task's first step.
+    """
+    task_gradient = TASK_GRADIENT[method.update]
+    penalised = method.importance is not None and reg.omega is not None
+    balance = BALANCE[method.balance if penalised else "none"]
+    importance = IMPORTANCE[method.importance](cfg) if method.importance is not None else None
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr)
     x_all, y_all, task = exp.inputs(), exp.y, exp.task_id
-    use_reg = method.importance is not None and reg.omega is not None
-    pi = PathIntegral(params_vector(model), cfg.pi_xi) if method.importance == "pi" else None
+    if importance is not None:
+        importance.begin_task(model)
     for _ in range(cfg.epochs):
         order = torch.randperm(len(y_all), generator=gen)
         for s in range(0, len(order), cfg.batch_size):
             idx = order[s: s + cfg.batch_size]
-            xb, yb = x_all[idx], y_all[idx]
             theta = params_vector(model)
-            if method.update == "metacl":
-                g1 = metacl_gradient(model, xb, yb, task, cfg.inner_lr, cfg.bundle_size)
-            else:
-                g1 = plain_gradient(model, xb, yb, task)
-            lam = 0.0
-            if use_reg:
-                g2 = reg_gradient(theta, reg.anchor, reg.omega)
-                if method.balance == "beta":
-                    g = fixed_balance(g1, g2, cfg.beta)
-                elif method.balance == "lambda":
-                    g, lam = dynamic_balance(g1, g2, cfg.gamma)
-                else:
-                    raise ValueError(f"method {method.name} has an importance measure but no balance")
-            else:
-                g = g1
+            g1 = task_gradient(model, x_all[idx], y_all[idx], task, cfg)
+            g2 = reg_gradient(theta, reg.anchor, reg.omega) if penalised else None
+            g, lam = balance(g1, g2, cfg.beta, cfg.gamma)
             set_grad(model, g)
             opt.step()
-            if pi is not None:
-                pi.accumulate(g1, params_vector(model) - theta)
+            if importance is not None:
+                importance.after_step(model, g1, theta)
             if log is not None and cfg.record_angles:
                 log.setdefault("angles", []).append(
-                    [task, _cos(g1, g), _cos(g2, g) if use_reg else float("nan"), lam])
+                    [task, _cos(g1, g), _cos(g2, g) if penalised else float("nan"), lam])
         if log is not None and cfg.eval_every_epoch and eval_exp is not None:
             log.setdefault("epoch_acc", []).append([task, evaluate(model, eval_exp)])
-    if method.importance is not None:
-        if method.importance == "ewc":
-            omega = ewc_fisher(model, exp, cfg.fisher)
-        elif method.importance == "mas":
-            omega = mas_importance(model, exp)
-        else:
-            omega = pi.importance(params_vector(model))
+    if importance is not None:
+        omega = importance.end_task(model, exp)
         reg.omega = omega if reg.omega is None else reg.omega + omega
         reg.anchor = params_vector(model)
 

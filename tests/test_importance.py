@@ -2,10 +2,13 @@
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import vector_to_parameters
 
 from metacl_lite.data import Experience
-from metacl_lite.importance import PathIntegral, ewc_fisher, mas_importance
+from metacl_lite.importance import EWC, MAS, PI, PathIntegral, ewc_fisher, mas_importance
+from metacl_lite.training import IMPORTANCE, TrainConfig, params_vector
 from metacl_lite.models import MultiHeadNet
 
 
@@ -81,11 +84,65 @@ def test_pi_by_hand():
     np.testing.assert_allclose(pi.importance(theta).numpy(), want, rtol=1e-12)
 
 
-def test_importances_non_negative_on_mlp():
+def _per_sample_loop(model, exp, fn):
+    """1/N sum_n of fn(flat gradient of sample n), one autograd call per sample (no vmap, no chunks)."""
+    params = list(model.parameters())
+    total = torch.zeros(sum(p.numel() for p in params), dtype=torch.float64)
+    for xi, yi in zip(exp.x, exp.y):
+        total += fn(xi.unsqueeze(0), yi.unsqueeze(0), params)
+    return total / len(exp)
+
+
+def _grad(out, params):
+    gs = torch.autograd.grad(out, params, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for g, p in zip(gs, params)])
+
+
+@pytest.fixture
+def two_head_mlp():
+    """A hidden layer, two heads, and task 1's data (the measures must use head 1, and give head 0 nothing)."""
     from metacl_lite.models import mlp
     torch.manual_seed(1)
-    model = mlp(20, (8,), 5)
-    exp = Experience(0, torch.randn(30, 20), torch.randint(0, 5, (30,)))
-    for om in (ewc_fisher(model, exp), ewc_fisher(model, exp, "expected"), mas_importance(model, exp)):
-        assert om.shape == (sum(p.numel() for p in model.parameters()),)
-        assert bool((om >= 0).all()) and float(om.sum()) > 0
+    model = mlp(6, (5,), 3, n_heads=2).double()
+    return model, Experience(1, torch.randn(9, 6, dtype=torch.float64), torch.randint(0, 3, (9,)))
+
+
+def test_mlp_measures_equal_a_per_sample_loop(two_head_mlp):
+    """vmap'd per-sample gradients in chunks of 4 against one autograd call per sample."""
+    model, exp = two_head_mlp
+    nll = lambda x, y, ps: _grad(F.cross_entropy(model(x, 1), y), ps) ** 2  # noqa: E731
+    mas = lambda x, y, ps: _grad(model(x, 1).pow(2).sum(), ps).abs()  # noqa: E731
+
+    def expected(x, y, ps):
+        p = torch.softmax(model(x, 1), -1).detach()[0]
+        return sum(p[c] * _grad(F.cross_entropy(model(x, 1), torch.tensor([c])), ps) ** 2 for c in range(3))
+
+    for got, fn in ((ewc_fisher(model, exp, "empirical", chunk=4), nll), (ewc_fisher(model, exp, "expected", chunk=4),
+                    expected), (mas_importance(model, exp, chunk=4), mas)):
+        torch.testing.assert_close(got, _per_sample_loop(model, exp, fn), rtol=1e-10, atol=0.0)
+
+
+def test_registry_estimators_on_hand_values(setup, two_head_mlp):
+    """The interface the training loop calls: EWC and MAS give the functions' Omega at the end of the task; PI
+    follows the path it is shown (Zenke et al.: -g1 * delta summed, clamped, divided by Delta^2 + xi)."""
+    model, exp = two_head_mlp
+    for est, want in ((EWC("expected"), ewc_fisher(model, exp, "expected")), (MAS(), mas_importance(model, exp))):
+        est.begin_task(model)
+        est.after_step(model, torch.ones(len(want), dtype=torch.float64), params_vector(model) - 1.0)
+        torch.testing.assert_close(est.end_task(model, exp), want, rtol=0.0, atol=0.0)
+    lin, lin_exp, *_ = setup  # 3 inputs, 4 classes: 16 parameters
+    theta0 = params_vector(lin)
+    est = PI(xi=0.5)
+    est.begin_task(lin)
+    g1, delta = torch.linspace(-1.0, 1.0, 16, dtype=torch.float64), torch.full((16,), 0.1, dtype=torch.float64)
+    with torch.no_grad():
+        vector_to_parameters(theta0 + delta, lin.parameters())
+    est.after_step(lin, g1, theta0)
+    want = (-g1 * 0.1).clamp(min=0) / (0.1 ** 2 + 0.5)
+    torch.testing.assert_close(est.end_task(lin, lin_exp), want, rtol=1e-12, atol=1e-15)
+
+
+def test_training_builds_each_estimator_with_the_run_options():
+    assert IMPORTANCE["ewc"](TrainConfig(fisher="expected")).kind == "expected"
+    assert IMPORTANCE["pi"](TrainConfig(pi_xi=0.3)).xi == 0.3
+    assert type(IMPORTANCE["mas"](TrainConfig())) is MAS

@@ -29,19 +29,21 @@ def test_fa():
 
 def test_curve_and_all():
     np.testing.assert_allclose(average_accuracy_curve(A), [90, 82.5, (70 + 88 + 60) / 3])
-    m = all_metrics(A, REF)
-    assert set(m) == {"ACC", "BT", "FA"}
+    assert all_metrics(A, REF) == {"ACC": pytest.approx((70 + 88 + 60) / 3), "BT": pytest.approx((-20 + 3) / 2),
+                                   "FA": pytest.approx(((90 - 88) + (85 - 80) + (60 - 65)) / 3)}
 
 
 def test_bad_matrices():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"square \(n, n\), got shape \(2, 3\)"):
         average_accuracy(np.ones((2, 3)))
     bad = A.copy()
     bad[2, 1] = NAN
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="NaN on or below the diagonal"):
         average_accuracy(bad)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"one reference accuracy per task \(3\)"):
         forward_adaptation(A, [1.0, 2.0])
+    with pytest.raises(ValueError, match="at least two tasks"):
+        backward_transfer(np.array([[50.0]]))
 
 
 def test_ci95_t_interval():
