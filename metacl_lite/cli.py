@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .errors import ConfigMismatch, LockedError, UserError
+from .errors import ConfigMismatch, LockedError, UnitsFailed, UserError
 from .specs import BENCHMARKS, get_spec
 
 
@@ -131,6 +131,23 @@ def tune_command(doc: dict, out: Path) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # The parser
 # ----------------------------------------------------------------------------------------------------------------
+def _executor_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=_positive("--workers"), default=None,
+                   help="worker processes (default: the number of cores; 1 runs every unit in this process)")
+    p.add_argument("--threads", type=_positive("--threads"), default=None,
+                   help="intra-op threads per worker (default 1)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local worker processes, or Ray tasks (pip install 'metacl-lite[cluster]')")
+    p.add_argument("--address", default=None, help="ray: the cluster's address (default: a local Ray instance)")
+
+
+def _plan(a):
+    from .executors import check_plan, default_workers
+
+    return check_plan(a.executor, a.workers or (None if a.executor == "ray" else default_workers()), a.threads,
+                      a.address)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m metacl_lite",
                                 description="MetaCL (AAAI 2020) reproduction: run, tabulate, tune, benchmark.")
@@ -150,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--weights", default=None, help="cub: ImageNet ResNet-18 weights file (default: torch hub cache)")
     r.add_argument("--random-init", action="store_true", help="cub: train ResNet-18 from random init (recorded)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars (papermill, CI)")
+    _executor_options(r)
 
     t = sub.add_parser("table", help="print a results file beside the paper's table")
     t.add_argument("results", type=Path)
@@ -177,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the chosen values to hparams.json even when the protocol is not the default one")
     w.add_argument("--no-write", action="store_true", help="never update hparams.json")
     u.add_argument("--no-progress", action="store_true")
+    _executor_options(u)
 
     n = sub.add_parser("notebook", help="run a parameterised chapter with papermill (checked parameters)")
     n.add_argument("notebook", type=Path, help="a MyST (.md) or .ipynb chapter, e.g. book/reproduce/benchmark.md")
@@ -270,7 +289,7 @@ def _run(a) -> int:
     seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
     res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
                          show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
-                         random_init=a.random_init)
+                         random_init=a.random_init, plan=_plan(a))
     print(format_table(res))
     return 0
 
@@ -292,7 +311,7 @@ def _tune(a) -> int:
     res = tune(a.benchmark, a.K, a.n_tasks, a.seed_list or TUNING_SEEDS, a.methods, a.out, write,
                show_progress=False if a.no_progress else None, beta_grid=a.beta_grid or BETA_GRID,
                gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs, weights=a.weights,
-               random_init=a.random_init, force=a.force)
+               random_init=a.random_init, force=a.force, plan=_plan(a))
     for m, v in res["chosen"].items():
         print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
     print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")
@@ -366,6 +385,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         hint = _hint(e, a)
         print(f"error: {e}" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return 2
+    except UnitsFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         if a.cmd in ("run", "tune"):
             print(f"\ninterrupted: every finished unit is saved{' in ' + _out_of(a) if _out_of(a) else ''}; run the "

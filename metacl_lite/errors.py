@@ -31,3 +31,15 @@ class LockedError(UserError):
 
 class OutputError(UserError):
     """An output path that cannot be written (a directory, a read-only folder)."""
+
+
+class UnitsFailed(RuntimeError):
+    """Some units of a grid failed in worker processes (not a user error: their messages say why); the finished ones
+    are saved and a rerun retries the failed ones."""
+
+    def __init__(self, path, failures: list):
+        self.path, self.failures = path, failures
+        lines = "; ".join(f"{key}: {err}" for key, err in failures[:5])
+        more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
+        super().__init__(f"{len(failures)} unit(s) failed: {lines}{more}. Every finished unit is saved in {path}; "
+                         f"the same command retries the failed ones")

@@ -13,7 +13,8 @@ from . import hparams as H
 from . import data as D
 from .data import REPO_ROOT, make_benchmark
 from .atomic import check_writable
-from .errors import UsageError
+from .errors import UnitsFailed, UsageError
+from .executors import Plan, check_plan, run_all
 from .paper import PAPER_SOURCES
 from .reports import summarize
 from .specs import get_spec
@@ -127,6 +128,26 @@ def unit_benchmark(benchmark: str, K: int, n_tasks: int, seed: int, source: str,
     return b
 
 
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker process needs to train one unit (picklable: plain values only)."""
+
+    unit: Unit
+    benchmark: str
+    K: int
+    n_tasks: int
+    source: str
+    model: dict
+    cfg: dict
+    split: str = "test"
+
+
+def run_job(job: Job) -> dict:
+    """Build (or reuse) the unit's benchmark in this process and train the unit."""
+    bench = unit_benchmark(job.benchmark, job.K, job.n_tasks, job.unit.seed, job.source, job.model, job.split)
+    return {"value": execute_unit(job.unit, bench, TrainConfig(**job.cfg)), "data_info": dict(bench.info)}
+
+
 def execute_unit(unit: Unit, bench, cfg: TrainConfig) -> dict:
     """Train one unit and return what the results file stores for it."""
     t0 = time.perf_counter()
@@ -142,7 +163,7 @@ def execute_unit(unit: Unit, bench, cfg: TrainConfig) -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 # The grid
 # ----------------------------------------------------------------------------------------------------------------
-def plan(config: dict, done: dict[str, set]) -> list[Unit]:
+def pending_units(config: dict, done: dict[str, set]) -> list[Unit]:
     """The units of `config` not yet in the file, seed by seed (references and oracle first)."""
     units = []
     for s in config["seeds"]:
@@ -155,17 +176,19 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                    out: Optional[Path] = None, n_tasks: Optional[int] = None, epochs: Optional[int] = None,
                    source: str = "auto", show_progress: Optional[bool] = None, force: bool = False,
                    weights: Optional[str] = None, random_init: bool = False,
-                   command: Optional[Callable[[dict, Path], str]] = None) -> dict:
+                   command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None) -> dict:
     """Train every unit of the grid still missing from `out` and save each as it finishes.
 
     Everything is checked before any compute: the options, the output path, the data, the tuned beta/gamma of every
     regularised method, and that `out` (if it exists) was made with the same configuration. `command(config, out)`
-    writes the command line that regenerates the file (default: the CLI's `run` command)."""
+    writes the command line that regenerates the file (default: the CLI's `run` command). `plan` says where the units
+    run (`executors.check_plan`; default: one after another in this process)."""
     spec = get_spec(benchmark)
     methods = check_methods(methods)
     seeds = check_seeds(list(seeds))
     n = check_n_tasks(benchmark, n_tasks)
     check_epochs(epochs)
+    plan = plan or check_plan()
     out = check_writable(Path(out) if out else default_out(benchmark, K))
     D.check_data(benchmark, K, source=source)
     model = model_options(benchmark, weights, random_init)
@@ -203,12 +226,17 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
 
     store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize)
     doc = store.open(force)
-    todo = plan(config, {s: store.done(s) for s in store.sections})
-    for unit in progress(todo, show_progress, desc=f"{benchmark} K={K}", unit="run"):
-        bench = unit_benchmark(benchmark, K, n, unit.seed, source, model)
-        cfg = cfgs[unit.method] if unit.kind == "run" else base_cfg
-        store.add(unit.section, unit.key, execute_unit(unit, bench, cfg), info={"data_info": bench.info})
-        doc = store.doc
+    todo = pending_units(config, {s: store.done(s) for s in store.sections})
+    jobs = [Job(u, benchmark, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict())
+            for u in todo]
+    bar = progress(None, show_progress, total=len(jobs), desc=f"{benchmark} K={K}", unit="run")
+    failures = run_all(run_job, jobs, lambda job, r: store.add(job.unit.section, job.unit.key, r["value"],
+                                                                info={"data_info": r["data_info"]}),
+                       plan, progress=lambda: bar.update())
+    bar.close()
+    if failures:
+        raise UnitsFailed(out, [(f"{f.job.unit.section}/{f.job.unit.key}", f.error) for f in failures])
+    doc = store.doc
     if not todo and "summary" not in doc:
         doc["summary"] = summarize(doc)
     return doc

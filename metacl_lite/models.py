@@ -9,6 +9,9 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import nn
 
+from .errors import UserError
+from .specs import get_spec
+
 TaskArg = Union[int, torch.Tensor]
 
 
@@ -78,8 +81,8 @@ RESNET18_SHA256_PREFIX = "f37072fd"
 RESNET18_URL = "https://download.pytorch.org/models/resnet18-f37072fd.pth"
 
 
-class WeightsError(RuntimeError):
-    pass
+class WeightsError(UserError, RuntimeError):
+    """The ResNet-18 weights are missing or are not torchvision's file."""
 
 
 @lru_cache(maxsize=8)
@@ -128,11 +131,12 @@ def build_model(benchmark: str, n_classes: int, n_heads: int, seed: int, weights
                 random_init: bool = False) -> MultiHeadNet:
     """The paper's network for a benchmark, initialised from `seed` (same seed, same initial weights; for CUB the
     body is the pretrained ResNet-18 and the seed sets the heads)."""
+    arch = get_spec(benchmark).model
     torch.manual_seed(seed)
-    if benchmark == "pmnist":
-        return mlp(784, (256, 256), n_classes, n_heads)
-    if benchmark == "cifar100":
-        return cifar_cnn(n_classes, n_heads)
-    if benchmark == "cub":
+    if arch == "resnet18":
         return resnet18_multihead(n_classes, n_heads, weights, random_init)
-    raise ValueError(f"no model for benchmark {benchmark!r}")
+    return ARCHITECTURES[arch](n_classes=n_classes, n_heads=n_heads)
+
+
+#: The networks of Appendix B, by the name `specs.BenchmarkSpec.model` gives.
+ARCHITECTURES = {"mlp": mlp, "cifar_cnn": cifar_cnn, "resnet18": resnet18_multihead}

@@ -25,6 +25,10 @@ KINDS = {"results": "a results file (python -m metacl_lite run)",
          "bench": "a speed benchmark file (python -m metacl_lite bench)"}
 
 
+#: Fields of the latest contributing invocation repeated at the top of `provenance`, for readers.
+LATEST = ("git_commit", "git_dirty", "packages", "device", "python", "platform")
+
+
 def kind_of(doc: Any) -> Optional[str]:
     """'results', 'tuning', 'bench', or None for anything else."""
     if not isinstance(doc, dict):
@@ -58,8 +62,8 @@ def upgrade(doc: dict, kind: str) -> dict:
         inv = {k: v for k, v in prov.items() if k not in ("command", "wall_s_total")}
         inv["wall_s"] = prov.get("wall_s_total")
         inv["units"] = "all (schema 1)"
-        doc["provenance"] = {"command": prov.get("command"), "wall_s_total": prov.get("wall_s_total"),
-                             "invocations": [inv]}
+        doc["provenance"] = {**{k: v for k, v in prov.items() if k in LATEST}, "command": prov.get("command"),
+                             "wall_s_total": prov.get("wall_s_total"), "invocations": [inv]}
     return doc
 
 
@@ -126,7 +130,7 @@ class UnitFile:
             invs = [i for i in prov.get("invocations", []) if i.get("id") != self.inv["id"]]
             prov["invocations"] = invs + [dict(self.inv)]
             prov["wall_s_total"] = sum(float(i.get("wall_s") or 0.0) for i in prov["invocations"])
-            for k in ("git_commit", "git_dirty", "packages", "device", "python", "platform"):  # the latest, for readers
+            for k in LATEST:  # the latest invocation's, for readers
                 prov[k] = self.inv[k]
             self.finalize(doc)
             write_json(self.path, doc)

@@ -1,11 +1,6 @@
 """Choosing beta and gamma without the test set.
 
-Protocol: a stream of `n_tasks` tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4),
-training on the first K images of each class and scoring the final average accuracy (ACC) on training images that are
-never trained on (`specs.BenchmarkSpec.val_offset` onwards: Permuted MNIST and CIFAR-100 images 400-499 of each class,
-CUB 20-28), never the test set. For each regularised method, each value of its grid (beta for the plain methods and
-MetaCL-beta, gamma for MetaCL-lambda) is one unit per seed; the value with the best mean validation ACC over the seeds
-wins (ties: the smaller value).
+The protocol is `PROTOCOL` below (recorded in every tuning file as `protocol_text`).
 
 A tuning file holds one protocol. Each unit is saved as it finishes (resumable, locked, merged: `store.UnitFile`).
 The protocol of the committed files (`default_protocol`) writes `results/tuning-<benchmark>-K<K>.json` and, once a
@@ -27,11 +22,21 @@ from . import data as D
 from .data import REPO_ROOT
 from .atomic import check_writable
 from .errors import UsageError
-from .grid import check_methods, check_n_tasks, check_seeds, check_epochs, model_options, unit_benchmark
+from .errors import UnitsFailed
+from .executors import Plan, check_plan, run_all
+from .grid import Job, Unit, check_epochs, check_methods, check_n_tasks, check_seeds, model_options, run_job
 from .provenance import relative_to_repo
 from .specs import get_spec
 from .store import UnitFile
-from .training import METHODS, TrainConfig, progress, run_stream
+from .training import METHODS, TrainConfig, progress
+
+PROTOCOL = (
+    "a stream of n_tasks tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4), training "
+    "on the first K images of each class and scoring the final average accuracy (ACC) on training images that are "
+    "never trained on (from specs.BenchmarkSpec.val_offset on: Permuted MNIST and CIFAR-100 images 400-499 of each "
+    "class, CUB 20-28), never the test set. For each regularised method, each value of its grid (beta for the plain "
+    "methods and MetaCL-beta, gamma for MetaCL-lambda) is one unit per seed; the value with the best mean validation "
+    "ACC over the seeds wins (ties: the smaller value).")
 
 #: The grids searched (the same decades for every regulariser; gamma also tries 0).
 BETA_GRID = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
@@ -130,7 +135,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
          write_hparams: Optional[bool] = None, show_progress: Optional[bool] = None,
          beta_grid: Sequence[float] = BETA_GRID, gamma_grid: Sequence[float] = GAMMA_GRID,
          epochs: Optional[int] = None, weights: Optional[str] = None, random_init: bool = False,
-         force: bool = False, command: Optional[Callable[[dict, Path], str]] = None) -> dict:
+         force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
+         plan: Optional[Plan] = None) -> dict:
     """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
 
     write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;
@@ -165,7 +171,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
             _upgrade_schema1(doc)
         doc["protocol"] = protocol
         doc["methods"] = [m for m in TUNABLE if m in set(doc.get("methods", [])) | set(methods)]
-        doc["protocol_text"] = __doc__.split("Protocol: ", 1)[1].split("\n\n")[0].replace("\n", " ")
+        doc["protocol_text"] = PROTOCOL
         for k in ("benchmark", "K", "n_tasks", "seeds", "epochs"):  # the fields of schema 1, for readers
             doc[k] = protocol[k]
 
@@ -186,14 +192,22 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     for m in methods:
         param = H.strength_key(m)
         for v in protocol["gamma_grid"] if param == "gamma" else protocol["beta_grid"]:
-            jobs += [(m, param, v, s) for s in seeds if unit_key(m, param, v, s) not in done]
-    for m, param, v, s in progress(jobs, show_progress, desc=f"tune {benchmark} K={K}", unit="run"):
-        bench = unit_benchmark(benchmark, K, n, s, "auto", model, split="val")
-        cfg = TrainConfig(epochs=protocol["epochs"], **{param: v})
-        r = run_stream(bench, m, cfg, s, show_progress=False)
-        store.add("units", unit_key(m, param, v, s), {"method": m, "param": param, "value": v, "seed": s,
-                                                      "val_acc": float(np.nanmean(r["acc_matrix"][-1])),
-                                                      "wall_s": r["wall_s"]})
+            cfg = TrainConfig(epochs=protocol["epochs"], **{param: v}).to_dict()
+            jobs += [Job(Unit("run", s, m), benchmark, K, n, "auto", model, cfg, split="val")
+                     for s in seeds if unit_key(m, param, v, s) not in done]
+
+    def save(job: Job, r: dict) -> None:
+        m, s, cfg = job.unit.method, job.unit.seed, job.cfg
+        param = H.strength_key(m)
+        store.add("units", unit_key(m, param, cfg[param], s),
+                  {"method": m, "param": param, "value": cfg[param], "seed": s,
+                   "val_acc": float(np.nanmean(r["value"]["acc_matrix"][-1])), "wall_s": r["value"]["wall_s"]})
+
+    bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")
+    failures = run_all(run_job, jobs, save, plan or check_plan(), progress=lambda: bar.update())
+    bar.close()
+    if failures:
+        raise UnitsFailed(out, [(f"{f.job.unit.method}/{f.job.cfg}/{f.job.unit.seed}", f.error) for f in failures])
     doc = store.doc
     if "grid" not in doc or not jobs:
         doc["grid"] = grid_of(doc)

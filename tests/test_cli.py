@@ -10,7 +10,7 @@ from metacl_lite import hparams as H
 from metacl_lite import training as T
 from metacl_lite.cli import main
 
-TINY = ["--K", "5", "--n-tasks", "2", "--epochs", "1", "--seeds", "2", "--no-progress"]
+TINY = ["--K", "5", "--n-tasks", "2", "--epochs", "1", "--seeds", "2", "--no-progress", "--workers", "1"]
 
 
 def _err(capsys, argv):
@@ -161,7 +161,7 @@ def test_bugs_keep_their_traceback(monkeypatch, tmp_path):
         monkeypatch.setattr(G, "execute_unit", broken)
         with pytest.raises(type(exc)):
             main(["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--seeds", "1", "--methods",
-                  "finetune", "--out", str(tmp_path / "r.json"), "--force"])
+                  "finetune", "--out", str(tmp_path / "r.json"), "--force", "--workers", "1"])
 
 
 def test_missing_cifar_data_names_the_fetch_command_not_tune(capsys, tmp_path, monkeypatch, hparams_file):

@@ -7,6 +7,7 @@ import shlex
 import numpy as np
 import pytest
 
+from metacl_lite import grid as G
 from metacl_lite import store
 from metacl_lite import tuning as TU
 from metacl_lite.cli import main
@@ -29,7 +30,7 @@ def fake_training(monkeypatch):
         n = bench.n_tasks
         return {"acc_matrix": np.full((n, n), _acc(cfg, seed)), "wall_s": 0.5}
 
-    monkeypatch.setattr(TU, "run_stream", run_stream)
+    monkeypatch.setattr(G, "run_stream", run_stream)
     return calls
 
 
@@ -60,27 +61,27 @@ def test_the_recorded_command_regenerates_exactly_the_file(repo, hparams_file, f
     out = repo / "runs" / f"tuning-pmnist-K20-{TU.protocol_tag(doc['protocol'])}.json"
     first = json.loads(out.read_text())
     out.unlink()
-    assert main(shlex.split(doc["provenance"]["command"])[3:]) == 0
+    assert main(shlex.split(doc["provenance"]["command"])[3:] + ["--workers", "1"]) == 0
     again = json.loads(out.read_text())
     assert again["units"] == first["units"] and again["protocol"] == first["protocol"]
     assert again["provenance"]["command"] == first["provenance"]["command"]
 
 
 def test_tuning_resumes_unit_by_unit(repo, hparams_file, fake_training, monkeypatch):
-    real = TU.run_stream
+    real = G.run_stream
 
     def killed_after_two(*a, **k):
         if len(fake_training) == 2:
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(TU, "run_stream", killed_after_two)
+    monkeypatch.setattr(G, "run_stream", killed_after_two)
     kw = {**SMOKE, "seeds": (100, 101)}
     with pytest.raises(KeyboardInterrupt):
         TU.tune("pmnist", **kw)
     (out,) = (repo / "runs").glob("*.json")
     assert len(json.loads(out.read_text())["units"]) == 2
-    monkeypatch.setattr(TU, "run_stream", real)
+    monkeypatch.setattr(G, "run_stream", real)
     fake_training.clear()
     doc = TU.tune("pmnist", **kw)
     assert len(fake_training) == 4 and len(doc["units"]) == 6

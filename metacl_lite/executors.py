@@ -1,0 +1,150 @@
+"""Where the units of a grid run: in this process, in a pool of local worker processes, or on a Ray cluster.
+
+Units are independent (each one seeds everything it uses), so they may run in any order and in any process; the
+parent is the only writer of the results file and saves every unit as it arrives. A unit that fails is reported and
+the others go on; a worker that dies loses only the unit it was running.
+
+    serial     one unit after another in this process (workers=1; what tests and the book's live runs use)
+    local      `workers` processes on this machine, `threads` intra-op threads each (default 1: small ops gain
+               nothing from a second thread, and runs are independent, so one run per core is fastest)
+    ray        Ray tasks (one CPU each) on the cluster at `address`, or on a local Ray instance when none is given
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+from .errors import UsageError
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass
+class Failure:
+    job: Any
+    error: str
+
+
+@dataclass
+class Plan:
+    """How to run: executor 'local' (serial when workers == 1) or 'ray'."""
+
+    executor: str = "local"
+    workers: int = 1
+    threads: int = 1
+    address: Optional[str] = None
+    failures: list = field(default_factory=list)
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def check_plan(executor: str = "local", workers: Optional[int] = None, threads: Optional[int] = None,
+               address: Optional[str] = None) -> Plan:
+    """Check the options before any work: a known executor, positive counts, Ray importable and reachable."""
+    if executor not in EXECUTORS:
+        raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    for name, v in (("workers", workers), ("threads", threads)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise UsageError(f"{name}={v!r} must be a positive integer")
+    if address and executor != "ray":
+        raise UsageError("an address is for the ray executor only")
+    plan = Plan(executor, workers or (default_workers() if executor == "ray" else 1), threads or 1, address)
+    if executor == "ray":
+        _ray_init(plan)
+    return plan
+
+
+def _ray_init(plan: Plan) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("the ray executor needs Ray, which is not installed; install it with "
+                         "`pip install 'metacl-lite[cluster]'` (or `pip install ray`)") from None
+    if ray.is_initialized():
+        return
+    try:
+        if plan.address:
+            ray.init(address=plan.address, log_to_driver=False, configure_logging=False)
+        else:
+            ray.init(num_cpus=plan.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        raise UsageError(f"cannot reach a Ray cluster at {plan.address or 'a new local instance'}: {e}") from None
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _call(fn: Callable, job: Any, threads: int) -> Any:
+    _init_worker(threads)
+    return fn(job)
+
+
+def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[Any, Any], None], plan: Plan,
+            progress: Optional[Callable[[], None]] = None) -> list[Failure]:
+    """Run `fn(job)` for every job as `plan` says; call `on_result(job, result)` in this process as each one
+    finishes (in completion order). Returns the failures (each job's exception as text); finished jobs are kept."""
+    jobs = list(jobs)
+    failures: list[Failure] = []
+
+    def done(job, result=None, error=None):
+        if error is None:
+            on_result(job, result)
+        else:
+            failures.append(Failure(job, error))
+        if progress:
+            progress()
+
+    if plan.executor == "local" and plan.workers == 1:
+        for job in jobs:  # in this process: exceptions (and Ctrl-C) propagate; a failed unit is a bug here
+            done(job, fn(job))
+        return failures
+    if plan.executor == "ray":
+        import ray
+
+        remote = ray.remote(num_cpus=1)(_call)
+        refs = {remote.remote(fn, job, plan.threads): job for job in jobs}
+        try:
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1)
+                job = refs.pop(ready[0])
+                try:
+                    done(job, ray.get(ready[0]))
+                except ray.exceptions.RayError as e:
+                    done(job, error=f"{type(e).__name__}: {e}")
+        except KeyboardInterrupt:
+            for r in refs:
+                ray.cancel(r, force=True)
+            raise
+        return failures
+    import multiprocessing
+
+    pool = ProcessPoolExecutor(max_workers=min(plan.workers, max(len(jobs), 1)),
+                               mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                               initargs=(plan.threads,))
+    futures = {pool.submit(fn, job): job for job in jobs}
+    try:
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                try:
+                    result = f.result()
+                except BrokenProcessPool as e:
+                    done(futures[f], error=f"a worker process died ({e})")
+                except Exception as e:  # the unit's own error, reported with its job
+                    done(futures[f], error=f"{type(e).__name__}: {e}")
+                else:
+                    done(futures[f], result)
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)  # the workers got the same SIGINT and stop too
+        raise
+    pool.shutdown()
+    return failures
