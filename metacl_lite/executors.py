@@ -67,6 +67,8 @@ def _ray_init(plan: Plan) -> None:
                          "`pip install 'metacl-lite[cluster]'` (or `pip install ray`)") from None
     if ray.is_initialized():
         return
+    if plan.address and plan.address != "auto":
+        _check_reachable(plan.address)
     try:
         if plan.address:
             ray.init(address=plan.address, log_to_driver=False, configure_logging=False)
@@ -74,6 +76,21 @@ def _ray_init(plan: Plan) -> None:
             ray.init(num_cpus=plan.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise UsageError(f"cannot reach a Ray cluster at {plan.address or 'a new local instance'}: {e}") from None
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A cluster address must answer a TCP connection within `timeout` s (Ray itself retries for minutes)."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"Ray address {address!r} is not HOST:PORT (or ray://HOST:PORT)")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise UsageError(f"cannot reach a Ray cluster at {address}: {e}; check the address and that the head node "
+                         f"is running (`ray start --head` prints it)") from None
 
 
 def _init_worker(threads: int) -> None:

@@ -39,10 +39,20 @@ PROTOCOL = (
     "ACC over the seeds wins (ties: the smaller value).")
 
 #: The grids searched (the same decades for every regulariser; gamma also tries 0).
-BETA_GRID = (1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
+def half_decades(lo: float, hi: float) -> tuple[float, ...]:
+    """1, 3, 10, 30, ... between lo and hi (both powers of ten): the half-decade grid (…, 0.1, 0.3, 1, 3, 10, …)."""
+    out, e = [], round(math.log10(lo))
+    while 10.0 ** e <= hi * 1.0001:
+        out += [float(f"1e{e}"), float(f"3e{e}")]
+        e += 1
+    return tuple(v for v in out if v <= hi * 1.0001)
+
+
+BETA_GRID = half_decades(1e-2, 1e4)
 GAMMA_GRID = (0.0,) + BETA_GRID
+#: How far `tune` extends a grid whose best value lies on an edge (half-decades beyond it, at most).
+MAX_EXTENSION = 6
 TUNING_SEEDS = (100, 101)
-TUNING_TASKS = 10
 
 #: Methods with a strength to tune (the nine regularised ones).
 TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
@@ -50,7 +60,7 @@ TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
 
 def default_protocol(benchmark: str, K: int) -> dict:
     spec = get_spec(benchmark)
-    return {"benchmark": benchmark, "K": K, "n_tasks": min(TUNING_TASKS, spec.n_tasks), "epochs": spec.epochs,
+    return {"benchmark": benchmark, "K": K, "n_tasks": spec.n_tasks, "epochs": spec.epochs,
             "seeds": list(TUNING_SEEDS), "beta_grid": list(BETA_GRID), "gamma_grid": list(GAMMA_GRID),
             "val_offset": spec.val_offset, "val_per_class": spec.val_per_class}
 
@@ -92,10 +102,13 @@ def grid_of(doc: dict) -> dict:
     out = {}
     for m in doc["methods"]:
         param = H.strength_key(m)
-        values = p["gamma_grid"] if param == "gamma" else p["beta_grid"]
+        base = p["gamma_grid"] if param == "gamma" else p["beta_grid"]
+        extra = {u["value"] for u in doc["units"].values() if u["method"] == m}  # values added by extending
+        values = sorted(set(base) | extra)
         accs = [[doc["units"].get(unit_key(m, param, v, s), {}).get("val_acc") for s in p["seeds"]] for v in values]
         complete = all(a is not None for row in accs for a in row)
-        g = {"param": param, "values": values, "val_acc": accs, "complete": complete}
+        g = {"param": param, "values": values, "val_acc": accs, "complete": complete,
+             "extended": sorted(extra - set(base))}
         if complete:
             g["mean_val_acc"] = [float(np.mean(row)) for row in accs]
         out[m] = g
@@ -103,10 +116,39 @@ def grid_of(doc: dict) -> dict:
 
 
 def choose(g: dict) -> dict:
-    """The value with the best mean validation ACC (ties: the smaller value, np.argmax takes the first); whether it
-    lies on an edge of the grid (then the grid should be extended)."""
+    """The value with the best mean validation ACC (ties: the smaller value, np.argmax takes the first), and whether
+    it lies on an edge of the searched range. gamma = 0 (the pure projection of Eq. 5) is a natural lower bound, not
+    an edge: gamma cannot go below it."""
     best = int(np.argmax(g["mean_val_acc"]))
-    return {"value": g["values"][best], "at_edge": best in (0, len(g["values"]) - 1)}
+    v = g["values"][best]
+    return {"value": v, "at_edge": (best == 0 and v > 0) or best == len(g["values"]) - 1}
+
+
+def _step(v: float, up: bool) -> float:
+    """The next half-decade value above (or below) v (1 -> 3 -> 10 -> 30 ...)."""
+    e = math.floor(math.log10(v) + 1e-9)
+    mant = v / 10 ** e
+    if up:
+        return float(f"3e{e}") if mant < 2 else float(f"1e{e + 1}")
+    return float(f"1e{e}") if mant > 2 else float(f"3e{e - 1}")
+
+
+def extension(g: dict, base: Sequence[float]) -> list[float]:
+    """Two more half-decades beyond the edge where the best value lies (none when it is interior, or when the grid
+    was already extended MAX_EXTENSION half-decades beyond the protocol's grid on that side)."""
+    c = choose(g)
+    if not c["at_edge"]:
+        return []
+    v, up = c["value"], c["value"] == g["values"][-1]
+    positive = [b for b in base if b > 0]
+    limit = max(positive) if up else min(positive)
+    steps, x = 0, limit
+    while x != v and steps <= MAX_EXTENSION:
+        x, steps = _step(x, up), steps + 1
+    if steps >= MAX_EXTENSION:
+        return []
+    new = [_step(v, up)]
+    return new + [_step(new[0], up)]
 
 
 def _upgrade_schema1(doc: dict) -> dict:
@@ -145,7 +187,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     K = spec.tuning_K if K is None else K
     methods = check_methods(methods, allowed=TUNABLE)
     seeds = check_seeds(list(seeds))
-    n = check_n_tasks(benchmark, min(TUNING_TASKS, spec.n_tasks) if n_tasks is None else n_tasks)
+    n = check_n_tasks(benchmark, n_tasks)
     check_epochs(epochs)
     protocol = {"benchmark": benchmark, "K": K, "n_tasks": n, "epochs": epochs or spec.epochs, "seeds": seeds,
                 "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
@@ -187,14 +229,13 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
 
     store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize)
     doc = store.open(force)
-    done = store.done("units")
-    jobs = []
-    for m in methods:
+
+    def jobs_for(m: str, values: Sequence[float]) -> list[Job]:
         param = H.strength_key(m)
-        for v in protocol["gamma_grid"] if param == "gamma" else protocol["beta_grid"]:
-            cfg = TrainConfig(epochs=protocol["epochs"], **{param: v}).to_dict()
-            jobs += [Job(Unit("run", s, m), benchmark, K, n, "auto", model, cfg, split="val")
-                     for s in seeds if unit_key(m, param, v, s) not in done]
+        done = store.done("units")
+        return [Job(Unit("run", s, m), benchmark, K, n, "auto", model,
+                    TrainConfig(epochs=protocol["epochs"], **{param: v}).to_dict(), split="val")
+                for v in values for s in seeds if unit_key(m, param, v, s) not in done]
 
     def save(job: Job, r: dict) -> None:
         m, s, cfg = job.unit.method, job.unit.seed, job.cfg
@@ -203,18 +244,28 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                   {"method": m, "param": param, "value": cfg[param], "seed": s,
                    "val_acc": float(np.nanmean(r["value"]["acc_matrix"][-1])), "wall_s": r["value"]["wall_s"]})
 
+    plan = plan or check_plan()
+    grids = {m: protocol["gamma_grid"] if H.strength_key(m) == "gamma" else protocol["beta_grid"] for m in methods}
+    jobs = [j for m in methods for j in jobs_for(m, grids[m])]
+    ran = bool(jobs)
     bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")
-    failures = run_all(run_job, jobs, save, plan or check_plan(), progress=lambda: bar.update())
+    while jobs:  # the grid, then two half-decades more wherever the best value lies on an edge
+        failures = run_all(run_job, jobs, save, plan, progress=lambda: bar.update())
+        if failures:
+            bar.close()
+            raise UnitsFailed(out, [(f"{f.job.unit.method}/{f.job.cfg}/{f.job.unit.seed}", f.error)
+                                    for f in failures])
+        g = grid_of(store.doc)
+        jobs = [j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))]
+        bar.total += len(jobs)
     bar.close()
-    if failures:
-        raise UnitsFailed(out, [(f"{f.job.unit.method}/{f.job.cfg}/{f.job.unit.seed}", f.error) for f in failures])
     doc = store.doc
-    if "grid" not in doc or not jobs:
+    if "grid" not in doc or not ran:
         doc["grid"] = grid_of(doc)
     write = canonical if write_hparams is None else write_hparams
     chosen = {m: v for m, v in doc.get("chosen", {}).items() if m in methods}
-    if write and chosen and jobs:
+    if write and chosen and ran:
         H.store(benchmark, K, chosen, relative_to_repo(out), doc["provenance"]["command"])
-    doc["hparams_written"] = bool(write and chosen and jobs)
+    doc["hparams_written"] = bool(write and chosen and ran)
     doc["canonical"] = canonical
     return doc

@@ -135,3 +135,27 @@ def test_bad_tuning_requests_exit_2_before_any_work(repo, hparams_file, fake_tra
     rc = main(["tune", "--benchmark", "pmnist", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and fake_training == [] and not (repo / "runs").exists()
+
+
+def test_a_best_value_on_an_edge_extends_the_grid_until_it_is_interior(repo, hparams_file, fake_training, monkeypatch):
+    monkeypatch.setattr(G, "run_stream", lambda bench, m, cfg, seed, show_progress=None: {
+        "acc_matrix": np.full((2, 2), 60.0 - (math.log10(cfg.beta) - 2) ** 2), "wall_s": 0.1})  # best at beta = 100
+    doc = TU.tune("pmnist", **SMOKE)
+    g = doc["grid"]["ewc"]
+    assert g["values"] == [0.1, 1.0, 10.0, 30.0, 100.0, 300.0, 1000.0] and g["extended"] == [30.0, 100.0, 300.0, 1000.0]
+    assert doc["chosen"] == {"ewc": {"beta": 100.0}} and doc["at_edge"] == {"ewc": False}
+
+
+def test_extension_steps_half_decades_and_stops():
+    g = {"values": list(TU.BETA_GRID), "mean_val_acc": [0.0] * 12 + [1.0]}
+    assert TU.extension(g, TU.BETA_GRID) == [30000.0, 100000.0]
+    g = {"values": list(TU.GAMMA_GRID), "mean_val_acc": [0.0, 1.0] + [0.0] * 12}
+    assert TU.extension(g, TU.GAMMA_GRID) == []  # 0.01 lies inside [0, 1e4]
+    g = {"values": [0.0, 0.01], "mean_val_acc": [1.0, 0.0]}
+    assert TU.choose(g) == {"value": 0.0, "at_edge": False}  # gamma = 0 is a bound, not an edge
+    g = {"values": [0.01, 0.1], "mean_val_acc": [1.0, 0.0]}
+    assert TU.extension(g, [0.01, 0.1]) == [0.003, 0.001]
+    far = [1e-4 * 3 ** 0 / 10 ** k for k in range(4)]  # already far below the protocol's grid: stop
+    g = {"values": sorted(far) + [0.01, 0.1], "mean_val_acc": [1.0] + [0.0] * 5}
+    assert TU.extension(g, [0.01, 0.1]) == []
+    assert TU.BETA_GRID == (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
