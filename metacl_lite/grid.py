@@ -23,6 +23,14 @@ from .training import METHODS, TrainConfig, progress, run_stream, train_joint, t
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
 COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model")
+#: Training options that change how fast a unit runs, not its numbers (beyond float tolerance).
+EXECUTION_ONLY = ("compile",)
+
+
+def _comparable(key: str, value):
+    if key == "train" and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k not in EXECUTION_ONLY}
+    return value
 
 
 @dataclass(frozen=True)
@@ -46,33 +54,41 @@ def default_out(benchmark: str, K: int) -> Path:
     return REPO_ROOT / "results" / f"{benchmark}-K{K}.json"
 
 
+def _distinct(items: Sequence, what: str, check: Callable) -> list:
+    """`items` after `check(item)` on each, refusing an empty list and any item given twice."""
+    out = []
+    for x in items:
+        check(x)
+        if x in out:
+            raise UsageError(f"{what} {x!r} is given twice")
+        out.append(x)
+    return out
+
+
 def check_seeds(seeds: Sequence) -> list[int]:
     """Seeds: a non-empty list of distinct non-negative integers."""
-    out = []
-    for s in seeds:
+    def check(s):
         if isinstance(s, bool) or not isinstance(s, int) or s < 0:
             raise UsageError(f"seed {s!r} is not a non-negative integer")
-        if s in out:
-            raise UsageError(f"seed {s} is given twice")
-        out.append(s)
+
+    out = _distinct(seeds, "seed", check)
     if not out:
         raise UsageError("no seeds given; need at least one")
     return out
 
 
 def check_methods(methods: Optional[Sequence[str]], allowed: Optional[Sequence[str]] = None) -> list[str]:
-    """Methods: None means all eleven; otherwise a non-empty list of distinct known names."""
+    """Methods: None means all (of `allowed`, default the eleven); otherwise a non-empty list of distinct names."""
     if methods is None:
         return list(allowed or METHODS)
-    out = []
-    for m in methods:
+
+    def check(m):
         if m not in METHODS:
             raise UsageError(f"unknown method {m!r}; choose from: {', '.join(METHODS)}")
         if allowed is not None and m not in allowed:
             raise UsageError(f"method {m!r} is not allowed here; choose from {', '.join(allowed)}")
-        if m in out:
-            raise UsageError(f"method {m!r} is given twice")
-        out.append(m)
+
+    out = _distinct(methods, "method", check)
     if not out:
         raise UsageError("the list of methods is empty; leave it out to run all eleven")
     return out
@@ -183,7 +199,6 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     regularised method, and that `out` (if it exists) was made with the same configuration. `command(config, out)`
     writes the command line that regenerates the file (default: the CLI's `run` command). `plan` says where the units
     run (`executors.check_plan`; default: one after another in this process)."""
-    spec = get_spec(benchmark)
     methods = check_methods(methods)
     seeds = check_seeds(list(seeds))
     n = check_n_tasks(benchmark, n_tasks)
@@ -204,8 +219,11 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         from .cli import run_command as command
 
     def compatible(old: dict) -> list:
-        oc = old.get("config", {})
-        diff = [k for k in COMPAT_KEYS if oc.get(k, {} if k == "model" else None) != config[k]]
+        oc = dict(old.get("config", {}))
+        if isinstance(oc.get("train"), dict):  # options added since the file was made have their default there
+            oc["train"] = {**TrainConfig().to_dict(), **oc["train"]}
+        diff = [k for k in COMPAT_KEYS if _comparable(k, oc.get(k, {} if k == "model" else None))
+                != _comparable(k, config[k])]
         diff += [f"method_hparams[{m}]" for m in methods
                  if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
         return diff

@@ -1,5 +1,9 @@
+import contextlib
+import functools
+import http.server
 import json
 import os
+import threading
 
 import pytest
 
@@ -20,3 +24,15 @@ def hparams_file(tmp_path, monkeypatch):
 
     write(json.loads((H.Path(H.__file__).parent / "hparams.json").read_text()))
     return write
+
+
+@contextlib.contextmanager
+def serve(folder):
+    """An HTTP server on 127.0.0.1 serving `folder` (a stand-in for the official download sites); yields its URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_port}/"
+        finally:
+            httpd.shutdown()

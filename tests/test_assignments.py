@@ -21,6 +21,7 @@ def test_at_least_four_assignments_each_a_book_page():
         assert f"assignments/{name}" in toc and (ROOT / "book/assignments" / f"{name}.ipynb").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_solution_passes_and_student_version_fails(name, tmp_path):
     out = A.generate(name, tmp_path, run_tests=False)
@@ -34,6 +35,7 @@ def test_solution_passes_and_student_version_fails(name, tmp_path):
     assert hidden, "the autograder must hold hidden tests"
 
 
+@pytest.mark.slow
 def test_generate_runs_the_tests_against_the_solution(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -63,6 +65,7 @@ def test_student_pages_hide_solutions_and_hidden_tests(name):
     assert nb.metadata["otter"]["assignment_name"] == name
 
 
+@pytest.mark.slow
 def test_check_command_passes_the_solution_and_fails_the_student_version(tmp_path):
     out = A.generate("a1_dynamic_balance", tmp_path, run_tests=False)
 

@@ -1,20 +1,17 @@
 """MNIST files, checksums, downloads, the embedded subset, first-K sampling, permutations, the checks run before any
 compute (`check_data`), and the benchmark specification driving the Permuted MNIST loader."""
-import contextlib
 import dataclasses
-import functools
 import gzip
 import hashlib
-import http.server
 import importlib
 import io
 import struct
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import serve
 
 from metacl_lite import data as D
 from metacl_lite.errors import UsageError, UserError
@@ -61,18 +58,6 @@ def raw_mnist():
                     f"`python data_scripts/fetch.py mnist --from ../shared/data/mnist/raw` (offline) or "
                     f"`python data_scripts/fetch.py mnist` (online)")
     return d
-
-
-@contextlib.contextmanager
-def serve(folder):
-    """An HTTP server on 127.0.0.1 serving `folder` (a stand-in for the official mirrors); yields its base URL."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{httpd.server_port}/"
-        finally:
-            httpd.shutdown()
 
 
 def _script(name):
@@ -199,9 +184,9 @@ def test_permutations_deterministic_distinct():
 
 def test_embedded_checksum_and_content():
     d = D.load_mnist_embedded()
-    assert d["x_train"].shape == (5000, 28, 28) and d["x_train"].dtype == np.uint8
+    assert d["x_train"].shape == (6000, 28, 28) and d["x_train"].dtype == np.uint8
     assert d["x_test"].shape == (10000, 28, 28)
-    assert np.bincount(d["y_train"]).tolist() == [500] * 10
+    assert np.bincount(d["y_train"]).tolist() == [600] * 10
     sha = hashlib.sha256(D.EMBEDDED_MNIST.read_bytes()).hexdigest()
     assert D.file_digest(D.EMBEDDED_MNIST, "sha256") == sha == D.EMBEDDED_MNIST_SHA256_FILE.read_text().split()[0]
 
@@ -253,12 +238,43 @@ def test_permuted_mnist_stream():
     np.testing.assert_allclose(b.train_stream[1].x.numpy(), emb["x_train"][idx].reshape(200, -1)[:, perm] / 255.0)
 
 
-def test_validation_split_is_disjoint_from_training():
-    spec = SPECS["pmnist"]
-    b = D.permuted_mnist(K=20, n_tasks=2, seed=0, split="val")
-    assert len(b.test_stream[0]) == 10 * spec.val_per_class
-    with pytest.raises(UsageError, match=f"overlap them: choose K <= {spec.val_offset}"):
-        D.permuted_mnist(K=spec.val_offset + 1, n_tasks=2, split="val")
+@pytest.mark.parametrize("K", [1, 5, 10, 20, 50, 200, 500])
+def test_validation_split_is_disjoint_from_training(K, tmp_path, monkeypatch):
+    """At every K the paper uses, split="val" trains on images 0..K-1 of each class and validates on images 500-599
+    of each class (counted by hand in file order, not with first_k_indices): no image in both, none from the test
+    set, and all from the embedded subset (no raw files are present here)."""
+    monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path))  # no raw MNIST files
+    D.check_data("pmnist", K, split="val")
+    b = D.permuted_mnist(K=K, n_tasks=1, split="val")
+    assert b.info["source"] == "embedded" and b.info["split"] == "val"
+    emb = D.load_mnist_embedded()
+    seen = {c: 0 for c in range(10)}
+    train, val = [], []
+    for i, c in enumerate(emb["y_train"].tolist()):
+        if seen[c] < K:
+            train.append(i)
+        elif 500 <= seen[c] < 600:
+            val.append(i)
+        seen[c] += 1
+    assert len(train) == 10 * K and len(val) == 1000
+    assert not set(emb["train_index"][train]) & set(emb["train_index"][val])  # positions in the original file
+    flat = emb["x_train"].reshape(len(emb["x_train"]), -1) / 255.0
+    np.testing.assert_array_equal(b.train_stream[0].inputs().numpy(), flat[train].astype(np.float32))
+    np.testing.assert_array_equal(b.test_stream[0].inputs().numpy(), flat[val].astype(np.float32))
+    np.testing.assert_array_equal(b.test_stream[0].y.numpy(), emb["y_train"][val])
+    train_images = {r.tobytes() for r in emb["x_train"][train]}
+    assert not any(r.tobytes() in train_images for r in emb["x_train"][val])  # not even a duplicate image
+
+
+def test_validation_beyond_K_500_is_refused(raw_mnist):
+    """The validation images start at image 500 of each class: K = 501 would train on one of them."""
+    for attempt in (lambda: D.check_data("pmnist", 501, split="val"),
+                    lambda: D.permuted_mnist(K=501, n_tasks=2, split="val"),
+                    lambda: D.make_benchmark("pmnist", 501, split="val")):
+        with pytest.raises(UsageError, match=r"^the validation images of Permuted MNIST start at image 500 of each "
+                                             r"class; K=501 would overlap them: choose K <= 500$"):
+            attempt()
+    D.check_data("pmnist", 501)  # the test split is not limited by the validation images (raw files)
 
 
 def test_the_specification_drives_the_loader(monkeypatch):
@@ -276,8 +292,9 @@ def test_the_specification_drives_the_loader(monkeypatch):
 
 
 def test_bad_requests_are_usage_errors():
-    with pytest.raises(UsageError, match="embedded subset holds 500"):
-        D.permuted_mnist(K=600, n_tasks=2, source="embedded")
+    with pytest.raises(UsageError, match="K=601 needs 601 training images per class but the embedded subset holds "
+                                         "600; use the raw files"):
+        D.permuted_mnist(K=601, n_tasks=2, source="embedded")
     with pytest.raises(UsageError, match="positive"):
         D.permuted_mnist(K=0, n_tasks=2)
     with pytest.raises(UsageError, match="n_tasks=0"):
@@ -294,7 +311,7 @@ def test_bad_requests_are_usage_errors():
 
 
 def test_raw_files_asked_for_but_missing(tmp_path, monkeypatch):
-    """--data raw without the raw files: the message says so and that the embedded subset would do; K > 500 without
+    """--data raw without the raw files: the message says so and that the embedded subset would do; K > 600 without
     them: the message says why the raw files are needed."""
     monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path))
     for attempt in (lambda: D.check_data("pmnist", 20, source="raw"), lambda: D.permuted_mnist(20, 2, source="raw")):
@@ -303,9 +320,9 @@ def test_raw_files_asked_for_but_missing(tmp_path, monkeypatch):
         msg = str(e.value)
         assert msg.startswith("the raw MNIST files were asked for (--data raw) but are missing")
         assert "`--data embedded` or `--data auto`" in msg and "fetch.py mnist" in msg and "more than" not in msg
-    with pytest.raises(D.MissingDataError, match="^K=600 needs 600 training images per class, more than the "
-                                                 "embedded subset's 500, so the raw MNIST files are needed"):
-        D.check_data("pmnist", 600)
+    with pytest.raises(D.MissingDataError, match="^K=601 needs 601 training images per class, more than the "
+                                                 "embedded subset's 600, so the raw MNIST files are needed"):
+        D.check_data("pmnist", 601)
 
 
 def test_check_data_agrees_with_the_loader(fake_mnist):

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from metacl_lite import grid as G
+from metacl_lite.errors import ConfigMismatch
 from metacl_lite.training import TrainConfig
 
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
@@ -98,3 +99,17 @@ def test_library_callers_get_the_same_checks(hparams_file, spy, tmp_path, kw, ne
 def test_cifar_stream_longer_than_the_dataset_is_refused(hparams_file, spy, tmp_path):
     with pytest.raises(G.UsageError, match="n_tasks=11: Split CIFAR-100 has at most 10 tasks"):
         G.run_experiment("cifar100", 20, seeds=[0], n_tasks=11, out=tmp_path / "r.json")
+
+
+def test_a_file_made_before_new_training_options_existed_can_be_continued(hparams_file, spy, tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, **TINY)
+    doc = json.loads(out.read_text())
+    del doc["config"]["train"]["pi_xi"]  # as if pi_xi had been added after the file was made (default 0.1)
+    out.write_text(json.dumps(doc))
+    G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], out=out, **TINY)
+    assert set(json.loads(out.read_text())["runs"]) == {"finetune/0", "finetune/1"}
+    doc["config"]["train"]["pi_xi"] = 0.5  # a real difference is still refused
+    out.write_text(json.dumps(doc))
+    with pytest.raises(ConfigMismatch, match=r"\(train\)"):
+        G.run_experiment("pmnist", seeds=[0, 2], methods=["finetune"], out=out, **TINY)

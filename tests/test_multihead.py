@@ -1,19 +1,16 @@
 """Split CIFAR-100 and Split CUB-200 on fixtures written in the official on-disk formats, loaded through the same
 code paths as a user's real files (torchvision's CIFAR100 with its md5 checks; CUB's own split files)."""
-import contextlib
-import functools
 import hashlib
-import http.server
 import os
 import pickle
 import shutil
 import sys
 import tarfile
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import serve
 import torch
 from PIL import Image
 from torchvision.datasets import CIFAR100
@@ -65,18 +62,6 @@ def cifar(tmp_path, monkeypatch):
 def _tree(folder):
     """Every file under `folder`, with its bytes."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
-
-
-@contextlib.contextmanager
-def serve(folder):
-    """An HTTP server on 127.0.0.1 serving `folder` (a stand-in for the official download site); yields its URL."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{httpd.server_port}/"
-        finally:
-            httpd.shutdown()
 
 
 def test_cifar_names_are_torchvision_s():

@@ -52,8 +52,8 @@ def test_a_smoke_test_writes_elsewhere_and_leaves_hparams_alone(repo, hparams_fi
     assert TU.H.HPARAMS_FILE.read_bytes() == hp_before and not doc["hparams_written"]
     assert doc["chosen"] == {"ewc": {"beta": 1.0}} and doc["at_edge"] == {"ewc": False}
     assert doc["provenance"]["command"] == (
-        f"python -m metacl_lite tune --benchmark pmnist --K 20 --methods ewc --n-tasks 2 --epochs 1 --seed-list 100 "
-        f"--beta-grid 0.1,1,10")
+        "python -m metacl_lite tune --benchmark pmnist --K 20 --methods ewc --n-tasks 2 --epochs 1 --seed-list 100 "
+        "--beta-grid 0.1,1,10")
 
 
 def test_the_recorded_command_regenerates_exactly_the_file(repo, hparams_file, fake_training):
