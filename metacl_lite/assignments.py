@@ -25,14 +25,15 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .data import REPO_ROOT
+from .errors import UsageError
 
 SOURCE_DIR = REPO_ROOT / "book" / "assignments" / "source"
 PAGES_DIR = REPO_ROOT / "book" / "assignments"
 DIST_DIR = REPO_ROOT / "dist" / "assignments"
 
 
-class AssignmentError(ValueError):
-    pass
+class AssignmentError(UsageError):
+    """A bad assignment name or notebook, or a solution that fails its own tests (exit 2 from the CLI)."""
 
 
 def list_assignments(source_dir: Path = SOURCE_DIR) -> list[str]:

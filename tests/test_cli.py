@@ -24,8 +24,8 @@ def test_bad_inputs(capsys, tmp_path):
         main(["run", "--benchmark", "pmnist", *TINY, "--methods", "finetune,sgd", *out])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "unknown method 'sgd'" in err and "ewc-metacl-lambda" in err
-    rc, err = _err(capsys, ["run", "--benchmark", "pmnist", "--K", "600", "--data", "embedded", "--n-tasks", "2", *out])
-    assert rc == 2 and "K=600" in err and "--data raw" in err
+    rc, err = _err(capsys, ["run", "--benchmark", "pmnist", "--K", "601", "--data", "embedded", "--n-tasks", "2", *out])
+    assert rc == 2 and "K=601" in err and "--data raw" in err
     rc, err = _err(capsys, ["run", "--benchmark", "pmnist", "--K", "9000", "--n-tasks", "2", *out])
     assert rc == 2 and "K=9000" in err
     with pytest.raises(SystemExit):
