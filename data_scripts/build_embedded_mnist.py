@@ -1,10 +1,11 @@
 #!/usr/bin/env python
 """Build the embedded MNIST subset shipped in the package, deterministically, from the raw MNIST files.
 
-Contents: the first 500 training images of each class (original file order, with their positions in the
-training file) and the full 10 000-image test set, uint8, in a deflate-compressed .npz whose zip entries carry a
-fixed timestamp, so the same inputs give the same bytes. Writes metacl_lite/data/mnist_first500.npz and its
-sha256 beside it (both written atomically).
+Contents: the first EMBEDDED_MNIST_PER_CLASS (600) training images of each class (original file order, with their
+positions in the training file) -- the paper's largest K, 500, plus the validation images 500-599 of each class --
+and the full 10 000-image test set, uint8, in a deflate-compressed .npz whose zip entries carry a fixed timestamp, so
+the same inputs give the same bytes. Writes metacl_lite/data/mnist_first600.npz (EMBEDDED_MNIST) and its sha256
+beside it (both written atomically).
 
     python data_scripts/fetch.py mnist --from ../shared/data/mnist/raw   # or online without --from
     python data_scripts/build_embedded_mnist.py [--check]

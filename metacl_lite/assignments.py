@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .data import REPO_ROOT
+from .atomic import write_text
 from .errors import UsageError
 
 SOURCE_DIR = REPO_ROOT / "book" / "assignments" / "source"
@@ -113,9 +114,7 @@ def update_pages(names: Optional[Sequence[str]] = None, check: bool = False, dis
             if not page.exists() or page.read_text() != new:
                 changed.append(name)
                 if not check:
-                    tmp_page = page.with_suffix(".ipynb.tmp")
-                    tmp_page.write_text(new)
-                    tmp_page.replace(page)
+                    write_text(page, new)
     return changed
 
 

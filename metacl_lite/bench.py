@@ -51,23 +51,47 @@ def eval_flops(n_tasks: int = 20, n_test: int = 10000, dims=(784, 256, 256, 10))
     return n_tasks * (n_tasks + 1) / 2 * n_test * per_image
 
 
+def _legacy(threads: int) -> None:
+    """The path before issue 9, in this (child) process: evaluation through permuted copies of the test images,
+    eager task gradients, every core's threads for one run at a time."""
+    from . import training
+
+    fast_eval = training.evaluate_tasks
+
+    def copies(model, exps, batch_size=10000, fast=True):
+        return fast_eval(model, exps, batch_size, fast=False)
+
+    training.evaluate_tasks = copies
+    torch.set_num_threads(threads)
+
+
 def _one(method: str, K: int, queue) -> None:
-    """One full Permuted MNIST run of `method` (seed 0, tuned beta/gamma), in a child process of its own."""
+    """One full Permuted MNIST run of `method` (seed 0, tuned beta/gamma, one thread, compile auto), in a child
+    process of its own."""
     from .data import permuted_mnist
     from .hparams import method_config
     from .training import run_stream
 
+    torch.set_num_threads(1)
     bench = permuted_mnist(K, get_spec("pmnist").n_tasks, seed=0)
     t0 = time.perf_counter()
     run_stream(bench, method, method_config("pmnist", method, K=K), seed=0, show_progress=False)
     queue.put({"method": method, "wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
 
 
-def _grid(K: int, out: str, queue) -> None:
+def _grid(K: int, seeds: int, out: str, legacy: bool, queue) -> None:
+    """The whole grid of `K` (all eleven methods x seeds, references, oracle): today's defaults (worker processes, one
+    thread each, compile auto), or the legacy path (one process, all threads, eager, copy-based evaluation)."""
+    from .executors import check_plan, default_workers
     from .grid import run_experiment
 
+    cores = default_workers()
+    if legacy:
+        _legacy(cores)
+    plan = check_plan("local", 1 if legacy else cores, cores if legacy else 1)
     t0 = time.perf_counter()
-    run_experiment("pmnist", K, seeds=(0, 1, 2), out=Path(out), show_progress=False, command=lambda c, o: "bench")
+    run_experiment("pmnist", K, seeds=range(seeds), out=Path(out), show_progress=False, plan=plan,
+                   compile="off" if legacy else "auto", command=lambda c, o: "bench")
     queue.put({"wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
 
 
@@ -138,12 +162,15 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     return 0
 
 
-def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid: bool = False) -> int:
-    """Each method's full run and the whole Table 1 grid, each in a process of its own, beside the evaluation bound."""
+def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid: bool = False,
+                 grids: Sequence[int] = (20,), grid_seeds: int = 3, baseline: bool = True) -> int:
+    """In one run on one machine: the GEMM rate and the evaluation bound, each method's full run (today's defaults),
+    and for each K in `grids` the whole grid with today's defaults and (baseline) on the legacy path, with the ratios.
+    Every measurement runs in a process of its own."""
     methods = list(methods or METHODS)
     rate = matmul_gflops()
     lb = eval_flops() / (rate * 1e9)
-    print(f"machine: {device()}; float32 GEMM {rate:.1f} GFLOP/s")
+    print(f"machine: {device()}; float32 GEMM {rate:.1f} GFLOP/s (all cores)")
     print(f"evaluation work per run: {eval_flops() / 1e12:.2f} TFLOP -> lower bound {lb:.1f} s per run "
           f"(210 evaluations of 10 000 images)")
     rows = []
@@ -152,20 +179,31 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
         r = in_child(_one, m, K)
         rows.append(r)
         print(f"{m:20s} {r['wall_s']:8.1f} {r['peak_mb']:8.0f} {r['wall_s'] / lb:8.2f}", flush=True)
-    grid = None
-    if not skip_grid:
-        with tempfile.TemporaryDirectory() as d:
-            g = in_child(_grid, K, f"{d}/grid.json")
-        wall, peak = g["wall_s"], g["peak_mb"]
-        n_units = 3 * len(METHODS)
-        grid = {"wall_s": wall, "peak_mb_max_child": peak, "runs": n_units, "references": 3 * 20, "oracle": 3,
-                "lower_bound_s": lb * n_units, "target_s": 15 * 60}
-        print(f"whole Table 1 grid ({n_units} runs + 3x20 references + 3 oracles): {wall:.0f} s "
-              f"({wall / 60:.1f} min; target < 15 min; evaluation lower bound {lb * n_units:.0f} s)")
-    prov = provenance(f"python -m metacl_lite bench --K {K}")
-    prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + (grid["wall_s"] if grid else 0.0)
+    grid_rows = []
+    for Kg in ([] if skip_grid else grids):
+        n_runs = grid_seeds * len(METHODS)
+        row = {"K": Kg, "seeds": grid_seeds, "runs": n_runs, "references": grid_seeds * get_spec("pmnist").n_tasks,
+               "oracle": grid_seeds, "lower_bound_s": lb * n_runs}
+        for path in ("new", "legacy") if baseline else ("new",):
+            with tempfile.TemporaryDirectory() as d:
+                g = in_child(_grid, Kg, grid_seeds, f"{d}/grid.json", path == "legacy")
+            row[path] = {"wall_s": g["wall_s"], "peak_mb": g["peak_mb"]}
+            print(f"grid K={Kg} ({n_runs} runs + references + oracles), {path} path: {g['wall_s']:.0f} s "
+                  f"({g['wall_s'] / row['lower_bound_s']:.2f} x the evaluation bound {row['lower_bound_s']:.0f} s)",
+                  flush=True)
+        if baseline:
+            row["speedup"] = row["legacy"]["wall_s"] / row["new"]["wall_s"]
+            print(f"grid K={Kg}: {row['speedup']:.2f} x faster than the legacy path", flush=True)
+        grid_rows.append(row)
+    cmd = f"python -m metacl_lite bench --K {K}"
+    if list(grids) != [20]:
+        cmd += f" --grids {','.join(map(str, grids))}"
+    if grid_seeds != 3:
+        cmd += f" --grid-seeds {grid_seeds}"
+    prov = provenance(cmd + (" --skip-grid" if skip_grid else "") + ("" if baseline else " --no-baseline"))
+    prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + sum(
+        r[p]["wall_s"] for r in grid_rows for p in ("new", "legacy") if p in r)
     write_json(REPO_ROOT / "results" / f"bench-pmnist-K{K}.json",
-               {"kind": "bench", "gemm_gflops": rate, "eval_tflop_per_run": eval_flops() / 1e12, "lower_bound_s_per_run": lb,
-                       "per_method": rows, "grid": grid,
-                       "provenance": prov})
+               {"kind": "bench", "gemm_gflops": rate, "eval_tflop_per_run": eval_flops() / 1e12,
+                "lower_bound_s_per_run": lb, "per_method": rows, "grids": grid_rows, "provenance": prov})
     return 0

@@ -40,15 +40,31 @@ def _items(text: str, name: str) -> list[str]:
     return items
 
 
-def _seed_list(text: str) -> list[int]:
-    out = []
-    for s in _items(text, "--seed-list"):
-        if not s.isdigit():
-            raise argparse.ArgumentTypeError(f"--seed-list: {s!r} is not a non-negative integer")
-        out.append(int(s))
-    if len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"--seed-list: a seed is given twice in {text!r}")
-    return out
+def _number_list(name: str, what: str, convert, ok=lambda v: True):
+    """An argparse type: a comma-separated list of numbers (`convert` each; `ok` says which are allowed)."""
+    def conv(text: str) -> list:
+        out = []
+        for s in _items(text, name):
+            try:
+                v = convert(s)
+            except ValueError:
+                v = None
+            if v is None or not ok(v):
+                raise argparse.ArgumentTypeError(f"{name}: {s!r} is not {what}")
+            out.append(v)
+        return out
+    return conv
+
+
+_seed_list = _number_list("--seed-list", "a non-negative integer", int, lambda v: v >= 0)
+
+
+def _int_list(name):
+    return _number_list(name, "a positive integer", int, lambda v: v > 0)
+
+
+def _float_list(name):
+    return _number_list(name, "a number", float)
 
 
 def _method_list(text: str) -> list[str]:
@@ -59,18 +75,6 @@ def _method_list(text: str) -> list[str]:
     if bad:
         raise argparse.ArgumentTypeError(f"unknown method {bad[0]!r}; choose from: {', '.join(METHODS)}")
     return items
-
-
-def _float_list(name):
-    def conv(text: str) -> list[float]:
-        out = []
-        for s in _items(text, name):
-            try:
-                out.append(float(s))
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"{name}: {s!r} is not a number")
-        return out
-    return conv
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -97,6 +101,7 @@ def run_command(config: dict, out: Path) -> str:
         cmd += f" --n-tasks {config['n_tasks']}"
     if config["train"]["epochs"] != spec.epochs:
         cmd += f" --epochs {config['train']['epochs']}"
+    cmd += _option_flags(config["train"])
     if config.get("data_source", "auto") != "auto":
         cmd += f" --data {config['data_source']}"
     model = config.get("model") or {}
@@ -123,6 +128,7 @@ def tune_command(doc: dict, out: Path) -> str:
     for g in ("beta_grid", "gamma_grid"):
         if p[g] != d[g]:
             cmd += f" --{g.replace('_', '-')} {','.join(f'{v:g}' for v in p[g])}"
+    cmd += _option_flags(p.get("options", {}))
     if (p.get("model") or {}).get("random_init"):
         cmd += " --random-init"
     return cmd + _out_flag(out, default_tuning_out(p))
@@ -139,6 +145,30 @@ def _executor_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local worker processes, or Ray tasks (pip install 'metacl-lite[cluster]')")
     p.add_argument("--address", default=None, help="ray: the cluster's address (default: a local Ray instance)")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
+                   help="compiled training steps (torch.compile): auto compiles runs long enough to repay it")
+
+
+def _choice_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--omega-accumulate", choices=("sum", "latest"), default=None,
+                   help="Omega across tasks: summed (default) or the latest task's only")
+    p.add_argument("--omega-normalise", choices=("none", "max", "minmax"), default=None,
+                   help="each task's Omega: as is (default), divided by its maximum, or min-max scaled to [0, 1]")
+    p.add_argument("--pi-xi", type=float, default=None, help="PI's damping xi (default 0.1)")
+
+
+def _options(a) -> dict:
+    return {k: v for k, v in (("omega_accumulate", a.omega_accumulate), ("omega_normalise", a.omega_normalise),
+                              ("pi_xi", a.pi_xi)) if v is not None}
+
+
+def _option_flags(train: dict) -> str:
+    from .training import TrainConfig
+
+    d = TrainConfig().to_dict()
+    return "".join(f" --{k.replace('_', '-')} {train[k]:g}" if isinstance(train[k], float) else
+                   f" --{k.replace('_', '-')} {train[k]}"
+                   for k in ("omega_accumulate", "omega_normalise", "pi_xi") if k in train and train[k] != d[k])
 
 
 def _plan(a):
@@ -167,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--weights", default=None, help="cub: ImageNet ResNet-18 weights file (default: torch hub cache)")
     r.add_argument("--random-init", action="store_true", help="cub: train ResNet-18 from random init (recorded)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars (papermill, CI)")
+    _choice_options(r)
     _executor_options(r)
 
     t = sub.add_parser("table", help="print a results file beside the paper's table")
@@ -195,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the chosen values to hparams.json even when the protocol is not the default one")
     w.add_argument("--no-write", action="store_true", help="never update hparams.json")
     u.add_argument("--no-progress", action="store_true")
+    _choice_options(u)
     _executor_options(u)
 
     n = sub.add_parser("notebook", help="run a parameterised chapter with papermill (checked parameters)")
@@ -219,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--K", type=_positive("K"), default=20)
     b.add_argument("--methods", type=_method_list, default=None)
     b.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
+    b.add_argument("--grids", type=_int_list("--grids"), default=[20],
+                   help="pmnist: the K of each whole grid to time (default 20; e.g. 20,500)")
+    b.add_argument("--grid-seeds", type=_positive("--grid-seeds"), default=3, help="seeds per timed grid (default 3)")
+    b.add_argument("--no-baseline", action="store_true", help="do not time the legacy path beside today's")
 
     s = sub.add_parser("assignments", help="course assignments (otter-grader): list, generate, check, grade")
     ssub = s.add_subparsers(dest="acmd", required=True)
@@ -289,7 +325,7 @@ def _run(a) -> int:
     seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
     res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
                          show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
-                         random_init=a.random_init, plan=_plan(a))
+                         random_init=a.random_init, plan=_plan(a), compile=a.compile, options=_options(a))
     print(format_table(res))
     return 0
 
@@ -311,7 +347,7 @@ def _tune(a) -> int:
     res = tune(a.benchmark, a.K, a.n_tasks, a.seed_list or TUNING_SEEDS, a.methods, a.out, write,
                show_progress=False if a.no_progress else None, beta_grid=a.beta_grid or BETA_GRID,
                gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs, weights=a.weights,
-               random_init=a.random_init, force=a.force, plan=_plan(a))
+               random_init=a.random_init, force=a.force, plan=_plan(a), compile=a.compile, options=_options(a))
     for m, v in res["chosen"].items():
         print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
     print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")
@@ -350,7 +386,8 @@ def _bench(a) -> int:
     from .bench import bench_multihead, bench_pmnist
 
     if a.suite == "pmnist":
-        return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid)
+        return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid, grids=a.grids, grid_seeds=a.grid_seeds,
+                            baseline=not a.no_baseline)
     return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods)
 
 

@@ -110,6 +110,22 @@ def check_epochs(epochs: Optional[int]) -> None:
         raise UsageError(f"epochs={epochs!r} must be a positive integer")
 
 
+#: The open choices a run may set (`TrainConfig` fields; see importance.accumulate_importance).
+OPTIONS = ("omega_accumulate", "omega_normalise", "pi_xi")
+
+
+def check_options(options: Optional[dict]) -> dict:
+    """Only the open-choice fields of TrainConfig, with values TrainConfig accepts."""
+    options = dict(options or {})
+    bad = sorted(set(options) - set(OPTIONS))
+    if bad:
+        raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OPTIONS)}")
+    if "pi_xi" in options and not (isinstance(options["pi_xi"], (int, float)) and options["pi_xi"] > 0):
+        raise UsageError(f"pi_xi={options['pi_xi']!r} must be a positive number")
+    TrainConfig(**options)  # raises UsageError for a value that is not a choice
+    return options
+
+
 def model_options(benchmark: str, weights: Optional[str] = None, random_init: bool = False) -> dict:
     """Model options recorded in the config; for ResNet-18 (CUB), checks now (before any work) that the weights are
     there."""
@@ -192,13 +208,16 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                    out: Optional[Path] = None, n_tasks: Optional[int] = None, epochs: Optional[int] = None,
                    source: str = "auto", show_progress: Optional[bool] = None, force: bool = False,
                    weights: Optional[str] = None, random_init: bool = False,
-                   command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None) -> dict:
+                   command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None,
+                   compile: str = "auto", options: Optional[dict] = None) -> dict:
     """Train every unit of the grid still missing from `out` and save each as it finishes.
 
     Everything is checked before any compute: the options, the output path, the data, the tuned beta/gamma of every
     regularised method, and that `out` (if it exists) was made with the same configuration. `command(config, out)`
     writes the command line that regenerates the file (default: the CLI's `run` command). `plan` says where the units
-    run (`executors.check_plan`; default: one after another in this process)."""
+    run (`executors.check_plan`; default: one after another in this process); `compile` is `TrainConfig.compile`
+    (auto / on / off: compiled task gradients, equal to eager within float rounding). `options` sets the choices the
+    paper leaves open (`TrainConfig.omega_accumulate`, `omega_normalise`, `pi_xi`), recorded in the config."""
     methods = check_methods(methods)
     seeds = check_seeds(list(seeds))
     n = check_n_tasks(benchmark, n_tasks)
@@ -210,8 +229,9 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     absent = H.missing(benchmark, methods, K)
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}")
-    cfgs = {m: H.method_config(benchmark, m, epochs, K) for m in methods}
-    base_cfg = H.method_config(benchmark, "finetune", epochs)
+    options = check_options(options)
+    cfgs = {m: H.method_config(benchmark, m, epochs, K, compile=compile, **options) for m in methods}
+    base_cfg = H.method_config(benchmark, "finetune", epochs, compile=compile, **options)
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": {m: H.method_hparams(benchmark, m, K) for m in methods},
               "hparams_source": H.hparams_source(benchmark, methods, K), "data_source": source, "model": model}

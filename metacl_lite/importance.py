@@ -3,8 +3,9 @@
 All functions return a flat, non-negative tensor with one entry per parameter (order of `model.parameters()`).
 The training loop calls them through one interface, `Importance` (`EWC`, `PI`, `MAS`): `begin_task`, `after_step`
 after each outer update, `end_task` -> the task's Omega.
-Across tasks the importances are *summed* (Omega <- Omega + Omega_task) and the anchor bar_theta is the parameter
-vector after the latest task; this is how SI and MAS accumulate, and the usual single-penalty form of EWC.
+Across tasks `accumulate_importance` combines each task's Omega with the running one; by default they are *summed*
+(Omega <- Omega + Omega_task), as SI and MAS accumulate, and the usual single-penalty form of EWC. The anchor bar_theta
+is the parameter vector after the latest task.
 
 Choices the paper leaves open (documented in the book):
 - EWC uses the *empirical* Fisher, per sample: F = 1/N sum_n (d log p(y_n|x_n) / d theta)^2 with the observed label
@@ -15,10 +16,12 @@ Choices the paper leaves open (documented in the book):
   Omega_k = max(omega_k, 0) / (Delta_k^2 + xi) with Delta_k the total change over the task (xi = 0.1, the value SI
   used for Permuted MNIST). The clamp at 0 keeps the penalty a penalty.
 - MAS: Omega = 1/N sum_n |d ||f(x_n)||_2^2 / d theta| with f the logits of the task's head, per sample.
+- Across tasks (`TrainConfig.omega_accumulate`, `omega_normalise`, see `accumulate_importance`): summed, not
+  normalised, by default; the latest task's only, and per-task max or min-max normalisation, are options.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -88,6 +91,45 @@ def mas_importance(model: nn.Module, exp: Experience, chunk: int = 64) -> torch.
     return _per_sample(model, exp, fn, chunk) / len(exp)
 
 
+#: How the running Omega takes in a finished task's Omega, and how that Omega is normalised first.
+OMEGA_ACCUMULATE = ("sum", "latest")
+OMEGA_NORMALISE = ("none", "max", "minmax")
+
+
+def accumulate_importance(previous: Optional[torch.Tensor], new: torch.Tensor, accumulate: str = "sum",
+                          normalise: str = "none") -> torch.Tensor:
+    """The Omega of Eq. 2's penalty after a task: the running Omega `previous` (None before the first task) combined
+    with the finished task's importance `new`. The paper does not say how; the choices of the methods' own code:
+
+    normalise (the new task's Omega, over all parameters at once, before it is combined):
+      "none"   Omega_task as estimated (Zenke et al. 2017, SI; Aljundi et al. 2018, MAS).
+      "max"    Omega_task / max(Omega_task): the most important parameter gets 1 (min-max's scale without its shift;
+               the two agree whenever some parameter has zero importance, as the first-layer weights of MNIST's
+               always-blank pixels do).
+      "minmax" (Omega_task - min) / (max - min), in [0, 1]: how Chaudhry et al.'s A-GEM code (facebookresearch/agem,
+               model/model.py, `normalize_fisher_at_minima`) normalises EWC's Fisher, over all layers together.
+      An all-zero Omega_task ("max") or a constant one ("minmax") gives zeros (A-GEM divides by max - min + 1e-32).
+    accumulate:
+      "sum"    Omega <- Omega + Omega_task: SI's Omega = sum over past tasks of omega / (Delta^2 + xi) (Zenke et al.
+               2017), MAS's code (Aljundi et al. 2018; rahafaljundi/MAS-Memory-Aware-Synapses,
+               `accumelate_reg_params`: prev_omega + new_omega), and A-GEM's code for PI.
+      "latest" Omega <- Omega_task: only the latest task's importance, as A-GEM's code for EWC (the Fisher at the
+               latest minimum) and MAS (its scores are reset before each task).
+    """
+    if accumulate not in OMEGA_ACCUMULATE or normalise not in OMEGA_NORMALISE:
+        raise ValueError(f"accumulate {accumulate!r} / normalise {normalise!r}: use one of {OMEGA_ACCUMULATE} / "
+                         f"{OMEGA_NORMALISE}")
+    if normalise == "max":
+        top = new.max()
+        new = new / top if top > 0 else torch.zeros_like(new)
+    elif normalise == "minmax":
+        low, span = new.min(), new.max() - new.min()
+        new = (new - low) / span if span > 0 else torch.zeros_like(new)
+    if previous is None or accumulate == "latest":
+        return new
+    return previous + new
+
+
 class PathIntegral:
     """PI / Synaptic Intelligence (Zenke et al. 2017): the path integral of the task loss along the trajectory."""
 
@@ -109,7 +151,8 @@ class PathIntegral:
 class Importance:
     """One task's Omega, estimated along the training loop: `begin_task(model)` before the first outer step,
     `after_step(model, g1, theta_before)` after each (`model` holds the new parameters, g1 is the task-loss gradient
-    used at theta_before), `end_task(model, exp)` -> Omega for the task. The loop adds it to the running sum."""
+    used at theta_before), `end_task(model, exp)` -> Omega for the task. The loop combines it with the running Omega
+    (`accumulate_importance`)."""
 
     def begin_task(self, model: nn.Module) -> None:
         pass

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from .atomic import check_writable
+from .atomic import check_writable, write_text
 from .data import REPO_ROOT
 from .errors import FileFormatError, UsageError
 from .specs import SPECS
@@ -289,13 +289,18 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def make_variant(template_text: str, title: str, params: dict[str, Any]) -> str:
-    """The template's text with its first heading replaced by `title` and its parameter defaults by `params`."""
+#: The chapter number of the reproduction pages (the template is 8; its variants 8.1, 8.2, ...).
+CHAPTER = 8
+
+
+def make_variant(template_text: str, title: str, params: dict[str, Any], number: str = f"{CHAPTER}") -> str:
+    """The template's text with its first heading replaced by `number. Reproduction: title` and its parameter
+    defaults by `params`."""
     lines = template_text.splitlines(keepends=True)
     out, in_params, titled = [], False, False
     for ln in lines:
         if not titled and ln.startswith("# "):
-            out.append(f"# 7. Reproduction: {title}\n")
+            out.append(f"# {number}. Reproduction: {title}\n")
             titled = True
             continue
         if ln.startswith(":tags: [parameters]"):
@@ -310,7 +315,7 @@ def make_variant(template_text: str, title: str, params: dict[str, Any]) -> str:
         out.append(ln)
     return "".join(out).replace(
         "This page is a parameterised notebook: the same source reproduces",
-        "This page is the parameterised notebook of chapter 7, made for the parameters below by "
+        f"This page is the parameterised notebook of chapter {CHAPTER}, made for the parameters below by "
         "`python -m metacl_lite pages`. It is the same source that reproduces", 1)
 
 
@@ -318,11 +323,11 @@ def write_variants(check: bool = False) -> list[Path]:
     """Write (or, with check, list the stale) variant pages next to the template."""
     text = TEMPLATE.read_text()
     stale = []
-    for stem, (title, params) in VARIANTS.items():
+    for i, (stem, (title, params)) in enumerate(VARIANTS.items(), 1):
         p = TEMPLATE.parent / f"{stem}.md"
-        want = make_variant(text, title, params)
+        want = make_variant(text, title, params, f"{CHAPTER}.{i}")
         if not p.exists() or p.read_text() != want:
             stale.append(p)
             if not check:
-                p.write_text(want)
+                write_text(p, want)
     return stale

@@ -20,7 +20,10 @@ class BenchmarkSpec:
     input_shape: tuple[int, ...]
     model: str  # models.build_model's architecture: "mlp" | "cifar_cnn" | "resnet18"
     loader: str  # data.make_benchmark's builder: "permuted_mnist" | "split_cifar100" | "split_cub"
-    val_offset: int  # validation: training images [val_offset, val_offset + val_per_class) of each class
+    # validation: training images [val_offset, val_offset + val_per_class) of each class, never trained on at
+    # K <= val_offset. Permuted MNIST: 500-599, beyond every K the paper uses (the embedded subset holds them);
+    # CIFAR-100 has only 500 training images per class, so 400-499 (tuning there needs K <= 400).
+    val_offset: int
     val_per_class: int
     tuning_K: int  # the K at which `tune` chooses the default beta/gamma
     paper_Ks: tuple[int, ...]  # the K values with published numbers (Table 1-3, Appendix D)
@@ -35,7 +38,7 @@ class BenchmarkSpec:
 
 SPECS: dict[str, BenchmarkSpec] = {
     "pmnist": BenchmarkSpec("pmnist", "Permuted MNIST", n_tasks=20, epochs=5, classes_per_task=10, multi_head=False,
-                            input_shape=(784,), model="mlp", loader="permuted_mnist", val_offset=400,
+                            input_shape=(784,), model="mlp", loader="permuted_mnist", val_offset=500,
                             val_per_class=100, tuning_K=20, paper_Ks=(20, 50, 200, 500), max_tasks=10**6,
                             permuted=True),
     "cifar100": BenchmarkSpec("cifar100", "Split CIFAR-100", n_tasks=10, epochs=60, classes_per_task=10,

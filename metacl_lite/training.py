@@ -15,7 +15,7 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -24,11 +24,13 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
+from . import compiled
 from .balance import BALANCE, flatten, reg_gradient
 from .data import Benchmark, Experience
 from .errors import UsageError
-from .importance import EWC, MAS, PI, Importance
+from .importance import EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, PI, Importance, accumulate_importance
 from .models import MultiHeadNet, build_model
+from .specs import get_spec
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -46,9 +48,20 @@ class TrainConfig:
     beta: float = 0.0  # fixed balance (plain and MetaCL-beta); chosen per method, see hparams.json
     gamma: float = 0.0  # MetaCL-lambda's small constant; chosen per method, see hparams.json
     fisher: str = "empirical"  # EWC: "empirical" (per sample, observed labels) or "expected" Fisher
-    pi_xi: float = 0.1  # PI damping
+    # Choices about Omega the paper leaves open (importance.accumulate_importance cites where each one comes from):
+    pi_xi: float = 0.1  # PI damping xi: 0.1 as Zenke et al. on Permuted MNIST; A-GEM's code uses 1e-3
+    omega_accumulate: str = "sum"  # "sum" over tasks (SI, MAS) or "latest" task only (A-GEM's EWC and MAS code)
+    omega_normalise: str = "none"  # each task's Omega: "none", "max" (/ its max) or "minmax" (to [0, 1], A-GEM's EWC)
     record_angles: bool = False  # record cos<g1,g>, cos<g2,g>, lambda at every outer step (Fig. 5)
     eval_every_epoch: bool = False  # accuracy on the current task after each epoch (Fig. 4)
+    compile: str = "auto"  # task gradients under torch.compile: "on", "off" or "auto" (long runs; compiled.py)
+
+    def __post_init__(self):
+        for name, allowed in (("omega_accumulate", OMEGA_ACCUMULATE), ("omega_normalise", OMEGA_NORMALISE),
+                              ("compile", compiled.COMPILE_CHOICES)):
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"{name}={getattr(self, name)!r} is not an option; choose one of "
+                                 f"{', '.join(allowed)}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -121,6 +134,13 @@ TASK_GRADIENT: dict[str, Callable[..., torch.Tensor]] = {
     "metacl": lambda model, x, y, task, cfg: metacl_gradient(model, x, y, task, cfg.inner_lr, cfg.bundle_size),
 }
 
+#: The same task gradients, compiled (`compiled.py`; equal to the eager ones within float rounding).
+COMPILED_TASK_GRADIENT: dict[str, Callable[..., torch.Tensor]] = {
+    "plain": lambda model, x, y, task, cfg: compiled.plain_gradient(model, x, y, task),
+    "metacl": lambda model, x, y, task, cfg: compiled.metacl_gradient(model, x, y, task, cfg.inner_lr,
+                                                                      cfg.bundle_size),
+}
+
 #: Method.importance -> a new estimator of one task's Omega (Eq. 2), with the run's options.
 IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {
     "ewc": lambda cfg: EWC(cfg.fisher),
@@ -187,28 +207,101 @@ class RegState:
     anchor: Optional[torch.Tensor] = None
 
 
-@torch.no_grad()
-def evaluate(model: MultiHeadNet, exp: Experience, batch_size: int = 10000) -> float:
-    """Accuracy (%) on one task's test data (the head of that task for multi-head models)."""
-    was = model.training
-    model.eval()
+#: The fast evaluation's bound on the first-layer outputs computed at once (floats): 2^24 = 64 MB.
+EVAL_CHUNK_FLOATS = 2 ** 24
+
+
+def _first_linear(model: MultiHeadNet) -> Optional[nn.Linear]:
+    """The first layer of a single-head network whose body starts with a Linear layer (Permuted MNIST's MLP)."""
+    body = model.body
+    if model.multi_head or not isinstance(body, nn.Sequential) or not isinstance(body[0], nn.Linear):
+        return None
+    return body[0]
+
+
+def _correct(model: MultiHeadNet, exp: Experience, batch_size: int) -> int:
+    """How many of the task's test images the model classifies right: the task's inputs through the whole model."""
     x, correct = exp.inputs(), 0
     for s in range(0, len(exp), batch_size):
         correct += int((model(x[s: s + batch_size], exp.task_id).argmax(1) == exp.y[s: s + batch_size]).sum())
+    return correct
+
+
+def _correct_permuted(model: MultiHeadNet, first: nn.Linear, exps: Sequence[Experience], batch_size: int) -> list[int]:
+    """`_correct` for tasks that share their test images x and labels and differ by the pixel permutation perm_j
+    (Permuted MNIST), without permuting the images: W x[perm_j] = W[:, perm_j^-1] x, so task j's first layer is the
+    weight with its columns permuted by the inverse permutation. The permuted weights of several tasks are stacked
+    into one matrix (one product with x for up to EVAL_CHUNK_FLOATS outputs); the rest of the network runs per task.
+
+    The logits equal those of `_correct` up to float rounding (the first layer sums its 784 terms in another order,
+    ~1e-6 on the logits), so an image can change class only where two logits tie within that."""
+    x, y, width = exps[0].x, exps[0].y, first.out_features
+    rest, head = model.body[1:], model.heads[0]
+    correct = [0] * len(exps)
+    for s in range(0, len(y), batch_size):
+        xs, ys = x[s: s + batch_size], y[s: s + batch_size]
+        per = max(1, EVAL_CHUNK_FLOATS // (len(ys) * width))  # tasks per product
+        for c in range(0, len(exps), per):
+            part = exps[c: c + per]
+            w = torch.cat([first.weight[:, torch.argsort(e.perm)] for e in part])
+            h = F.linear(xs, w, first.bias.repeat(len(part)))
+            for k in range(len(part)):
+                correct[c + k] += int((head(rest(h[:, k * width: (k + 1) * width])).argmax(1) == ys).sum())
+    return correct
+
+
+@torch.no_grad()
+def evaluate_tasks(model: MultiHeadNet, exps: Sequence[Experience], batch_size: int = 10000,
+                   fast: bool = True) -> list[float]:
+    """Accuracy (%) of one model on each of several tasks' test data (a_{i,j} for j <= i; the head of each task for
+    multi-head models). fast=True evaluates the Permuted MNIST tasks that share their test images through permuted
+    first-layer weights (`_correct_permuted`); fast=False, and every other task, permutes the images
+    (`Experience.inputs`) and runs the model on them."""
+    was = model.training
+    model.eval()
+    first = _first_linear(model) if fast else None
+    correct, shared = {}, {}
+    for k, e in enumerate(exps):
+        if first is not None and e.perm is not None:
+            shared.setdefault((id(e.x), id(e.y)), []).append(k)
+        else:
+            correct[k] = _correct(model, e, batch_size)
+    for ks in shared.values():
+        correct.update(zip(ks, _correct_permuted(model, first, [exps[k] for k in ks], batch_size)))
     model.train(was)
-    return 100.0 * correct / len(exp)
+    return [100.0 * correct[k] / len(e) for k, e in enumerate(exps)]
+
+
+def evaluate(model: MultiHeadNet, exp: Experience, batch_size: int = 10000, fast: bool = True) -> float:
+    """Accuracy (%) on one task's test data (the head of that task for multi-head models); see `evaluate_tasks`."""
+    return evaluate_tasks(model, [exp], batch_size, fast)[0]
+
+
+def outer_steps(exps: Iterable[Experience], cfg: TrainConfig) -> int:
+    """The number of outer steps (mini-batches) of training on `exps`, cfg.epochs epochs each."""
+    return sum(cfg.epochs * math.ceil(len(e) / cfg.batch_size) for e in exps)
+
+
+def use_compiled(bench: Benchmark, method: Method, cfg: TrainConfig, exps: Iterable[Experience]) -> bool:
+    """cfg.compile resolved for training `method` on `exps` of `bench` (`compiled.use_compiled`: "auto" compiles
+    when the run is long enough to repay the compile time)."""
+    return compiled.use_compiled(cfg.compile, get_spec(bench.name).model, method.update, outer_steps(exps, cfg))
 
 
 def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: TrainConfig, reg: RegState,
-                     gen: torch.Generator, log: Optional[dict] = None, eval_exp: Optional[Experience] = None) -> None:
+                     gen: torch.Generator, log: Optional[dict] = None, eval_exp: Optional[Experience] = None,
+                     compile_g1: Optional[bool] = None) -> None:
     """Train on one task with `method` (Eq. 2 for the plain methods, Alg. 1 for MetaCL-beta, Alg. 2 for MetaCL-lambda),
     then add this task's importance to Omega and move the anchor bar_theta to the new parameters (`reg`).
 
-    Each outer step: g1 from `TASK_GRADIENT`, g2 = 2 Omega (theta - bar_theta) (Eq. 2's penalty; none before the first
-    Omega exists), g from `BALANCE`, one Adam step on g. The Adam optimiser is made here: its state is empty at each
-    task's first step.
+    Each outer step: g1 from `TASK_GRADIENT` (`COMPILED_TASK_GRADIENT` if `compile_g1`; None: if cfg.compile is "on",
+    as "auto" needs the whole run's length, see `use_compiled`), g2 = 2 Omega (theta - bar_theta) (Eq. 2's
+    penalty; none before the first Omega exists), g from `BALANCE`, one Adam step on g. The Adam optimiser is made
+    here: its state is empty at each task's first step.
     """
-    task_gradient = TASK_GRADIENT[method.update]
+    if compile_g1 is None:
+        compile_g1 = compiled.use_compiled(cfg.compile, None, method.update, 0)
+    task_gradient = (COMPILED_TASK_GRADIENT if compile_g1 else TASK_GRADIENT)[method.update]
     penalised = method.importance is not None and reg.omega is not None
     balance = BALANCE[method.balance if penalised else "none"]
     importance = IMPORTANCE[method.importance](cfg) if method.importance is not None else None
@@ -236,7 +329,7 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
             log.setdefault("epoch_acc", []).append([task, evaluate(model, eval_exp)])
     if importance is not None:
         omega = importance.end_task(model, exp)
-        reg.omega = omega if reg.omega is None else reg.omega + omega
+        reg.omega = accumulate_importance(reg.omega, omega, cfg.omega_accumulate, cfg.omega_normalise)
         reg.anchor = params_vector(model)
 
 
@@ -248,7 +341,8 @@ def _new_model(bench: Benchmark, seed: int) -> MultiHeadNet:
 
 def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: int,
                show_progress: Optional[bool] = None) -> dict:
-    """Train `method` through the whole stream. Returns the accuracy matrix (lower triangle; NaN above) and logs.
+    """Train `method` through the whole stream. Returns the accuracy matrix (lower triangle; NaN above), the wall
+    time, whether the task gradients were compiled (`use_compiled`) and the logs.
 
     Determinism: the initial weights come from `seed` (`build_model`), the batch order from a generator seeded with
     `seed`, and the global torch RNG (dropout) is seeded with `seed` too.
@@ -260,12 +354,12 @@ def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: i
     n = bench.n_tasks
     acc = np.full((n, n), np.nan)
     reg, log = RegState(), {}
+    compile_g1 = use_compiled(bench, method, cfg, bench.train_stream)
     t0 = time.perf_counter()
     for i in progress(range(n), show_progress, desc=f"{method.name} s{seed}", unit="task"):
-        train_experience(model, bench.train_stream[i], method, cfg, reg, gen, log, bench.test_stream[i])
-        for j in range(i + 1):
-            acc[i, j] = evaluate(model, bench.test_stream[j])
-    out = {"acc_matrix": acc, "wall_s": time.perf_counter() - t0}
+        train_experience(model, bench.train_stream[i], method, cfg, reg, gen, log, bench.test_stream[i], compile_g1)
+        acc[i, : i + 1] = evaluate_tasks(model, bench.test_stream[: i + 1])
+    out = {"acc_matrix": acc, "wall_s": time.perf_counter() - t0, "compiled": compile_g1}
     out.update(log)
     return out
 
@@ -276,7 +370,8 @@ def train_reference(bench: Benchmark, task: int, cfg: TrainConfig, seed: int) ->
     model = _new_model(bench, seed)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    train_experience(model, bench.train_stream[task], METHODS["finetune"], cfg, RegState(), gen)
+    exp, method = bench.train_stream[task], METHODS["finetune"]
+    train_experience(model, exp, method, cfg, RegState(), gen, compile_g1=use_compiled(bench, method, cfg, [exp]))
     return evaluate(model, bench.test_stream[task])
 
 
@@ -298,4 +393,4 @@ def train_joint(bench: Benchmark, cfg: TrainConfig, seed: int) -> list[float]:
             opt.zero_grad()
             F.cross_entropy(model(x[idx], tasks[idx] if bench.multi_head else 0), y[idx]).backward()
             opt.step()
-    return [evaluate(model, e) for e in bench.test_stream]
+    return evaluate_tasks(model, bench.test_stream)

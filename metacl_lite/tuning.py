@@ -24,7 +24,8 @@ from .atomic import check_writable
 from .errors import UsageError
 from .errors import UnitsFailed
 from .executors import Plan, check_plan, run_all
-from .grid import Job, Unit, check_epochs, check_methods, check_n_tasks, check_seeds, model_options, run_job
+from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, model_options,
+                   run_job)
 from .provenance import relative_to_repo
 from .specs import get_spec
 from .store import UnitFile
@@ -33,8 +34,8 @@ from .training import METHODS, TrainConfig, progress
 PROTOCOL = (
     "a stream of n_tasks tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4), training "
     "on the first K images of each class and scoring the final average accuracy (ACC) on training images that are "
-    "never trained on (from specs.BenchmarkSpec.val_offset on: Permuted MNIST and CIFAR-100 images 400-499 of each "
-    "class, CUB 20-28), never the test set. For each regularised method, each value of its grid (beta for the plain "
+    "never trained on (from specs.BenchmarkSpec.val_offset on: Permuted MNIST images 500-599, CIFAR-100 images "
+    "400-499 of each class, CUB 20-28), never the test set. For each regularised method, each value of its grid (beta for the plain "
     "methods and MetaCL-beta, gamma for MetaCL-lambda) is one unit per seed; the value with the best mean validation "
     "ACC over the seeds wins (ties: the smaller value).")
 
@@ -62,7 +63,7 @@ def default_protocol(benchmark: str, K: int) -> dict:
     spec = get_spec(benchmark)
     return {"benchmark": benchmark, "K": K, "n_tasks": spec.n_tasks, "epochs": spec.epochs,
             "seeds": list(TUNING_SEEDS), "beta_grid": list(BETA_GRID), "gamma_grid": list(GAMMA_GRID),
-            "val_offset": spec.val_offset, "val_per_class": spec.val_per_class}
+            "val_offset": spec.val_offset, "val_per_class": spec.val_per_class, "options": {}}
 
 
 def check_grid(name: str, values: Sequence[float]) -> list[float]:
@@ -151,6 +152,10 @@ def extension(g: dict, base: Sequence[float]) -> list[float]:
     return new + [_step(new[0], up)]
 
 
+#: Schema-1 tuning files validated Permuted MNIST on images 400-499 of each class (the embedded subset held 500).
+SCHEMA1_VAL_OFFSET = {"pmnist": 400}
+
+
 def _upgrade_schema1(doc: dict) -> dict:
     """A tuning file of schema 1 (grid and chosen only) as units of schema 2."""
     if "units" in doc:
@@ -161,7 +166,8 @@ def _upgrade_schema1(doc: dict) -> dict:
     spec = get_spec(doc["benchmark"])
     doc["protocol"] = {"benchmark": doc["benchmark"], "K": doc["K"], "n_tasks": doc["n_tasks"], "epochs": doc["epochs"],
                        "seeds": doc["seeds"], "beta_grid": betas, "gamma_grid": gammas,
-                       "val_offset": spec.val_offset, "val_per_class": spec.val_per_class}
+                       "val_offset": SCHEMA1_VAL_OFFSET.get(doc["benchmark"], spec.val_offset),
+                       "val_per_class": spec.val_per_class}
     if doc.get("model"):
         doc["protocol"]["model"] = doc["model"]
     doc["methods"] = list(grid)
@@ -178,7 +184,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
          beta_grid: Sequence[float] = BETA_GRID, gamma_grid: Sequence[float] = GAMMA_GRID,
          epochs: Optional[int] = None, weights: Optional[str] = None, random_init: bool = False,
          force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
-         plan: Optional[Plan] = None) -> dict:
+         plan: Optional[Plan] = None, compile: str = "auto", options: Optional[dict] = None) -> dict:
     """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
 
     write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;
@@ -191,7 +197,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     check_epochs(epochs)
     protocol = {"benchmark": benchmark, "K": K, "n_tasks": n, "epochs": epochs or spec.epochs, "seeds": seeds,
                 "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
-                "val_offset": spec.val_offset, "val_per_class": spec.val_per_class}
+                "val_offset": spec.val_offset, "val_per_class": spec.val_per_class,
+                "options": check_options(options)}
     if K > spec.val_offset:
         raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
                          f"so tuning needs K <= {spec.val_offset}")
@@ -206,7 +213,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
 
     def compatible(old: dict) -> list:
         old = _upgrade_schema1(old)
-        return [k for k in protocol if old["protocol"].get(k) != protocol[k]]
+        return [k for k in protocol if old["protocol"].get(k, {} if k == "options" else None) != protocol[k]]
 
     def merge(doc: dict) -> None:
         if "grid" in doc and "units" not in doc:
@@ -234,7 +241,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         param = H.strength_key(m)
         done = store.done("units")
         return [Job(Unit("run", s, m), benchmark, K, n, "auto", model,
-                    TrainConfig(epochs=protocol["epochs"], **{param: v}).to_dict(), split="val")
+                    TrainConfig(epochs=protocol["epochs"], compile=compile, **protocol["options"],
+                                **{param: v}).to_dict(), split="val")
                 for v in values for s in seeds if unit_key(m, param, v, s) not in done]
 
     def save(job: Job, r: dict) -> None:

@@ -1,11 +1,21 @@
-"""The book builds with warnings as errors and executed cells; a failing cell fails the build."""
+"""The book builds with warnings as errors and executed cells (a failing cell fails the build), and every page renders
+in a headless browser with the network off: no console error, each script once, math typeset and within the page at
+1280 and 390 px, chapter 3's widget rendered once, no external request."""
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 JB = str(Path(sys.executable).parent / "jupyter-book")
+VENDOR = ROOT / "book" / "_vendor" / "_static"  # served as _static/ (see _config.yml)
+sys.path.insert(0, str(ROOT / "data_scripts"))
+from check_book_browser import check_book, find_chrome  # noqa: E402
+from check_offline_book import duplicate_assets, static_check  # noqa: E402
 
 
 def _build(src: Path, tmp: Path) -> subprocess.CompletedProcess:
@@ -13,22 +23,63 @@ def _build(src: Path, tmp: Path) -> subprocess.CompletedProcess:
                            "--builder", "html"], capture_output=True, text=True)
 
 
-def test_book_builds(tmp_path):
-    r = _build(ROOT / "book", tmp_path)
+@pytest.fixture(scope="module")
+def book_build(tmp_path_factory):
+    """The whole book, built once for this module: (the build's result, its html folder)."""
+    tmp = tmp_path_factory.mktemp("book")
+    return _build(ROOT / "book", tmp), tmp / "out" / "_build" / "html"
+
+
+@pytest.mark.slow
+def test_book_builds(book_build):
+    r, html = book_build
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    html = tmp_path / "out" / "_build" / "html"
     page = (html / "reproduce" / "benchmark.html").read_text()
     assert "MAS-MetaCL-λ" in page and "Trained now, on this machine" in page and "Traceback" not in page
     assert "No results yet" in (html / "reproduce" / "cub-K10.html").read_text()
     assert (html / "_sources" / "chapters" / "03_dynamic_balance.ipynb").exists()  # .ipynb download
     _assignment_pages_hide_solutions(html)
-    sys.path.insert(0, str(ROOT / "data_scripts"))
-    from check_offline_book import static_check
     assert static_check(html) == []
+    assert duplicate_assets(html) == []
+    # The vendored MathJax is loaded by Sphinx's mathjax_path only, not also as one script tag per file under it.
+    assert (html / "_static" / "vendor" / "mathjax" / "input" / "tex" / "extensions" / "ams.js").exists()
+    assert "vendor/mathjax/input" not in (html / "chapters" / "06_metrics.html").read_text()
+    _intro_lists_every_page_once_titled(html)
+    # Chapter 4's limit of the α² regime is the glued value computed from the plotted errors, not a typed number.
+    assert r'\(\alpha\approx\)</span> <span class="pasted-text">' in (html / "chapters" / "04_adaptation.html").read_text()
+
+
+def _intro_lists_every_page_once_titled(html: Path):
+    """The intro's contents (the page body, not the sidebar) links every page of the table of contents, the
+    reproduction variants and the assignments included; its <title> does not repeat the book's title."""
+    intro = (html / "intro.html").read_text()
+    page, book = re.search(r"<title>(.*?)</title>", intro).group(1).split(" &#8212; ")
+    assert page != book
+    body = intro.split('<article class="bd-article">')[1]
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    files += [s["file"] for part in toc["parts"] for c in part["chapters"] for s in c.get("sections", [])]
+    from metacl_lite.assignments import list_assignments
+    from metacl_lite.notebooks import VARIANTS
+
+    assert {f"reproduce/{stem}" for stem in VARIANTS} | {f"assignments/{a}" for a in list_assignments()} <= set(files)
+    assert [f for f in files if f'href="{f}.html"' not in body] == []
+
+
+@pytest.mark.slow
+def test_book_renders_in_browser(book_build):
+    r, html = book_build
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    reports = check_book(html, find_chrome())
+    assert len(reports) >= 20 and "chapters/06_metrics.html" in [p.page for p in reports]
+    failing = {p.page: p.console_errors + p.external + p.duplicate_scripts + p.problems for p in reports if not p.ok}
+    assert failing == {}
+    by_page = {p.page: p for p in reports}
+    assert by_page["chapters/03_dynamic_balance.html"].widgets == 1  # the interact() figure, once
+    assert by_page["chapters/06_metrics.html"].math > 0
 
 
 def _assignment_pages_hide_solutions(html: Path):
-    import re
     from html import unescape
 
     from metacl_lite.assignments import list_assignments, secret_lines
@@ -53,9 +104,106 @@ def _mini_book(tmp: Path, page_body: str) -> Path:
     return book
 
 
+@pytest.mark.slow
 def test_failing_cell_fails_the_build(tmp_path):
     ok = _build(_mini_book(tmp_path / "a", "```{code-cell} ipython3\nx = 1 + 1\n```\n"), tmp_path / "a")
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
     bad = _build(_mini_book(tmp_path / "b", "```{code-cell} ipython3\nraise RuntimeError('boom')\n```\n"),
                  tmp_path / "b")
     assert bad.returncode != 0
+
+
+def test_reproduction_pages_in_the_toc_follow_the_variants():
+    """The table of contents lists chapter 8's template and, under it, every variant page in the order of
+    notebooks.VARIANTS (the order their section numbers follow)."""
+    from metacl_lite.notebooks import VARIANTS
+
+    toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    part = next(p for p in toc["parts"] if p["caption"] == "Reproductions")
+    assert [c["file"] for c in part["chapters"]] == ["reproduce/benchmark"]
+    assert [s["file"] for s in part["chapters"][0]["sections"]] == [f"reproduce/{stem}" for stem in VARIANTS]
+
+
+def test_duplicate_assets_names_each_repeated_script_or_stylesheet(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.html").write_text(
+        '<script src="_static/x.js?v=1"></script><script src="_static/x.js?v=2"></script>'
+        '<link rel="stylesheet" href="s.css"><link rel="stylesheet" type="text/css" href="s.css">'
+        '<link rel="prev" href="b.html"><link rel="next" href="b.html"><script src="_static/y.js"></script>')
+    (tmp_path / "sub" / "b.html").write_text('<script src="../_static/x.js"></script><script>var a;</script>')
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "macros.html").write_text('<script src="{{ x }}"></script>' * 2)  # a theme template
+    assert duplicate_assets(tmp_path) == ["a.html: _static/x.js included 2 times", "a.html: s.css included 2 times"]
+
+
+MATHJAX = '<script defer src="{up}_static/vendor/mathjax/tex-mml-chtml.js"></script>'
+VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'  # as in the book's pages
+
+
+def _fixture_site(root: Path) -> None:
+    """One small page per failure the browser check must catch, and one clean page."""
+    (root / "_static").symlink_to(VENDOR, target_is_directory=True)
+    (root / "one.js").write_text("var one = 1;")
+    math = '<span class="math notranslate nohighlight">{}</span>'
+    wide = r"\[" + "+".join(f"x_{{{i}}}" for i in range(1, 21)) + r"\]"  # about 700 px wide
+    widget_view = ('<script type="application/vnd.jupyter.widget-view+json">'
+                   '{"model_id": "m", "version_major": 2, "version_minor": 0}</script>')
+    pages = {
+        "clean.html": MATHJAX + "<p>Let " + math.format(r"\(a_{i,j}\)") + " be</p>"
+        + '<div class="math notranslate nohighlight">\\[x^2\\]</div><script src="one.js"></script>',
+        "console.html": '<script>console.error("boom")</script>',
+        "exception.html": "<script>null.f()</script>",
+        "external.html": '<img src="http://example.com/a.png">',
+        "missing.html": '<img src="missing.png">',
+        "twice.html": '<script src="one.js"></script><script src="one.js"></script>',
+        "raw.html": "<p>costs $$x$$ here</p><pre>$$ in code is fine</pre>",
+        "untypeset.html": math.format(r"\(x\)"),
+        "escape.html": MATHJAX + math.format(r"\(\text{my\_g}\)"),
+        "undefined.html": MATHJAX + math.format(r"\(\nosuchmacro x\)"),
+        "texerror.html": MATHJAX + math.format(r"\(x^2^3\)"),  # "Double exponent": an error with no backslash
+        "wide.html": MATHJAX + f'<div class="math notranslate nohighlight">{wide}</div>',
+        "widget_missing.html": widget_view,
+        "widget_twice.html": widget_view + "<script>for (let i = 0; i < 2; i++) document.body.insertAdjacentHTML("
+        "'beforeend', '<div class=\"widget-subarea\"><div class=\"jupyter-widgets\">w</div></div>')</script>",
+        "chapters/03_dynamic_balance.html": "<p>no widget</p>",
+    }
+    for name, body in pages.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        up = "../" * name.count("/")
+        (root / name).write_text(f"<!DOCTYPE html><html><head>{VIEWPORT}</head><body>{body.replace('{up}', up)}"
+                                 "</body></html>")
+    (root / "index.html").write_text("<!DOCTYPE html><html><body><p>index</p></body></html>")
+
+
+@pytest.mark.slow
+def test_browser_check_catches_each_failure(tmp_path):
+    _fixture_site(tmp_path)
+    reports = {r.page: r for r in check_book(tmp_path, find_chrome())}
+    assert sorted(reports) == sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.html")
+                                     if p.parts[len(tmp_path.parts)] != "_static")
+    found = {page: [(k, v) for k, v in (("console", r.console_errors), ("external", r.external),
+                                         ("twice", r.duplicate_scripts), ("problems", r.problems)) if v]
+             for page, r in reports.items()}
+    assert found["clean.html"] == [] and found["index.html"] == [] and reports["clean.html"].math == 2
+    assert [e.split("\n")[0] for e in reports["console.html"].console_errors] == ["console.error: boom"]
+    assert [e.split("\n")[0] for e in reports["exception.html"].console_errors] == [
+        "uncaught: TypeError: Cannot read properties of null (reading 'f')"]
+    assert reports["external.html"].external == ["http://example.com/a.png"]
+    assert [e for e in reports["external.html"].console_errors if "http://example.com/a.png" not in e] == []
+    [missing] = reports["missing.html"].console_errors
+    assert missing.startswith("log (network): ") and "404" in missing and missing.endswith("/missing.png")
+    assert [u.rsplit("/", 1)[1] for u in reports["twice.html"].duplicate_scripts] == ["one.js"]
+    assert reports["raw.html"].problems == ["raw $$ in text: costs $$x$$ here"]
+    assert reports["untypeset.html"].problems == [r"math not typeset: \(x\)"]
+    assert reports["escape.html"].problems == [r"math error: \text{my\_g}"]
+    assert reports["undefined.html"].problems == [r"math error: \nosuchmacro x"]
+    assert reports["texerror.html"].problems == ["math error: x^2^3"]
+    wide = reports["wide.html"].problems
+    assert len(wide) == 1 and wide[0].startswith("display math overflows at 390 px: ") and "x_{1}+x_{2}" in wide[0]
+    assert reports["widget_missing.html"].problems == ["widgets: 1 views, 0 rendered, 0 empty"]
+    assert reports["widget_twice.html"].problems == ["widgets: 1 views, 2 rendered, 0 empty"]
+    assert reports["chapters/03_dynamic_balance.html"].problems == ["widgets: 0 views, expected at least 1"]
+    for page in ("console.html", "exception.html", "missing.html", "twice.html", "raw.html", "untypeset.html",
+                 "escape.html", "undefined.html", "texerror.html", "wide.html", "widget_missing.html",
+                 "widget_twice.html", "chapters/03_dynamic_balance.html"):
+        assert len(found[page]) == 1, (page, found[page])  # only the failure the page was made for

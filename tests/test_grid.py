@@ -113,3 +113,18 @@ def test_a_file_made_before_new_training_options_existed_can_be_continued(hparam
     out.write_text(json.dumps(doc))
     with pytest.raises(ConfigMismatch, match=r"\(train\)"):
         G.run_experiment("pmnist", seeds=[0, 2], methods=["finetune"], out=out, **TINY)
+
+
+def test_open_choices_reach_every_unit_and_the_command(hparams_file, spy, tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune", "ewc"], out=out,
+                     options={"omega_accumulate": "latest", "omega_normalise": "minmax", "pi_xi": 0.001}, **TINY)
+    for unit, cfg in spy:
+        assert (cfg.omega_accumulate, cfg.omega_normalise, cfg.pi_xi) == ("latest", "minmax", 0.001), unit
+    doc = json.loads(out.read_text())
+    assert doc["provenance"]["command"].endswith(
+        "--n-tasks 2 --epochs 1 --omega-accumulate latest --omega-normalise minmax --pi-xi 0.001 " f"--out {out}")
+    with pytest.raises(G.UsageError, match="unknown option"):
+        G.run_experiment("pmnist", seeds=[0], out=out, options={"omega": "sum"}, **TINY)
+    with pytest.raises(G.UsageError, match="omega_normalise='l2' is not an option"):
+        G.run_experiment("pmnist", seeds=[0], out=out, options={"omega_normalise": "l2"}, **TINY)

@@ -385,6 +385,7 @@ def test_resnet_weights_paths(tmp_path, monkeypatch):
     torch.testing.assert_close(net.body.conv1.weight, torch.load(f)["conv1.weight"])
 
 
+@pytest.mark.slow
 def test_cub_cli_needs_weights_or_explicit_random_init(cub, tmp_path, monkeypatch, capsys):
     D.fetch_cub(cub, quiet=True)
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
@@ -400,6 +401,7 @@ def test_cub_cli_needs_weights_or_explicit_random_init(cub, tmp_path, monkeypatc
     assert set(res["runs"]) == {"finetune/0", "metacl/0"} and len(res["references"]["0"]["acc"]) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["finetune", "metacl", "ewc-metacl-lambda", "mas", "pi-metacl-beta"])
 def test_methods_run_on_cub_fixture(cub, name):
     D.fetch_cub(cub, quiet=True)

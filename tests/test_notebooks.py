@@ -12,7 +12,7 @@ import pytest
 
 from metacl_lite.cli import main
 from metacl_lite.errors import FileFormatError, OutputError, UsageError
-from metacl_lite.notebooks import (ParameterError, check_parameters, declared_parameters, expand_grid, glued_values,
+from metacl_lite.notebooks import (VARIANTS, ParameterError, check_parameters, declared_parameters, expand_grid, glued_values,
                                    make_variant, plan_runs, run_cli, run_notebook, tag, validate, write_variants,
                                    TEMPLATE)
 
@@ -235,8 +235,10 @@ def test_papermill_sees_every_parameter(path):
 
 def test_variant_pages_in_sync_with_template():
     assert write_variants(check=True) == []
-    v = make_variant(TEMPLATE.read_text(), "X", {"K": 77, "live": False})
-    assert "K = 77  #" in v and "live = False  #" in v and "# 7. Reproduction: X" in v
+    v = make_variant(TEMPLATE.read_text(), "X", {"K": 77, "live": False}, "8.4")
+    assert "K = 77  #" in v and "live = False  #" in v and "# 8.4. Reproduction: X" in v
+    heads = [(TEMPLATE.parent / f"{stem}.md").read_text().split("\n# ", 1)[1].split("\n", 1)[0] for stem in VARIANTS]
+    assert heads == [f"8.{i}. Reproduction: {title}" for i, (title, _) in enumerate(VARIANTS.values(), 1)]
 
 
 def _num(v):
@@ -244,7 +246,7 @@ def _num(v):
 
 
 def _first_epoch_accuracy_finetune(n_tasks: int) -> float:
-    """Chapter 8's learning-speed number recomputed here: fine-tuning's accuracy on the current task after its first
+    """Chapter 9's learning-speed number recomputed here: fine-tuning's accuracy on the current task after its first
     epoch, mean over the tasks of a K = 20 stream (seed 0)."""
     from metacl_lite.data import permuted_mnist
     from metacl_lite.hparams import method_config

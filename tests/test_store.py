@@ -140,3 +140,16 @@ def test_unwritable_outputs_fail_before_any_work(tmp_path):
                 atomic.check_writable(ro / "r.json")
     finally:
         ro.chmod(0o700)
+
+
+def test_atomic_writes_keep_permissions(tmp_path):
+    new = tmp_path / "new.json"
+    old_umask = os.umask(0o022)
+    try:
+        atomic.write_json(new, {"a": 1})
+    finally:
+        os.umask(old_umask)
+    assert new.stat().st_mode & 0o777 == 0o644  # mkstemp's 0600 would hide results from other users
+    new.chmod(0o640)
+    atomic.write_json(new, {"a": 2})
+    assert new.stat().st_mode & 0o777 == 0o640

@@ -91,7 +91,7 @@ def test_tuning_resumes_unit_by_unit(repo, hparams_file, fake_training, monkeypa
 
 def test_the_default_protocol_writes_hparams_once_a_grid_is_complete(repo, hparams_file, fake_training, monkeypatch):
     tiny = {"benchmark": "pmnist", "K": 20, "n_tasks": 2, "epochs": 1, "seeds": [100], "beta_grid": [0.1, 1.0, 10.0],
-            "gamma_grid": [0.0, 1.0, 100.0], "val_offset": 400, "val_per_class": 100}
+            "gamma_grid": [0.0, 1.0, 100.0], "val_offset": 500, "val_per_class": 100, "options": {}}
     monkeypatch.setattr(TU, "default_protocol", lambda b, K: dict(tiny, K=K))
     kw = dict(n_tasks=2, epochs=1, seeds=(100,), beta_grid=tiny["beta_grid"], gamma_grid=tiny["gamma_grid"],
               show_progress=False)
@@ -127,7 +127,7 @@ def test_the_committed_tuning_file_gives_the_committed_values():
 @pytest.mark.parametrize("argv,needle", [
     (["--methods", "finetune"], "method 'finetune' is not allowed here"),
     (["--n-tasks", "1"], "a stream needs at least 2 tasks"),
-    (["--K", "450"], "K=450: the validation images of Permuted MNIST start at image 400"),
+    (["--K", "501"], "K=501: the validation images of Permuted MNIST start at image 500"),
     (["--beta-grid", "1,-1"], "beta grid: -1.0 is not a finite number >= 0"),
     (["--beta-grid", "1,1.0"], "beta grid: 1.0 is given twice"),
 ])

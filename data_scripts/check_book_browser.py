@@ -1,0 +1,354 @@
+#!/usr/bin/env python
+"""Render every page of the built book in headless Chromium with the network off and check it.
+
+The pages are served by a loopback http.server (127.0.0.1); Chromium resolves no host name, and every request to
+anything but 127.0.0.1, file:, data: or blob: is failed and reported. Each page fails the check on:
+
+- any console error: console.error/assert, an uncaught exception, or an error entry of the browser log (a 404, a
+  blocked request, a script that could not load);
+- a script included twice (Jupyter Book 1 adds every .js under _static to every page: see _config.yml);
+- math not typeset: a Sphinx math element with no MathJax output, a TeX error, a backslash shown as text (an
+  undefined macro, or `\\_` inside `\\text{}`), or a raw `$$` in the page's text;
+- ipywidgets not rendered exactly once: one rendered view per widget-view tag, each with content;
+- display math wider than its container at 1280 px or at 390 px (a phone);
+- an external request.
+
+The browser is driven through the DevTools protocol over a pipe (--remote-debugging-pipe): no extra package.
+
+    make book && python data_scripts/check_book_browser.py [--html book/_build/html] [--chrome chromium]
+"""
+import argparse
+import functools
+import http.server
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDTHS = (1280, 390)
+# Pages that must show widgets: chapter 3's interactive figure.
+REQUIRED_WIDGET_VIEWS = {"chapters/03_dynamic_balance.html": 1}
+CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--disable-extensions", "--disable-default-apps", "--mute-audio",
+                "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--remote-debugging-pipe"]
+
+# Installed before any page script: the time of the last change to the DOM's structure or text.
+WATCH_JS = """
+window.__lastChange = performance.now();
+new MutationObserver(() => { window.__lastChange = performance.now(); })
+  .observe(document, {subtree: true, childList: true, characterData: true});
+"""
+SETTLED_JS = """
+(async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  return document.readyState === 'complete' ? performance.now() - window.__lastChange : 0;
+})()
+"""
+INSPECT_JS = r"""
+(() => {
+  const out = {};
+  const maths = [...document.querySelectorAll('.math.notranslate')];
+  out.math = maths.length;
+  out.untypeset = maths.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.trim().slice(0, 80));
+  out.math_errors = [];
+  try {
+    if (window.MathJax && MathJax.startup && MathJax.startup.document && MathJax.startup.toMML) {
+      for (const item of MathJax.startup.document.math) {
+        const mml = MathJax.startup.toMML(item.root);
+        if (/<merror|<mtext[^>]*>[^<]*\\/.test(mml)) out.math_errors.push(item.math.slice(0, 80));
+      }
+    }
+  } catch (e) { out.math_errors.push(`MathJax state unreadable: ${e}`); }
+  const skip = 'pre, code, script, style, textarea, mjx-container, .math';
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  out.raw_dollars = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const text = n.nodeValue;
+    if (text.includes('$$') && !n.parentElement.closest(skip)) out.raw_dollars.push(text.trim().slice(0, 80));
+  }
+  out.scripts = [...document.scripts].map(s => s.src).filter(Boolean);
+  out.widget_views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
+  const areas = [...document.querySelectorAll('.widget-subarea')];
+  out.widgets_rendered = areas.length;
+  out.widgets_empty = areas.filter(a => !a.querySelector('.jupyter-widgets')).length;
+  return out;
+})()
+"""
+OVERFLOW_JS = """
+(() => {
+  const wide = [];
+  try {
+    if (!(window.MathJax && MathJax.startup && MathJax.startup.document)) return wide;
+    for (const item of MathJax.startup.document.math) {
+      const c = item.typesetRoot;
+      if (!item.display || !c || !c.isConnected) continue;
+      const box = c.closest('.math') || c;
+      const inner = c.querySelector('mjx-math');
+      const need = Math.max(box.scrollWidth, c.scrollWidth, inner ? Math.ceil(inner.getBoundingClientRect().width) : 0);
+      if (need > box.clientWidth + 1) wide.push(`${need}px in ${box.clientWidth}px: ${item.math.trim().slice(0, 60)}`);
+    }
+  } catch (e) { wide.push(`MathJax state unreadable: ${e}`); }
+  return wide;
+})()
+"""
+
+
+def is_local(url: str) -> bool:
+    """A request the offline book may make: its own files (loopback server or file:) or inline data."""
+    parts = urlsplit(url)
+    if parts.scheme in ("file", "data", "blob", "about"):
+        return True
+    return parts.scheme in ("http", "https", "ws") and parts.hostname in ("127.0.0.1", "localhost", "::1")
+
+
+class Chrome:
+    """Headless Chromium driven by the DevTools protocol over --remote-debugging-pipe (NUL-separated JSON)."""
+
+    def __init__(self, chrome: str, profile: str):
+        to_chrome, self._out = os.pipe()
+        self._in, from_chrome = os.pipe()
+
+        def map_fds():  # Chromium reads commands on fd 3 and writes replies and events on fd 4
+            a, b = os.dup(to_chrome), os.dup(from_chrome)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        self.proc = subprocess.Popen([chrome, *CHROME_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                                     preexec_fn=map_fds, pass_fds=(3, 4), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome)
+        os.close(from_chrome)
+        self._buf = b""
+        self._ids = iter(range(1, 1 << 62))
+        self.events: list[dict] = []
+
+    def _send(self, method: str, params: dict | None = None, session: str | None = None) -> int:
+        msg_id = next(self._ids)
+        msg = {"id": msg_id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._out, json.dumps(msg).encode() + b"\0")
+        return msg_id
+
+    def _receive(self, deadline: float) -> dict | None:
+        while b"\0" not in self._buf:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([self._in], [], [], wait)[0]:
+                return None
+            chunk = os.read(self._in, 1 << 20)
+            if not chunk:
+                raise RuntimeError("Chromium exited")
+            self._buf += chunk
+        raw, self._buf = self._buf.split(b"\0", 1)
+        return json.loads(raw)
+
+    def _event(self, msg: dict) -> None:
+        if msg.get("method") == "Fetch.requestPaused":  # answer at once, or the request hangs
+            p = msg["params"]
+            if is_local(p["request"]["url"]):
+                self._send("Fetch.continueRequest", {"requestId": p["requestId"]}, msg.get("sessionId"))
+            else:
+                self._send("Fetch.failRequest", {"requestId": p["requestId"], "errorReason": "BlockedByClient"},
+                           msg.get("sessionId"))
+        self.events.append(msg)
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 60):
+        msg_id = self._send(method, params, session)
+        deadline = time.monotonic() + timeout
+        while (msg := self._receive(deadline)) is not None:
+            if msg.get("id") == msg_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            if "method" in msg:
+                self._event(msg)
+        raise TimeoutError(f"{method}: no reply in {timeout:.0f} s")
+
+    def pump(self, seconds: float) -> None:
+        """Handle events for `seconds`."""
+        deadline = time.monotonic() + seconds
+        while (msg := self._receive(deadline)) is not None:
+            if "method" in msg:
+                self._event(msg)
+
+    def evaluate(self, session: str, expression: str, timeout: float = 60):
+        r = self.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True},
+                      session, timeout)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"page script failed: {r['exceptionDetails'].get('text')}")
+        return r["result"].get("value")
+
+    def close(self) -> None:
+        try:
+            self._send("Browser.close")
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._in)
+        os.close(self._out)
+
+
+@dataclass
+class PageReport:
+    page: str
+    console_errors: list[str] = field(default_factory=list)
+    external: list[str] = field(default_factory=list)
+    duplicate_scripts: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # render failures: math, widgets, overflow, loading
+    math: int = 0  # Sphinx math elements on the page
+    widgets: int = 0  # rendered widget views
+
+    @property
+    def ok(self) -> bool:
+        return not (self.console_errors or self.external or self.duplicate_scripts or self.problems)
+
+
+def _console_errors(events: list[dict]) -> list[str]:
+    errors = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.consoleAPICalled" and p["type"] in ("error", "assert"):
+            errors.append("console." + p["type"] + ": " + " ".join(
+                str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+        elif m == "Runtime.exceptionThrown":
+            d = p["exceptionDetails"]
+            errors.append("uncaught: " + d.get("exception", {}).get("description", d.get("text", "")))
+        elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
+            errors.append(f"log ({p['entry']['source']}): {p['entry']['text']} {p['entry'].get('url', '')}".strip())
+    return [s[:300] for s in errors]
+
+
+def _set_width(chrome: Chrome, session: str, width: int) -> None:
+    chrome.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1,
+                                                       "mobile": width < 600}, session)
+
+
+def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_wait: float = 60) -> PageReport:
+    """Open `url` in a new tab at 1280 px, wait until it is loaded, MathJax is done and the DOM has not changed for
+    `settle_ms`, inspect it, then measure the display math again at 390 px."""
+    report = PageReport(rel)
+    chrome.events = []
+    target = chrome.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = chrome.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    try:
+        for domain in ("Runtime", "Log", "Network", "Page"):
+            chrome.call(f"{domain}.enable", session=session)
+        chrome.call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, session)
+        chrome.call("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_JS}, session)
+        _set_width(chrome, session, WIDTHS[0])
+        chrome.call("Page.navigate", {"url": url}, session)
+        deadline = time.monotonic() + max_wait
+        while time.monotonic() < deadline and not any(
+                e.get("method") == "Page.loadEventFired" and e.get("sessionId") == session for e in chrome.events):
+            chrome.pump(0.1)
+        while time.monotonic() < deadline:  # loaded, MathJax done, the DOM quiet for settle_ms
+            chrome.pump(0.25)
+            if (chrome.evaluate(session, SETTLED_JS, timeout=max_wait) or 0) >= settle_ms:
+                break
+        else:
+            report.problems.append(f"page still changing after {max_wait:.0f} s")
+        info = chrome.evaluate(session, INSPECT_JS)
+        overflow = {WIDTHS[0]: chrome.evaluate(session, OVERFLOW_JS)}
+        for width in WIDTHS[1:]:
+            _set_width(chrome, session, width)
+            chrome.pump(0.5)
+            overflow[width] = chrome.evaluate(session, OVERFLOW_JS)
+        chrome.pump(0.25)
+    finally:
+        chrome.call("Target.closeTarget", {"targetId": target})
+    events = [e for e in chrome.events if e.get("sessionId") == session]
+    report.console_errors = _console_errors(events)
+    requests = [e["params"] for e in events if e.get("method") == "Network.requestWillBeSent"]
+    report.external = sorted({r["request"]["url"] for r in requests if not is_local(r["request"]["url"])})
+    report.duplicate_scripts = sorted({u for u in info["scripts"] if info["scripts"].count(u) > 1})
+    p = report.problems
+    p += [f"math not typeset: {m}" for m in info["untypeset"]]
+    p += [f"math error: {m}" for m in info["math_errors"]]
+    p += [f"raw $$ in text: {t}" for t in info["raw_dollars"]]
+    if info["widgets_rendered"] != info["widget_views"] or info["widgets_empty"]:
+        p.append(f"widgets: {info['widget_views']} views, {info['widgets_rendered']} rendered, "
+                 f"{info['widgets_empty']} empty")
+    if info["widget_views"] < REQUIRED_WIDGET_VIEWS.get(rel, 0):
+        p.append(f"widgets: {info['widget_views']} views, expected at least {REQUIRED_WIDGET_VIEWS[rel]}")
+    p += [f"display math overflows at {w} px: {o}" for w, items in overflow.items() for o in items]
+    report.math = info["math"]
+    report.widgets = info["widgets_rendered"]
+    return report
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def send_error(self, code, message=None, explain=None):
+        if code == 404 and self.path == "/favicon.ico":  # the browser asks for it by itself; the book has none
+            self.send_response(204)
+            self.end_headers()
+            return
+        super().send_error(code, message, explain)
+
+
+def pages(html: Path) -> list[str]:
+    skip = ("_static", "_sources", "_images", "_downloads")
+    return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
+                  if p.relative_to(html).parts[0] not in skip)
+
+
+def check_book(html: Path, chrome_path: str, only: list[str] | None = None) -> list[PageReport]:
+    """Check every page (or the pages in `only`, relative to `html`) in one browser."""
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
+        chrome = Chrome(chrome_path, profile)  # started before the server thread: it forks
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                 functools.partial(_QuietHandler, directory=str(html)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            base = f"http://127.0.0.1:{server.server_address[1]}/"
+            return [check_page(chrome, base + rel, rel) for rel in (only or pages(html))]
+        finally:
+            server.shutdown()
+            server.server_close()
+            chrome.close()
+
+
+def find_chrome() -> str:
+    return (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+            or "chromium")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--html", type=Path, default=ROOT / "book" / "_build" / "html")
+    p.add_argument("--chrome", default=find_chrome())
+    p.add_argument("--page", action="append", help="check only this page (relative to --html); repeatable")
+    p.add_argument("--json", type=Path, help="also write the per-page reports here")
+    a = p.parse_args(argv)
+    if not (a.html / "index.html").exists():
+        print(f"no built book in {a.html}; run `make book` first", file=sys.stderr)
+        return 2
+    reports = check_book(a.html, a.chrome, a.page)
+    for r in reports:
+        print(f"{'ok  ' if r.ok else 'FAIL'} {r.page}: {len(r.console_errors)} console errors, "
+              f"{r.math} math, {r.widgets} widgets, {len(r.external)} external, "
+              f"{len(r.duplicate_scripts)} scripts loaded twice")
+        for line in r.console_errors + r.external + r.duplicate_scripts + r.problems:
+            print("     ", line.splitlines()[0])
+    if a.json:
+        a.json.write_text(json.dumps([{**vars(r)} for r in reports], indent=1))
+    bad = [r.page for r in reports if not r.ok]
+    print(f"{len(reports)} pages, {len(bad)} failing")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Compiled task gradients g1: MetaCL's inner loop (Alg. 1/2: m SGD steps on mini-bundles, Eqs. 8-9) and the plain
+mini-batch gradient (Eq. 2's first term), as `torch.func` functions of the parameters (functional_call + grad)
+compiled with `torch.compile`. They return the same flat g1 as `training.metacl_gradient` / `plain_gradient`.
+
+When to compile (`TrainConfig.compile`): "off" is the eager path; "on" compiles; "auto" compiles only when the run's
+estimated saving exceeds the compile time (`COSTS`, measured on a 2-core CPU, one thread) and a C++ compiler exists
+(inductor needs one; without it "auto" says so once and stays eager). With these costs "auto" compiles MetaCL runs on
+Permuted MNIST from K = 101 on (K = 200, 500: 1 000 outer steps and more) and CIFAR-100 runs at the paper's K and epochs; never the plain
+methods on Permuted MNIST, nor ResNet-18 (CUB: not measured). The decision depends on the run's configuration only
+(never on timing or on what this process compiled before), so the same seed gives the same numbers whichever
+executor runs the unit.
+
+Equality with eager: the compiled kernels round differently (g1 agrees to ~1e-7 relative on the MLP and the CIFAR
+CNN, and one ResNet-18 inner step to ~1e-5, which is also eager's own float32 error there). Dropout (CIFAR CNN) draws
+the same masks as eager, in the same order from the same global generator: on CPU inductor always calls torch's own
+bernoulli_ for them, and `fallback_random` makes it do so for every random op on every device. BatchNorm (ResNet-18)
+updates the model's running statistics as eager training does.
+
+Compiled code is cached on disk by torch (FX graph cache), so later processes skip most of the compile time; the
+cache lives in $TORCHINDUCTOR_CACHE_DIR, set here (when unset) to ~/.cache/metacl-lite/torchinductor (or under
+$XDG_CACHE_HOME) instead of torch's default in /tmp.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad
+
+from .errors import UsageError
+
+COMPILE_CHOICES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What compiling one step function costs and saves: the compile time in a new process (s, disk cache filled;
+    the first compile on a machine takes several times longer) and the time saved per outer step (s)."""
+
+    compile_s: float
+    saving_s: float
+
+
+#: (architecture, kind of task gradient) -> Cost, measured with `benchmarks/speed.py steps ARCH` on a 2-core AMD EPYC
+#: (one thread, batch 100, bundles of 10; minimum over repeats). Not listed: "auto" never compiles it.
+#: mlp plain: 0.5 ms saved per step (2.6 -> 2.1 ms) for a 7 s compile: only a run of >14 000 steps repays it.
+COSTS: dict[tuple[str, str], Cost] = {
+    ("mlp", "metacl"): Cost(compile_s=8.0, saving_s=0.008),  # 13.3 -> 5.1 ms; first compile 61 s
+    ("mlp", "plain"): Cost(compile_s=7.0, saving_s=0.0005),
+    ("cifar_cnn", "metacl"): Cost(compile_s=13.0, saving_s=0.056),  # 262 -> 206 ms; first compile 170-220 s
+    ("cifar_cnn", "plain"): Cost(compile_s=35.0, saving_s=0.030),  # 276 -> 247 ms; first compile 200 s
+}
+
+
+def cache_dir() -> Path:
+    """Where torch keeps compiled code: $TORCHINDUCTOR_CACHE_DIR, else (and then set to) a folder in the user's
+    cache, which survives reboots (torch's default is under /tmp)."""
+    if not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(base / "metacl-lite" / "torchinductor")
+    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+
+
+def have_compiler() -> bool:
+    """A C++ compiler for inductor's CPU kernels: $CXX, else g++ (inductor's own default)."""
+    return shutil.which(os.environ.get("CXX") or "g++") is not None
+
+
+_noted = False
+
+
+def use_compiled(choice: str, arch: str | None, kind: str, outer_steps: int) -> bool:
+    """Whether a run compiles its task gradient: `kind` ("metacl" or "plain", `training.Method.update`) on the
+    network `arch` (`specs.BenchmarkSpec.model`) for `outer_steps` outer steps.
+
+    "auto": compile when outer_steps x saving per step > compile time (`COSTS`) and a C++ compiler exists."""
+    global _noted
+    if choice not in COMPILE_CHOICES:
+        raise UsageError(f"compile={choice!r} is not an option; choose one of {', '.join(COMPILE_CHOICES)}")
+    if choice == "off":
+        return False
+    if choice == "on":
+        if not have_compiler():
+            raise UsageError("compile='on' needs a C++ compiler for torch.compile (g++, or $CXX); install one "
+                             "(e.g. `apt-get install g++`) or use compile='auto'/'off'")
+        return True
+    cost = COSTS.get((arch, kind))
+    if cost is None or outer_steps * cost.saving_s <= cost.compile_s:
+        return False
+    if not have_compiler():
+        if not _noted:
+            print("metacl-lite: no C++ compiler found (g++ or $CXX): training eagerly, without torch.compile",
+                  file=sys.stderr)
+            _noted = True
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The functions that are compiled: one body (shared layers) followed by one linear head (the task's)
+# ----------------------------------------------------------------------------------------------------------------
+def _loss(body: nn.Module, params: dict, buffers: dict, w: torch.Tensor, b: torch.Tensor, x: torch.Tensor,
+          y: torch.Tensor) -> torch.Tensor:
+    """The mean cross-entropy of the head (w, b) on the body's features, as a function of the parameters."""
+    return F.cross_entropy(F.linear(functional_call(body, (params, buffers), (x,)), w, b), y)
+
+
+_grad_loss = grad(_loss, argnums=(1, 3, 4))
+
+
+def _metacl_steps(body, alpha, bundle_size, params, buffers, w, b, x, y):
+    """theta^m of Alg. 1/2: theta^i = theta^{i-1} - alpha l'_{b_i}(theta^{i-1}) over the consecutive mini-bundles
+    b_1..b_m of the mini-batch (Eq. 8)."""
+    for s in range(0, len(y), bundle_size):
+        gp, gw, gb = _grad_loss(body, params, buffers, w, b, x[s: s + bundle_size], y[s: s + bundle_size])
+        params = {k: v - alpha * gp[k] for k, v in params.items()}
+        w, b = w - alpha * gw, b - alpha * gb
+    return params, w, b
+
+
+def _plain_grad(body, params, buffers, w, b, x, y):
+    return _grad_loss(body, params, buffers, w, b, x, y)
+
+
+class CompiledSteps:
+    """The compiled g1 functions of one body architecture. The body they trace is a private copy (its own values are
+    never used: every parameter and buffer is passed in), so that every model with this body reuses the compiled
+    code instead of recompiling for each new model object."""
+
+    def __init__(self, body: nn.Module):
+        cache_dir()
+        template = copy.deepcopy(body).train()
+        opts = dict(fullgraph=True, dynamic=False, options={"fallback_random": True})
+        self.metacl_steps = torch.compile(
+            lambda alpha, bundle_size, *a: _metacl_steps(template, alpha, bundle_size, *a), **opts)
+        self.plain_grad = torch.compile(lambda *a: _plain_grad(template, *a), **opts)
+
+
+_STEPS: dict[str, CompiledSteps] = {}
+
+
+def compiled_steps(model: nn.Module) -> CompiledSteps:
+    key = repr(model.body)
+    if key not in _STEPS:
+        _STEPS[key] = CompiledSteps(model.body)
+    return _STEPS[key]
+
+
+def _head(model: nn.Module, task: int) -> int:
+    """The index of the task's head (single-head models have one, shared by every task)."""
+    return task if model.multi_head else 0
+
+
+def _split(model: nn.Module, task: int):
+    """(body parameters, body buffers, head weight, head bias), detached; the buffers are the model's own (BatchNorm
+    updates them in place, as in eager training)."""
+    head = model.heads[_head(model, task)]
+    return ({k: v.detach() for k, v in model.body.named_parameters()}, dict(model.body.named_buffers()),
+            head.weight.detach(), head.bias.detach())
+
+
+def _flat(model: nn.Module, task: int, body: list, head: list) -> torch.Tensor:
+    """One flat vector in the order of `model.parameters()`: the body's, then each head's (zeros but for `task`'s)."""
+    parts = list(body)
+    for t, h in enumerate(model.heads):
+        parts += head if t == _head(model, task) else [torch.zeros_like(h.weight), torch.zeros_like(h.bias)]
+    return torch.cat([p.reshape(-1) for p in parts])
+
+
+def metacl_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: int, alpha: float,
+                    bundle_size: int) -> torch.Tensor:
+    """`training.metacl_gradient`, compiled: g1 = (theta - theta^m) / (alpha m)  (Eqs. 8-9)."""
+    params, buffers, w, b = _split(model, task)
+    pm, wm, bm = compiled_steps(model).metacl_steps(alpha, bundle_size, params, buffers, w, b, x, y)
+    g = _flat(model, task, [params[k] - pm[k] for k in params], [w - wm, b - bm])
+    return g / (alpha * math.ceil(len(y) / bundle_size))
+
+
+def plain_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: int) -> torch.Tensor:
+    """`training.plain_gradient`, compiled: the gradient of the mean cross-entropy on the mini-batch."""
+    gp, gw, gb = compiled_steps(model).plain_grad(*_split(model, task), x, y)
+    return _flat(model, task, list(gp.values()), [gw, gb])

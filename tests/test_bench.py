@@ -1,0 +1,31 @@
+"""The speed benchmark's wiring (not its timings): the legacy path really is the legacy path, and the summary reports
+the measured figures."""
+import torch
+
+from metacl_lite import bench, training
+from metacl_lite.reports import bench_summary
+
+
+def test_the_legacy_path_evaluates_through_copies(monkeypatch):
+    seen = []
+    monkeypatch.setattr(training, "evaluate_tasks", lambda model, exps, batch_size=10000, fast=True: seen.append(fast))
+    threads = torch.get_num_threads()
+    try:
+        bench._legacy(1)
+        training.evaluate_tasks(None, [])
+        assert seen == [False] and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_summary_of_side_by_side_grids():
+    b = {"provenance": {"command": "python -m metacl_lite bench --K 20", "device": "cpu: X (2 cores)",
+                        "git_commit": "0123456789abcdef"},
+         "gemm_gflops": 150.0, "eval_tflop_per_run": 1.13, "lower_bound_s_per_run": 7.5,
+         "per_method": [{"method": "finetune", "wall_s": 9.0, "peak_mb": 800.0}],
+         "grids": [{"K": 20, "seeds": 3, "runs": 33, "references": 60, "oracle": 3, "lower_bound_s": 247.5,
+                    "new": {"wall_s": 297.0, "peak_mb": 900.0}, "legacy": {"wall_s": 594.0, "peak_mb": 1000.0},
+                    "speedup": 2.0}]}
+    text = bench_summary(b)
+    assert "| finetune | 9.0 | 800 | 1.2 |" in text
+    assert "| K = 20, 3 seed(s) | 33 + 60 + 3 | 5.0 min | 1.20 | 9.9 min | 2.00× |" in text
