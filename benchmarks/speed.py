@@ -4,7 +4,8 @@ grid's workers run). The numbers in `metacl_lite.compiled.COSTS` come from `step
     python benchmarks/speed.py eval            # ms per evaluation of a_{i,j}, j <= i: images or weights permuted
     python benchmarks/speed.py steps mlp       # ms per outer step eager vs compiled, and the compile time with an
                                                # empty and a filled disk cache (mlp | cifar_cnn | resnet18)
-    python benchmarks/speed.py run [--K 20]    # one MetaCL Permuted MNIST run (20 tasks): 3 evaluations x compile off/on
+    python benchmarks/speed.py run [--K 20]    # one MetaCL Permuted MNIST run (20 tasks): 3 evaluations x
+                                               # compile off/on
 
 Timings: the minimum (and median) over repeats, wall clock; on a shared machine run them when it is idle.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import statistics
 import subprocess

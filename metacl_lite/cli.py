@@ -145,8 +145,9 @@ def _executor_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local worker processes, or Ray tasks (pip install 'metacl-lite[cluster]')")
     p.add_argument("--address", default=None, help="ray: the cluster's address (default: a local Ray instance)")
-    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto",
-                   help="compiled training steps (torch.compile): auto compiles runs long enough to repay it")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="off",
+                   help="compiled task gradients (torch.compile): auto compiles runs long enough to repay it; "
+                        "compiled runs agree with eager ones within float rounding, not bit for bit (default off)")
 
 
 def _choice_options(p: argparse.ArgumentParser) -> None:

@@ -23,14 +23,7 @@ from .training import METHODS, TrainConfig, progress, run_stream, train_joint, t
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
 COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model")
-#: Training options that change how fast a unit runs, not its numbers (beyond float tolerance).
-EXECUTION_ONLY = ("compile",)
 
-
-def _comparable(key: str, value):
-    if key == "train" and isinstance(value, dict):
-        return {k: v for k, v in value.items() if k not in EXECUTION_ONLY}
-    return value
 
 
 @dataclass(frozen=True)
@@ -209,7 +202,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                    source: str = "auto", show_progress: Optional[bool] = None, force: bool = False,
                    weights: Optional[str] = None, random_init: bool = False,
                    command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None,
-                   compile: str = "auto", options: Optional[dict] = None) -> dict:
+                   compile: str = "off", options: Optional[dict] = None) -> dict:
     """Train every unit of the grid still missing from `out` and save each as it finishes.
 
     Everything is checked before any compute: the options, the output path, the data, the tuned beta/gamma of every
@@ -242,8 +235,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         oc = dict(old.get("config", {}))
         if isinstance(oc.get("train"), dict):  # options added since the file was made have their default there
             oc["train"] = {**TrainConfig().to_dict(), **oc["train"]}
-        diff = [k for k in COMPAT_KEYS if _comparable(k, oc.get(k, {} if k == "model" else None))
-                != _comparable(k, config[k])]
+        diff = [k for k in COMPAT_KEYS if oc.get(k, {} if k == "model" else None) != config[k]]
         diff += [f"method_hparams[{m}]" for m in methods
                  if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
         return diff

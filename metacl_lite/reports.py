@@ -195,10 +195,9 @@ def bench_summary(b: dict) -> str:
                        f"{new['wall_s'] / 60:.1f} min | {new['wall_s'] / g['lower_bound_s']:.2f} | "
                        + (f"{old['wall_s'] / 60:.1f} min | {g['speedup']:.2f}× |" if old else "– | – |"))
         out += ["", "Today's defaults: one worker process per core with one intra-op thread each, evaluation through "
-                    "permuted first-layer weights, compiled task gradients where `--compile auto` finds them worth "
-                    "it. Legacy path: one process using every core's threads, evaluation through permuted copies of "
-                    "the test images, eager gradients. The evaluation bound is the runs' evaluation FLOPs at the "
-                    "measured GEMM rate of all cores."]
+                    "`index_select` (the same accuracies as the legacy path, bit for bit), eager gradients. Legacy "
+                    "path: one process using every core's threads, evaluation through `x[:, perm]` copies. The "
+                    "evaluation bound is the runs' evaluation FLOPs at the measured GEMM rate of all cores."]
     g = b.get("grid")  # files written before the side-by-side grids
     if g:
         out += ["", f"Whole Table 1 grid ({g['runs']} runs + {g['references']} references + {g['oracle']} oracles): "

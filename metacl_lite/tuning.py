@@ -184,7 +184,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
          beta_grid: Sequence[float] = BETA_GRID, gamma_grid: Sequence[float] = GAMMA_GRID,
          epochs: Optional[int] = None, weights: Optional[str] = None, random_init: bool = False,
          force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
-         plan: Optional[Plan] = None, compile: str = "auto", options: Optional[dict] = None) -> dict:
+         plan: Optional[Plan] = None, compile: str = "off", options: Optional[dict] = None) -> dict:
     """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
 
     write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;

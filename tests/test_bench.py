@@ -2,18 +2,22 @@
 the measured figures."""
 import torch
 
-from metacl_lite import bench, training
+from metacl_lite import bench
 from metacl_lite.reports import bench_summary
 
 
-def test_the_legacy_path_evaluates_through_copies(monkeypatch):
+def test_the_legacy_path_evaluates_through_advanced_indexing(monkeypatch):
+    from metacl_lite import data
+
+    monkeypatch.setattr(data.Experience, "inputs", data.Experience.inputs)  # restored after the test
     seen = []
-    monkeypatch.setattr(training, "evaluate_tasks", lambda model, exps, batch_size=10000, fast=True: seen.append(fast))
+    monkeypatch.setattr(torch, "index_select", lambda *a, **k: seen.append("index_select"))
     threads = torch.get_num_threads()
     try:
         bench._legacy(1)
-        training.evaluate_tasks(None, [])
-        assert seen == [False] and torch.get_num_threads() == 1
+        e = data.Experience(0, torch.arange(6.0).view(2, 3), torch.zeros(2), perm=torch.tensor([2, 0, 1]))
+        assert e.inputs().tolist() == [[2.0, 0.0, 1.0], [5.0, 3.0, 4.0]] and seen == []
+        assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)
 

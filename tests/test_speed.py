@@ -46,15 +46,15 @@ def test_permuted_weights_give_the_accuracies_of_permuted_images(bench, seed, mo
 
 
 def test_the_old_path_stays_available(bench, monkeypatch):
-    """fast=False permutes the images (`Experience.inputs`, one copy per task); the fast path makes none."""
+    """fast=False (the default) permutes the images (`Experience.inputs`, one copy per task); fast=True makes none."""
     calls = []
     real = Experience.inputs
     monkeypatch.setattr(Experience, "inputs", lambda self: calls.append(self.task_id) or real(self))
     torch.manual_seed(0)
     model = mlp()
     want = [by_permuting_images(model, e) for e in bench.test_stream]
-    assert evaluate_tasks(model, bench.test_stream) == want and calls == []
-    assert evaluate_tasks(model, bench.test_stream, fast=False) == want and calls == [0, 1, 2, 3]
+    assert evaluate_tasks(model, bench.test_stream, fast=True) == want and calls == []
+    assert evaluate_tasks(model, bench.test_stream) == want and calls == [0, 1, 2, 3]
 
 
 def test_run_stream_matrix_is_that_of_permuted_images(bench, monkeypatch):
@@ -132,7 +132,7 @@ def test_a_run_counts_its_outer_steps_by_kind_of_g1(bench, monkeypatch):
     monkeypatch.setattr(compiled, "have_compiler", lambda: True)
     monkeypatch.setattr(compiled, "COSTS", {("mlp", "metacl"): compiled.Cost(1.0, 0.0101),
                                             ("mlp", "plain"): compiled.Cost(1.0, 0.0099)})
-    cfg = TrainConfig(epochs=5, batch_size=10)
+    cfg = TrainConfig(epochs=5, batch_size=10, compile="auto")
     assert training.use_compiled(bench, METHODS["metacl"], cfg, bench.train_stream)
     assert not training.use_compiled(bench, METHODS["ewc"], cfg, bench.train_stream)
     assert not training.use_compiled(bench, METHODS["metacl"], cfg, bench.train_stream[:3])
@@ -158,10 +158,11 @@ def conv_net(norm: nn.Module, heads: int = 3) -> MultiHeadNet:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["dropout", "batchnorm"])
 def test_compiled_g1_equals_eager(kind):
-    """Multi-head CNNs (the paper's MLP is checked by the next test). g1 of MetaCL (Eqs. 8-9: 3 bundles of 4 images) and of the plain methods, compiled vs eager, from the same
-    parameters and the same global RNG state: equal within float rounding (atol 1e-6 on gradients of size ~0.1);
-    dropout draws the same masks (the RNG ends in the same state, and different masks would change g1 by far more
-    than the tolerance); BatchNorm's running statistics are updated as in eager training."""
+    """Small multi-head CNNs (the paper's MLP: next test). g1 of MetaCL (Eqs. 8-9: 3 bundles of 4 images) and of the
+    plain methods (task 2 of 3: zeros for the other heads), compiled vs eager, from the same parameters and the same
+    global RNG state: equal within float rounding (atol 1e-6 on gradients of size ~0.1); dropout draws the same
+    masks (the RNG ends in the same state, and other masks would change g1 by far more than the tolerance);
+    BatchNorm's running statistics are updated as in eager training."""
     torch.manual_seed(0)
     model, task = conv_net(nn.Dropout(0.5) if kind == "dropout" else nn.BatchNorm2d(4)).train(), 2
     x = torch.randn(12, 3, 8, 8)
@@ -169,7 +170,8 @@ def test_compiled_g1_equals_eager(kind):
     start = {k: v.clone() for k, v in model.state_dict().items()}
     for eager, fast in ((lambda: metacl_gradient(model, x, y, task, 0.1, 4),
                          lambda: compiled.metacl_gradient(model, x, y, task, 0.1, 4)),
-                        (lambda: plain_gradient(model, x, y, task), lambda: compiled.plain_gradient(model, x, y, task))):
+                        (lambda: plain_gradient(model, x, y, task),
+                         lambda: compiled.plain_gradient(model, x, y, task))):
         outs = []
         for fn in (eager, fast):
             model.load_state_dict(start)
