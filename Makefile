@@ -13,7 +13,7 @@ all: test
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[book,test,assignments]"
+	$(PY) -m pip install --quiet -e ".[book,test,assignments,cluster]"
 	$(PY) -m ipykernel install --prefix $(VENV) --name python3 > /dev/null
 	touch $(STAMP)
 
