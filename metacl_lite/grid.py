@@ -219,15 +219,16 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     out = check_writable(Path(out) if out else default_out(benchmark, K))
     D.check_data(benchmark, K, source=source)
     model = model_options(benchmark, weights, random_init)
-    absent = H.missing(benchmark, methods, K)
+    hp = H.load()  # read and checked once for the whole grid
+    absent = H.missing(benchmark, methods, K, hp)
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}")
     options = check_options(options)
-    cfgs = {m: H.method_config(benchmark, m, epochs, K, compile=compile, **options) for m in methods}
+    cfgs = {m: H.method_config(benchmark, m, epochs, K, hp, compile=compile, **options) for m in methods}
     base_cfg = H.method_config(benchmark, "finetune", epochs, compile=compile, **options)
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
-              "train": base_cfg.to_dict(), "method_hparams": {m: H.method_hparams(benchmark, m, K) for m in methods},
-              "hparams_source": H.hparams_source(benchmark, methods, K), "data_source": source, "model": model}
+              "train": base_cfg.to_dict(), "method_hparams": {m: H.method_hparams(benchmark, m, K, hp) for m in methods},
+              "hparams_source": H.hparams_source(benchmark, methods, K, hp), "data_source": source, "model": model}
     if command is None:
         from .cli import run_command as command
 

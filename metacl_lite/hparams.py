@@ -115,16 +115,17 @@ def method_hparams(benchmark: str, method: str, K: Optional[int] = None, hp: Opt
     return dict(values[method])
 
 
-def missing(benchmark: str, methods: Sequence[str], K: Optional[int] = None) -> list[str]:
-    """The methods that need beta/gamma and have none in hparams.json."""
-    hp = load()
+def missing(benchmark: str, methods: Sequence[str], K: Optional[int] = None, hp: Optional[dict] = None) -> list[str]:
+    """The methods that need beta/gamma and have none in hparams.json (`hp`: the file, already loaded)."""
+    hp = load() if hp is None else hp
     return [m for m in methods if strength_key(m) is not None
             and m not in _entry(hp, benchmark, m, K)[0].get("methods", {})]
 
 
-def hparams_source(benchmark: str, methods: Sequence[str], K: Optional[int] = None) -> dict[str, str]:
+def hparams_source(benchmark: str, methods: Sequence[str], K: Optional[int] = None,
+                   hp: Optional[dict] = None) -> dict[str, str]:
     """Where each method's beta/gamma come from: 'K=200: <tuning file>' or 'default: <tuning file>'."""
-    hp, out = load(), {}
+    hp, out = (load() if hp is None else hp), {}
     for m in methods:
         if strength_key(m) is not None:
             entry, which = _entry(hp, benchmark, m, K)
@@ -133,10 +134,10 @@ def hparams_source(benchmark: str, methods: Sequence[str], K: Optional[int] = No
 
 
 def method_config(benchmark: str, method: str, epochs: Optional[int] = None, K: Optional[int] = None,
-                  **overrides) -> TrainConfig:
+                  hp: Optional[dict] = None, **overrides) -> TrainConfig:
     """The TrainConfig a method trains with: the benchmark's epochs (Appendix B) and the method's tuned beta/gamma."""
     cfg = TrainConfig(epochs=epochs or get_spec(benchmark).epochs, **overrides)
-    for k, v in method_hparams(benchmark, method, K).items():
+    for k, v in method_hparams(benchmark, method, K, hp).items():
         setattr(cfg, k, v)
     return cfg
 
