@@ -165,15 +165,17 @@ class Job:
     model: dict
     cfg: dict
     split: str = "test"
+    evaluate_rows: str = "all"  # "last": only the final row of the accuracy matrix (tuning; see run_stream)
 
 
 def run_job(job: Job) -> dict:
     """Build (or reuse) the unit's benchmark in this process and train the unit."""
     bench = unit_benchmark(job.benchmark, job.K, job.n_tasks, job.unit.seed, job.source, job.model, job.split)
-    return {"value": execute_unit(job.unit, bench, TrainConfig(**job.cfg)), "data_info": dict(bench.info)}
+    return {"value": execute_unit(job.unit, bench, TrainConfig(**job.cfg), job.evaluate_rows),
+            "data_info": dict(bench.info)}
 
 
-def execute_unit(unit: Unit, bench, cfg: TrainConfig) -> dict:
+def execute_unit(unit: Unit, bench, cfg: TrainConfig, evaluate_rows: str = "all") -> dict:
     """Train one unit and return what the results file stores for it."""
     t0 = time.perf_counter()
     if unit.kind == "reference":
@@ -181,7 +183,7 @@ def execute_unit(unit: Unit, bench, cfg: TrainConfig) -> dict:
         return {"acc": acc, "wall_s": time.perf_counter() - t0}
     if unit.kind == "joint":
         return {"acc": train_joint(bench, cfg, unit.seed), "wall_s": time.perf_counter() - t0}
-    r = run_stream(bench, unit.method, cfg, unit.seed, show_progress=False)
+    r = run_stream(bench, unit.method, cfg, unit.seed, show_progress=False, evaluate_rows=evaluate_rows)
     return {"acc_matrix": r["acc_matrix"], "wall_s": r["wall_s"]}
 
 

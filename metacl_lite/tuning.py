@@ -242,7 +242,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         done = store.done("units")
         return [Job(Unit("run", s, m), benchmark, K, n, "auto", model,
                     TrainConfig(epochs=protocol["epochs"], compile=compile, **protocol["options"],
-                                **{param: v}).to_dict(), split="val")
+                                **{param: v}).to_dict(), split="val", evaluate_rows="last")
                 for v in values for s in seeds if unit_key(m, param, v, s) not in done]
 
     def save(job: Job, r: dict) -> None:

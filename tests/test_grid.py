@@ -16,7 +16,7 @@ def spy(monkeypatch):
     """Replace the training of a unit by a record of what it would train with (fast, deterministic)."""
     calls = []
 
-    def fake(unit, bench, cfg):
+    def fake(unit, bench, cfg, evaluate_rows="all"):
         calls.append((unit, cfg))
         n = bench.n_tasks
         if unit.kind == "run":

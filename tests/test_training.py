@@ -253,6 +253,18 @@ def test_matrix_entry_i_j_is_the_model_after_task_i_on_task_j(bench, small_nets)
     np.testing.assert_array_equal(got, want)
 
 
+def test_tuning_evaluates_the_last_row_only(bench, small_nets):
+    """evaluate_rows="last" (tuning's final validation ACC): the same last row bit for bit, NaN in every earlier row,
+    and no other effect on training."""
+    cfg = TrainConfig(**CFG)
+    full = run_stream(bench, "ewc-metacl-beta", cfg, seed=2)["acc_matrix"]
+    last = run_stream(bench, "ewc-metacl-beta", cfg, seed=2, evaluate_rows="last")["acc_matrix"]
+    np.testing.assert_array_equal(last[-1], full[-1])
+    assert np.isnan(last[:-1]).all() and not np.isnan(full[0, 0])
+    with pytest.raises(ValueError, match="evaluate_rows"):
+        run_stream(bench, "finetune", cfg, seed=2, evaluate_rows="first")
+
+
 def test_metacl_g1_matches_explicit_inner_loop():
     torch.manual_seed(0)
     model = mlp(6, (5,), 3).double()

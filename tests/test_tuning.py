@@ -25,10 +25,13 @@ def _acc(cfg, seed):
 def fake_training(monkeypatch):
     calls = []
 
-    def run_stream(bench, method, cfg, seed, show_progress=None):
+    def run_stream(bench, method, cfg, seed, show_progress=None, evaluate_rows="all"):
+        assert evaluate_rows == "last"  # tuning scores the final row only
         calls.append((method, cfg.beta, cfg.gamma, seed))
         n = bench.n_tasks
-        return {"acc_matrix": np.full((n, n), _acc(cfg, seed)), "wall_s": 0.5}
+        acc = np.full((n, n), np.nan)
+        acc[-1] = _acc(cfg, seed)
+        return {"acc_matrix": acc, "wall_s": 0.5}
 
     monkeypatch.setattr(G, "run_stream", run_stream)
     return calls
@@ -138,7 +141,7 @@ def test_bad_tuning_requests_exit_2_before_any_work(repo, hparams_file, fake_tra
 
 
 def test_a_best_value_on_an_edge_extends_the_grid_until_it_is_interior(repo, hparams_file, fake_training, monkeypatch):
-    monkeypatch.setattr(G, "run_stream", lambda bench, m, cfg, seed, show_progress=None: {
+    monkeypatch.setattr(G, "run_stream", lambda bench, m, cfg, seed, show_progress=None, evaluate_rows="last": {
         "acc_matrix": np.full((2, 2), 60.0 - (math.log10(cfg.beta) - 2) ** 2), "wall_s": 0.1})  # best at beta = 100
     doc = TU.tune("pmnist", **SMOKE)
     g = doc["grid"]["ewc"]
