@@ -133,12 +133,15 @@ def log_differences(runs: Mapping[str, dict], a: str, b: str, stat: Callable[[di
 #: The control runs of claim 7: every MetaCL-λ with γ set to its MetaCL-β counterpart's β ("gamma=beta"), and with
 #: γ = 0 ("gamma=0"), each kept in its own results file per K (`control_file`), made with the seeds of the main file.
 CONTROLS = ("gamma=beta", "gamma=0")
-CONTROL_COMMAND = ("python -m metacl_lite run --benchmark {benchmark} --K {K} --methods {methods} --gamma {gamma} "
-                   "--out results/{file}")
+CONTROL_COMMAND = ("python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds} --methods {methods} "
+                   "--gamma {gamma}")
 
 
 def control_file(benchmark: str, K: int, control: str) -> str:
-    return f"{benchmark}-K{K}-control-{control.replace('=', '-')}.json"
+    """results/ file of a control ("gamma=beta" or "gamma=0"): the file `run --gamma` writes by default."""
+    from .grid import control_file as grid_control_file
+
+    return grid_control_file(benchmark, K, control.split("=")[1])
 
 
 @dataclass
@@ -264,6 +267,7 @@ def _control_row(ev: Evidence, K: int, control: str, imp: str, metric: str) -> d
     if not note and ctl is None:
         main = ev.results[K]["config"]["methods"]
         note = CONTROL_COMMAND.format(benchmark=ev.benchmark, K=K, gamma=control.split("=")[1],
+                                      seeds=len(ev.results[K]["config"]["seeds"]),
                                       methods=",".join(f"{i}-metacl-lambda" for i in REGULARISERS
                                                        if f"{i}-metacl-beta" in main),
                                       file=control_file(ev.benchmark, K, control))

@@ -102,12 +102,14 @@ def run_command(config: dict, out: Path) -> str:
     if config["train"]["epochs"] != spec.epochs:
         cmd += f" --epochs {config['train']['epochs']}"
     cmd += _option_flags(config["train"])
+    if config.get("gamma_control") is not None:
+        cmd += f" --gamma {config['gamma_control']}"
     if config.get("data_source", "auto") != "auto":
         cmd += f" --data {config['data_source']}"
     model = config.get("model") or {}
     if model.get("random_init"):
         cmd += " --random-init"
-    return cmd + _out_flag(out, default_out(b, config["K"]))
+    return cmd + _out_flag(out, default_out(b, config["K"], config.get("gamma_control")))
 
 
 def tune_command(doc: dict, out: Path) -> str:
@@ -197,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
     r.add_argument("--weights", default=None, help="cub: ImageNet ResNet-18 weights file (default: torch hub cache)")
     r.add_argument("--random-init", action="store_true", help="cub: train ResNet-18 from random init (recorded)")
+    r.add_argument("--gamma", choices=("beta", "0"), default=None,
+                   help="a control run of MetaCL-lambda methods: gamma = the tuned beta of the MetaCL-beta counterpart, "
+                        "or gamma = 0 (the pure projection); default out results/<benchmark>-K<K>-control-gamma-<X>.json")
     r.add_argument("--no-progress", action="store_true", help="no progress bars (papermill, CI)")
     _choice_options(r)
     _executor_options(r)
@@ -326,7 +331,8 @@ def _run(a) -> int:
     seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
     res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
                          show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
-                         random_init=a.random_init, plan=_plan(a), compile=a.compile, options=_options(a))
+                         random_init=a.random_init, plan=_plan(a), compile=a.compile, options=_options(a),
+                         gamma=a.gamma)
     print(format_table(res))
     return 0
 

@@ -43,8 +43,31 @@ class Unit:
         return f"{self.method}/{self.seed}" if self.kind == "run" else str(self.seed)
 
 
-def default_out(benchmark: str, K: int) -> Path:
-    return REPO_ROOT / "results" / f"{benchmark}-K{K}.json"
+def default_out(benchmark: str, K: int, gamma: Optional[str] = None) -> Path:
+    """results/<benchmark>-K<K>.json, or for a gamma control run results/<benchmark>-K<K>-control-gamma-<beta|0>.json."""
+    return REPO_ROOT / "results" / (f"{benchmark}-K{K}.json" if gamma is None else control_file(benchmark, K, gamma))
+
+
+#: The gamma controls of MetaCL-lambda (claim 7 of the book): gamma set to the beta tuned for the same regulariser's
+#: MetaCL-beta ("beta": the same strength, plus the projection onto <g_x, g2> >= 0), or gamma = 0 ("0": the pure
+#: projection, no fixed penalty at all).
+GAMMA_CONTROLS = ("beta", "0")
+
+
+def control_file(benchmark: str, K: int, gamma: str) -> str:
+    """The file name of a gamma control run (`GAMMA_CONTROLS`)."""
+    return f"{benchmark}-K{K}-control-gamma-{gamma}.json"
+
+
+def check_gamma_control(gamma: Optional[str], methods: Sequence[str]) -> None:
+    if gamma is None:
+        return
+    if gamma not in GAMMA_CONTROLS:
+        raise UsageError(f"--gamma {gamma!r}: choose beta (gamma = the MetaCL-beta counterpart's beta) or 0")
+    bad = [m for m in methods if not m.endswith("-metacl-lambda")]
+    if bad:
+        raise UsageError(f"--gamma {gamma} applies to MetaCL-lambda methods only, not {', '.join(bad)}; e.g. "
+                         f"--methods mas-metacl-lambda,pi-metacl-lambda,ewc-metacl-lambda")
 
 
 def _distinct(items: Sequence, what: str, check: Callable) -> list:
@@ -204,7 +227,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                    source: str = "auto", show_progress: Optional[bool] = None, force: bool = False,
                    weights: Optional[str] = None, random_init: bool = False,
                    command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None,
-                   compile: str = "off", options: Optional[dict] = None) -> dict:
+                   compile: str = "off", options: Optional[dict] = None, gamma: Optional[str] = None) -> dict:
     """Train every unit of the grid still missing from `out` and save each as it finishes.
 
     Everything is checked before any compute: the options, the output path, the data, the tuned beta/gamma of every
@@ -212,25 +235,44 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     writes the command line that regenerates the file (default: the CLI's `run` command). `plan` says where the units
     run (`executors.check_plan`; default: one after another in this process); `compile` is `TrainConfig.compile`
     (auto / on / off: compiled task gradients, equal to eager within float rounding). `options` sets the choices the
-    paper leaves open (`TrainConfig.omega_accumulate`, `omega_normalise`, `pi_xi`), recorded in the config."""
+    paper leaves open (`TrainConfig.omega_accumulate`, `omega_normalise`, `pi_xi`), recorded in the config.
+    `gamma` makes a control run of MetaCL-lambda methods (`GAMMA_CONTROLS`): "beta" trains each with gamma equal to
+    the tuned beta of its MetaCL-beta counterpart, "0" with gamma = 0; recorded as config["gamma_control"] and in
+    method_hparams, written by default to `control_file`."""
     methods = check_methods(methods)
+    check_gamma_control(gamma, methods)
     seeds = check_seeds(list(seeds))
     n = check_n_tasks(benchmark, n_tasks)
     check_epochs(epochs)
     plan = plan or check_plan()
-    out = check_writable(Path(out) if out else default_out(benchmark, K))
+    out = check_writable(Path(out) if out else default_out(benchmark, K, gamma))
     D.check_data(benchmark, K, source=source)
     model = model_options(benchmark, weights, random_init)
     hp = H.load()  # read and checked once for the whole grid
-    absent = H.missing(benchmark, methods, K, hp)
+    needed = [m.replace("-lambda", "-beta") for m in methods] if gamma == "beta" else methods
+    absent = H.missing(benchmark, needed if gamma != "0" else [], K, hp)
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}")
     options = check_options(options)
-    cfgs = {m: H.method_config(benchmark, m, epochs, K, hp, compile=compile, **options) for m in methods}
+    if gamma is None:
+        cfgs = {m: H.method_config(benchmark, m, epochs, K, hp, compile=compile, **options) for m in methods}
+        method_hp = {m: H.method_hparams(benchmark, m, K, hp) for m in methods}
+        hp_source = H.hparams_source(benchmark, methods, K, hp)
+    else:
+        beta_of = {m: H.method_hparams(benchmark, m.replace("-lambda", "-beta"), K, hp)["beta"] if gamma == "beta"
+                   else 0.0 for m in methods}
+        cfgs = {m: H.method_config(benchmark, "finetune", epochs, compile=compile, gamma=beta_of[m], **options)
+                for m in methods}
+        method_hp = {m: {"gamma": beta_of[m]} for m in methods}
+        hp_source = ({m: f"gamma=beta control: {m.replace('-lambda', '-beta')}'s beta, "
+                         f"{H.hparams_source(benchmark, [m.replace('-lambda', '-beta')], K, hp)[m.replace('-lambda', '-beta')]}"
+                      for m in methods} if gamma == "beta" else {m: "gamma=0 control" for m in methods})
     base_cfg = H.method_config(benchmark, "finetune", epochs, compile=compile, **options)
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
-              "train": base_cfg.to_dict(), "method_hparams": {m: H.method_hparams(benchmark, m, K, hp) for m in methods},
-              "hparams_source": H.hparams_source(benchmark, methods, K, hp), "data_source": source, "model": model}
+              "train": base_cfg.to_dict(), "method_hparams": method_hp, "hparams_source": hp_source,
+              "data_source": source, "model": model}
+    if gamma is not None:
+        config["gamma_control"] = gamma
     if command is None:
         from .cli import run_command as command
 
@@ -239,6 +281,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         if isinstance(oc.get("train"), dict):  # options added since the file was made have their default there
             oc["train"] = {**TrainConfig().to_dict(), **oc["train"]}
         diff = [k for k in COMPAT_KEYS if oc.get(k, {} if k == "model" else None) != config[k]]
+        diff += ["gamma_control"] if oc.get("gamma_control") != config.get("gamma_control") else []
         diff += [f"method_hparams[{m}]" for m in methods
                  if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
         return diff

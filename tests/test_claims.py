@@ -195,11 +195,10 @@ def test_claim7_controls():
     main = _res(20, {"mas-metacl-beta": _acc([50, 50, 50]), "pi-metacl-beta": _acc([50, 51, 52])}, hparams=hp)
     rows = C.CLAIMS[7].evaluate(C.Evidence((20,), {20: main}))
     assert len(rows) == 6 and {r["verdict"] for r in rows} == {C.NOT_RUN}
-    assert rows[0]["note"] == ("python -m metacl_lite run --benchmark pmnist --K 20 --methods "
-                               "mas-metacl-lambda,pi-metacl-lambda --gamma beta --out "
-                               "results/pmnist-K20-control-gamma-beta.json")
+    assert rows[0]["note"] == ("python -m metacl_lite run --benchmark pmnist --K 20 --seeds 3 --methods "
+                               "mas-metacl-lambda,pi-metacl-lambda --gamma beta")
     assert rows[2]["note"] == "results/pmnist-K20.json has no runs of ewc-metacl-beta"
-    assert rows[3]["note"].endswith("--gamma 0 --out results/pmnist-K20-control-gamma-0.json")
+    assert rows[3]["note"].endswith("--gamma 0")
 
     ctl = _res(20, {"pi-metacl-lambda": _acc([53, 55, 57])}, hparams={"pi-metacl-lambda": {"gamma": 1000.0}})
     rows = C.CLAIMS[7].evaluate(C.Evidence((20,), {20: main}, {"gamma=beta": {20: ctl}}))

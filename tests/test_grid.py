@@ -128,3 +128,35 @@ def test_open_choices_reach_every_unit_and_the_command(hparams_file, spy, tmp_pa
         G.run_experiment("pmnist", seeds=[0], out=out, options={"omega": "sum"}, **TINY)
     with pytest.raises(G.UsageError, match="omega_normalise='l2' is not an option"):
         G.run_experiment("pmnist", seeds=[0], out=out, options={"omega_normalise": "l2"}, **TINY)
+
+
+def test_gamma_controls_train_metacl_lambda_with_the_beta_counterparts_beta_or_zero(hparams_file, spy, tmp_path,
+                                                                                  monkeypatch):
+    """run --gamma beta: each MetaCL-lambda trains with gamma = the tuned beta of its MetaCL-beta counterpart at this
+    K; --gamma 0: gamma = 0. Both recorded in the config and the command, written to the control file by default."""
+    monkeypatch.setattr(G, "REPO_ROOT", tmp_path)
+    hparams_file({"pmnist": {"methods": {"ewc-metacl-beta": {"beta": 7.5}, "ewc-metacl-lambda": {"gamma": 0.25},
+                                         "pi-metacl-beta": {"beta": 3.0}},
+                             "by_K": {"5": {"methods": {"pi-metacl-beta": {"beta": 30.0}}}}}})
+    lam = ["pi-metacl-lambda", "ewc-metacl-lambda"]
+    G.run_experiment("pmnist", seeds=[0], methods=lam, gamma="beta", **TINY)
+    cfgs = {(u.kind, u.method): c for u, c in spy}
+    assert cfgs[("run", "pi-metacl-lambda")] == TrainConfig(epochs=1, gamma=30.0)  # the K=5 beta
+    assert cfgs[("run", "ewc-metacl-lambda")] == TrainConfig(epochs=1, gamma=7.5)
+    doc = json.loads((tmp_path / "results" / "pmnist-K5-control-gamma-beta.json").read_text())
+    assert doc["config"]["gamma_control"] == "beta"
+    assert doc["config"]["method_hparams"] == {"pi-metacl-lambda": {"gamma": 30.0}, "ewc-metacl-lambda": {"gamma": 7.5}}
+    assert doc["provenance"]["command"] == ("python -m metacl_lite run --benchmark pmnist --K 5 --seeds 1 --methods "
+                                            "pi-metacl-lambda,ewc-metacl-lambda --n-tasks 2 --epochs 1 --gamma beta")
+    spy.clear()
+    G.run_experiment("pmnist", seeds=[0], methods=["mas-metacl-lambda"], gamma="0", **TINY)  # no hparams needed
+    assert [c.gamma for u, c in spy if u.kind == "run"] == [0.0]
+    assert (tmp_path / "results" / "pmnist-K5-control-gamma-0.json").exists()
+    with pytest.raises(G.UsageError, match="MetaCL-lambda methods only, not ewc"):
+        G.run_experiment("pmnist", seeds=[0], methods=["ewc"], gamma="0", **TINY)
+    with pytest.raises(G.H.MissingHparams, match="mas-metacl-beta"):
+        G.run_experiment("pmnist", seeds=[0], methods=["mas-metacl-lambda"], gamma="beta", **TINY)
+    from metacl_lite.errors import ConfigMismatch
+    with pytest.raises(ConfigMismatch, match="gamma_control"):
+        G.run_experiment("pmnist", seeds=[1], methods=lam, gamma="0",
+                         out=tmp_path / "results" / "pmnist-K5-control-gamma-beta.json", **TINY)
