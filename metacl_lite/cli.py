@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the benchmark's tuning K (20; cub 10), whose values every K uses; another K stores "
                         "values for that K only")
     u.add_argument("--methods", type=_method_list, default=None, help="regularised methods (default: all nine)")
-    u.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="tasks in the tuning stream (10)")
+    u.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="tasks in the tuning stream (default: the benchmark's full stream, 20 for pmnist)")
     u.add_argument("--epochs", type=_positive("--epochs"), default=None)
     u.add_argument("--seed-list", type=_seed_list, default=None, help="tuning seeds (default 100,101)")
     u.add_argument("--beta-grid", type=_float_list("--beta-grid"), default=None)
@@ -234,6 +234,15 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--no-progress", action="store_true")
     _choice_options(u)
     _executor_options(u)
+
+    c = sub.add_parser("choices", help="decide the paper's open choices about Omega on validation data (tunes every "
+                                       "variant at each K, resumable) and write results/open-choices-<benchmark>.json")
+    c.add_argument("--benchmark", default="pmnist", choices=BENCHMARKS)
+    c.add_argument("--K", type=_int_list("--K"), default=None,
+                   help="decision K values to run, in order (default 20,200); the tuning K must come first")
+    c.add_argument("--summary-only", action="store_true", help="run nothing; rewrite the summary from the files")
+    c.add_argument("--no-progress", action="store_true")
+    _executor_options(c)
 
     n = sub.add_parser("notebook", help="run a parameterised chapter with papermill (checked parameters)")
     n.add_argument("notebook", type=Path, help="a MyST (.md) or .ipynb chapter, e.g. book/reproduce/benchmark.md")
@@ -362,6 +371,30 @@ def _tune(a) -> int:
     return 0
 
 
+def choices_command(benchmark: str, Ks) -> str:
+    from .choices import DECISION_KS
+
+    return (f"python -m metacl_lite choices --benchmark {benchmark}"
+            + ("" if tuple(Ks) == DECISION_KS else f" --K {','.join(map(str, Ks))}"))
+
+
+def _choices(a) -> int:
+    from . import choices as CH
+
+    Ks = a.K or list(CH.DECISION_KS)
+    if not a.summary_only:
+        for K in Ks:
+            CH.execute(a.benchmark, K, _plan(a), show_progress=False if a.no_progress else None)
+    doc = CH.write_summary(a.benchmark, choices_command(a.benchmark, Ks), Ks)
+    for r, d in doc["decisions"].items():
+        print(f"{r:4s} {d['decision']}" + (f" (missing: {', '.join(d['missing'])})" if d.get("missing") else
+                                           f" (best mean: {d['best_mean']}; margin over base per K: "
+                                           + ", ".join(f"K={K}: {m:+.2f}" for K, m in d["margin_over_base"].items())
+                                           + ")"))
+    print(f"wrote {CH.relative_to_repo(CH.summary_file(a.benchmark))}")
+    return 0
+
+
 def _notebook(a) -> int:
     from .notebooks import run_cli
 
@@ -398,7 +431,7 @@ def _bench(a) -> int:
     return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods)
 
 
-COMMANDS = {"run": _run, "table": _table, "tune": _tune, "notebook": _notebook, "pages": _pages, "readme": _readme,
+COMMANDS = {"run": _run, "table": _table, "tune": _tune, "choices": _choices, "notebook": _notebook, "pages": _pages, "readme": _readme,
             "bench": _bench, "assignments": _assignments}
 
 
@@ -433,7 +466,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        if a.cmd in ("run", "tune"):
+        if a.cmd in ("run", "tune", "choices"):
             print(f"\ninterrupted: every finished unit is saved{' in ' + _out_of(a) if _out_of(a) else ''}; run the "
                   f"same command again to resume", file=sys.stderr)
         else:

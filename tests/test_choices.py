@@ -1,0 +1,89 @@
+"""The open-choice decision (metacl_lite.choices) on hand-made tuning files with known answers."""
+import json
+
+import pytest
+
+from metacl_lite import choices as CH
+from metacl_lite.cli import main
+from metacl_lite.errors import UsageError
+
+
+def test_around_is_five_half_decades_centred_on_the_value():
+    assert CH.around(1.0) == [0.1, 0.3, 1.0, 3.0, 10.0]
+    assert CH.around(30.0) == [3.0, 10.0, 30.0, 100.0, 300.0]
+    assert CH.around(0.01) == [0.001, 0.003, 0.01, 0.03, 0.1]
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    from metacl_lite import tuning as TU
+    monkeypatch.setattr(CH, "FOLDER", tmp_path / "results" / "open-choices")
+    monkeypatch.setattr(CH, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(TU, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr("metacl_lite.provenance.REPO_ROOT", tmp_path)
+    (tmp_path / "results" / "open-choices").mkdir(parents=True)
+    return tmp_path
+
+
+def _tuning(path, best: dict):
+    """A complete tuning file whose methods reach `best[m]` (mean val ACC) at beta/gamma = 1 and 5 points less at 0.1."""
+    grid = {m: {"param": "gamma" if m.endswith("lambda") else "beta", "values": [0.1, 1.0], "complete": True,
+                "mean_val_acc": [b - 5, b]} for m, b in best.items()}
+    path.write_text(json.dumps({"kind": "tuning", "grid": grid,
+                                "chosen": {m: {g["param"]: 1.0} for m, g in grid.items()}}))
+
+
+def _write_all(K20: dict, K200: dict):
+    """K20/K200: {variant: score added to every method's base ACC 80}."""
+    for v, var in CH.VARIANTS.items():
+        fam = [m for r in var.regularisers for m in CH.FAMILY[r]]
+        _tuning(CH.variant_file("pmnist", 20, v), {m: 80.0 + K20.get(v, 0.0) for m in fam})
+        for r in var.regularisers:
+            _tuning(CH.variant_file("pmnist", 200, v, r), {r: 70.0 + K200.get(v, 0.0)})
+
+
+def test_a_variant_wins_only_where_it_beats_base_at_every_decision_K(folder):
+    _write_all({"latest": 1.0, "minmax": 3.0}, {"latest": 0.5, "minmax": -0.1})
+    d = CH.decide(CH.scores("pmnist"))
+    # minmax has the best mean (+1.45 vs +0.75) but loses to base at K=200: base is kept; latest is not the best mean
+    assert d["ewc"]["decision"] == "base" and d["ewc"]["best_mean"] == "minmax"
+    assert d["ewc"]["margin_over_base"] == {20: 3.0, 200: pytest.approx(-0.1)}
+    _write_all({"latest": 1.0, "minmax": 3.0}, {"latest": 0.5, "minmax": 0.2})  # the data flips: minmax everywhere
+    d = CH.decide(CH.scores("pmnist"))
+    assert {r: d[r]["decision"] for r in CH.REGULARISERS} == {"ewc": "minmax", "mas": "minmax", "pi": "minmax"}
+    assert d["ewc"]["options"] == {"omega_normalise": "minmax"}
+    _write_all({"xi1e-3": 5.0}, {"xi1e-3": 5.0})  # xi is PI's alone
+    d = CH.decide(CH.scores("pmnist"))
+    assert (d["pi"]["decision"], d["ewc"]["decision"]) == ("xi1e-3", "base")
+
+
+def test_the_score_is_the_family_mean_of_best_validation_acc(folder):
+    _write_all({}, {})
+    _tuning(CH.variant_file("pmnist", 20, "max"), {"ewc": 80.0, "ewc-metacl-beta": 83.0, "ewc-metacl-lambda": 86.0,
+                                                   "mas": 80.0, "mas-metacl-beta": 80.0, "mas-metacl-lambda": 80.0,
+                                                   "pi": 80.0, "pi-metacl-beta": 80.0, "pi-metacl-lambda": 80.0})
+    s = CH.scores("pmnist")
+    assert s["ewc"][20]["max"]["score"] == 83.0 and s["ewc"][20]["base"]["score"] == 80.0
+    assert s["ewc"][200]["base"]["methods"] == {"ewc": 70.0}
+
+
+def test_undecided_while_files_are_missing_and_k200_needs_k20_first(folder):
+    with pytest.raises(UsageError, match="decide at K=20 first"):
+        CH.plan("pmnist", 200)
+    _write_all({}, {})
+    CH.variant_file("pmnist", 200, "latest", "mas").unlink()
+    d = CH.decide(CH.scores("pmnist"))
+    assert d["mas"] == {"decision": "undecided", "missing": ["latest@K=200"]} and d["ewc"]["decision"] == "base"
+    runs = CH.plan("pmnist", 200)
+    assert len(runs) == 5 * 3 + 1 and all(r.beta_grid == (0.1, 0.3, 1.0, 3.0, 10.0) for r in runs)
+    assert {r.methods for r in runs} == {("ewc",), ("mas",), ("pi",)}
+
+
+def test_summary_only_writes_the_decision_file_with_its_command(folder, capsys):
+    _write_all({"latest": 1.0}, {"latest": 1.0})
+    assert main(["choices", "--summary-only"]) == 0
+    doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
+    assert doc["decisions"]["mas"]["decision"] == "latest"
+    assert doc["provenance"]["command"] == "python -m metacl_lite choices --benchmark pmnist"
+    assert doc["scores"]["pi"]["200"]["latest"]["files"] == ["results/open-choices/tuning-pmnist-K200-latest-pi.json"]
+    assert "ewc  latest (best mean: latest; margin over base per K: K=20: +1.00, K=200: +1.00)" in capsys.readouterr().out
