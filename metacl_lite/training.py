@@ -25,7 +25,7 @@ from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
 from . import compiled
-from .balance import BALANCE, flatten, reg_gradient
+from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .data import Benchmark, Experience
 from .errors import UsageError
 from .importance import EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, PI, Importance, accumulate_importance
@@ -54,6 +54,7 @@ class TrainConfig:
     omega_normalise: str = "none"  # each task's Omega: "none", "max" (/ its max) or "minmax" (to [0, 1], A-GEM's EWC)
     record_angles: bool = False  # record cos<g1,g>, cos<g2,g>, lambda at every outer step (Fig. 5)
     eval_every_epoch: bool = False  # accuracy on the current task after each epoch (Fig. 4)
+    record_penalty: bool = False  # record lambda, gamma and l_reg before/after every penalised step (lambda_story.py)
     compile: str = "off"  # task gradients under torch.compile: "on", "off" or "auto" (long runs; compiled.py)
 
     def __post_init__(self):
@@ -147,6 +148,28 @@ IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {
     "pi": lambda cfg: PI(cfg.pi_xi),
     "mas": lambda cfg: MAS(),
 }
+
+
+#: The columns of log["penalty"] (`TrainConfig.record_penalty`), one row per penalised outer step: the task, lambda
+#: (Eq. 5; 0 for the fixed balance), gamma and beta of the run, Eq. 2's l_reg before and after the optimiser step,
+#: <g, g2> (g: the combined gradient handed to Adam), <Delta theta, g2> (Delta theta: the step Adam actually took),
+#: l_reg after a step of Adam's length along -g instead (theta - |Delta theta| g / |g|: what the dual's guarantee
+#: is about), and the norms |g| and |g2|; all in float64.
+PENALTY_COLUMNS = ("task", "lambda", "gamma", "beta", "l_reg_before", "l_reg_after", "g_dot_g2", "step_dot_g2",
+                   "l_reg_after_along_g", "g_norm", "g2_norm")
+
+
+def _penalty_row(task, lam: float, cfg: "TrainConfig", theta: torch.Tensor, theta_after: torch.Tensor,
+                 g: torch.Tensor, g2: torch.Tensor, reg: "RegState") -> list:
+    """One row of log["penalty"] (`PENALTY_COLUMNS`)."""
+    d = lambda t: t.detach().to(torch.float64)  # noqa: E731
+    omega, anchor, g2d, gd, th = d(reg.omega), d(reg.anchor), d(g2), d(g), d(theta)
+    step = d(theta_after) - th
+    gn = float(gd.norm())
+    along = th - (float(step.norm()) / gn) * gd if gn > 0 else th
+    return [task, float(lam), float(cfg.gamma), float(cfg.beta), float(reg_penalty(th, anchor, omega)),
+            float(reg_penalty(d(theta_after), anchor, omega)), float(torch.dot(gd, g2d)), float(torch.dot(step, g2d)),
+            float(reg_penalty(along, anchor, omega)), gn, float(g2d.norm())]
 
 
 def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -327,6 +350,9 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
             if log is not None and cfg.record_angles:
                 log.setdefault("angles", []).append(
                     [task, _cos(g1, g), _cos(g2, g) if penalised else float("nan"), lam])
+            if log is not None and cfg.record_penalty and penalised:
+                log.setdefault("penalty", []).append(_penalty_row(task, lam, cfg, theta, params_vector(model), g, g2,
+                                                                  reg))
         if log is not None and cfg.eval_every_epoch and eval_exp is not None:
             log.setdefault("epoch_acc", []).append([task, evaluate(model, eval_exp)])
     if importance is not None:
