@@ -6,8 +6,8 @@ accumulate_importance` cites each), so each combination is a *variant*, and each
 variant whose tuned validation ACC is best:
 
 1. At the benchmark's tuning K (Permuted MNIST: K = 20) every variant is tuned with the full protocol (`tuning.tune`:
-   all nine regularised methods, the full half-decade grids, two tuning seeds, the 20-task stream). The base variant
-   is the canonical tuning itself (results/tuning-<b>-K<K>.json).
+   all nine regularised methods, the full half-decade grids, two tuning seeds, the 20-task stream), starting from the
+   defaults (not from choices decided before).
 2. At a standard K (200) the plain methods (EWC, MAS, PI) are tuned per variant on five half-decades around the value
    chosen at K = 20 for that variant (c/10 ... 10c), extended like any tuning grid while the best lies on an edge:
    a tenth of the full grid's cost (each run at K = 200 costs ten at K = 20).
@@ -15,8 +15,11 @@ variant whose tuned validation ACC is best:
    methods tuned at that K (three at K = 20, the plain one at K = 200). A variant replaces the base one only if it
    scores higher at *every* decision K; otherwise the base variant stays ("base kept": the evidence does not agree).
 
-`python -m metacl_lite choices` runs what is missing (resumable: each variant is a tuning file) and writes
-results/open-choices-<benchmark>.json with every score, the decisions and provenance.
+`python -m metacl_lite choices` runs what is missing (resumable: each variant is a tuning file under
+results/open-choices/), writes results/open-choices-<benchmark>.json with every score, the decisions and provenance,
+and, once every regulariser is decided, records the decisions in hparams.json ("options"), from where `run` and
+`tune` take them for every K. The values of beta/gamma tuned before a decision changed must then be tuned again with
+it (`tune --K <K> --force`): the canonical tuning protocol includes the decided options.
 """
 from __future__ import annotations
 
@@ -62,11 +65,7 @@ FOLDER = REPO_ROOT / "results" / "open-choices"
 
 
 def variant_file(benchmark: str, K: int, variant: str, method: Optional[str] = None) -> Path:
-    """The tuning file of a variant: the canonical tuning file for the base variant at the tuning K."""
-    from .tuning import default_protocol, default_tuning_out
-
-    if variant == "base" and K == get_spec(benchmark).tuning_K and method is None:
-        return default_tuning_out(default_protocol(benchmark, K))
+    """The tuning file of a variant at K (of one method's, at K other than the tuning K)."""
     return FOLDER / f"tuning-{benchmark}-K{K}-{variant}{'-' + method if method else ''}.json"
 
 
@@ -120,8 +119,8 @@ def execute(benchmark: str, K: int, tune_plan=None, show_progress: Optional[bool
     for r in plan(benchmark, K):
         log(f"{r.variant} K={K} {','.join(r.methods)} -> {relative_to_repo(r.out)}")
         kw = {} if r.beta_grid is None else {"beta_grid": r.beta_grid}
-        tune(benchmark, K, methods=list(r.methods), out=r.out, write_hparams=None if r.variant == "base" else False,
-             show_progress=show_progress, plan=tune_plan, options=VARIANTS[r.variant].options, **kw)
+        tune(benchmark, K, methods=list(r.methods), out=r.out, write_hparams=False, show_progress=show_progress,
+             plan=tune_plan, options=VARIANTS[r.variant].options, decided=False, **kw)
 
 
 def _best(doc: dict, method: str) -> Optional[float]:
@@ -193,4 +192,8 @@ def write_summary(benchmark: str, command: str, Ks: Sequence[int] = DECISION_KS)
            "scores": {r: {str(K): v for K, v in per_k.items()} for r, per_k in table.items()},
            "decisions": decide(table, Ks), "provenance": {"command": command, **invocation()}}
     write_json(summary_file(benchmark), doc)
+    if all(d["decision"] != "undecided" for d in doc["decisions"].values()):
+        H.store_options(benchmark, {r: d["options"] for r, d in doc["decisions"].items()},
+                        relative_to_repo(summary_file(benchmark)))
+        doc["hparams_written"] = True
     return doc

@@ -142,6 +142,19 @@ def check_options(options: Optional[dict]) -> dict:
     return options
 
 
+def option_values(train: dict) -> dict:
+    """The open-choice fields of a TrainConfig dict (defaults filled in)."""
+    full = {**TrainConfig().to_dict(), **train}
+    return {k: full[k] for k in OPTIONS}
+
+
+def effective_options(config: dict, method: str) -> dict:
+    """The open choices a results file's `method` trained with: config["method_options"][method] (files since the
+    choices are decided per regulariser), else the file-wide config["train"] (older files)."""
+    per = config.get("method_options", {})
+    return dict(per[method]) if method in per else option_values(config.get("train", {}))
+
+
 def model_options(benchmark: str, weights: Optional[str] = None, random_init: bool = False) -> dict:
     """Model options recorded in the config; for ResNet-18 (CUB), checks now (before any work) that the weights are
     there."""
@@ -261,8 +274,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     else:
         beta_of = {m: H.method_hparams(benchmark, m.replace("-lambda", "-beta"), K, hp)["beta"] if gamma == "beta"
                    else 0.0 for m in methods}
-        cfgs = {m: H.method_config(benchmark, "finetune", epochs, compile=compile, gamma=beta_of[m], **options)
-                for m in methods}
+        cfgs = {m: H.method_config(benchmark, "finetune", epochs, compile=compile, gamma=beta_of[m],
+                                   **{**H.method_options(benchmark, m, hp), **options}) for m in methods}
         method_hp = {m: {"gamma": beta_of[m]} for m in methods}
         hp_source = ({m: f"gamma=beta control: {m.replace('-lambda', '-beta')}'s beta, "
                          f"{H.hparams_source(benchmark, [m.replace('-lambda', '-beta')], K, hp)[m.replace('-lambda', '-beta')]}"
@@ -270,6 +283,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     base_cfg = H.method_config(benchmark, "finetune", epochs, compile=compile, **options)
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": method_hp, "hparams_source": hp_source,
+              "method_options": {m: option_values(cfgs[m].to_dict()) for m in methods if H.regulariser(m)},
               "data_source": source, "model": model}
     if gamma is not None:
         config["gamma_control"] = gamma
@@ -284,6 +298,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         diff += ["gamma_control"] if oc.get("gamma_control") != config.get("gamma_control") else []
         diff += [f"method_hparams[{m}]" for m in methods
                  if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
+        diff += [f"method_options[{m}]" for m in config["method_options"]
+                 if m in oc.get("methods", []) and effective_options(oc, m) != config["method_options"][m]]
         return diff
 
     def merge(doc: dict) -> None:
@@ -293,6 +309,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         merged["seeds"] = sorted(set(old.get("seeds", [])) | set(seeds))
         merged["method_hparams"] = {**old.get("method_hparams", {}), **config["method_hparams"]}
         merged["hparams_source"] = {**old.get("hparams_source", {}), **config["hparams_source"]}
+        merged["method_options"] = {**{m: effective_options(old, m) for m in old.get("methods", [])
+                                       if H.regulariser(m)}, **config["method_options"]}
         doc["config"] = merged
         doc["paper_source"] = PAPER_SOURCES.get((benchmark, K))
 

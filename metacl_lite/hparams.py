@@ -6,6 +6,11 @@ hparams.json, per benchmark::
                 "source": "results/tuning-pmnist-K20.json", "command": "python -m metacl_lite tune ...",
                 "by_K": {"200": {"methods": {...}, "source": ..., "command": ...}}}}
 
+The entry may also hold "options": the open choices about Omega decided per regulariser on validation data
+(`choices`, e.g. {"ewc": {"omega_accumulate": "latest", "omega_normalise": "minmax"}, "pi": {"pi_xi": 0.1}}), with
+"options_source" (the decision file); every K and every method of that regulariser uses them unless the command line
+sets an option explicitly.
+
 The top-level entry holds the values tuned at the benchmark's tuning K (`specs.BenchmarkSpec.tuning_K`), which every
 K uses unless `by_K` has values of its own for it. The file is checked when it is read: unknown benchmarks, methods
 or keys, a key a method does not use (beta for MetaCL-lambda, gamma for the others), and values that are not finite
@@ -23,7 +28,12 @@ from .specs import SPECS, get_spec
 from .training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
-ENTRY_KEYS = {"methods", "source", "command", "by_K"}
+ENTRY_KEYS = {"methods", "source", "command", "by_K", "options", "options_source"}
+#: Keys of a per-K entry (by_K.<K>): the options are decided once for every K.
+K_ENTRY_KEYS = {"methods", "source", "command"}
+#: The open choices (TrainConfig fields) and the regularisers they are decided for.
+OPTION_KEYS = ("omega_accumulate", "omega_normalise", "pi_xi")
+REGULARISERS = ("ewc", "mas", "pi")
 
 
 def strength_key(method: str) -> Optional[str]:
@@ -42,10 +52,11 @@ class MissingHparams(HparamsError):
 def _check_entry(entry, where: str, path: Path, top: bool) -> None:
     if not isinstance(entry, dict):
         raise HparamsError(f"{path}: {where} must be an object, got {type(entry).__name__}")
-    extra = set(entry) - (ENTRY_KEYS if top else ENTRY_KEYS - {"by_K"})
+    allowed = ENTRY_KEYS if top else K_ENTRY_KEYS
+    extra = set(entry) - allowed
     if extra:
         raise HparamsError(f"{path}: unknown key(s) {', '.join(sorted(extra))} in {where}; "
-                           f"allowed: {', '.join(sorted(ENTRY_KEYS if top else ENTRY_KEYS - {'by_K'}))}")
+                           f"allowed: {', '.join(sorted(allowed))}")
     methods = entry.get("methods", {})
     if not isinstance(methods, dict):
         raise HparamsError(f"{path}: {where}.methods must be an object")
@@ -62,9 +73,26 @@ def _check_entry(entry, where: str, path: Path, top: bool) -> None:
         v = vals[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise HparamsError(f"{path}: {where}.methods.{m}.{key} = {v!r}; it must be a finite number >= 0")
-    for k in ("source", "command"):
+    for k in ("source", "command", "options_source"):
         if k in entry and not isinstance(entry[k], str):
             raise HparamsError(f"{path}: {where}.{k} must be a string")
+    options = entry.get("options", {})
+    if not isinstance(options, dict):
+        raise HparamsError(f"{path}: {where}.options must be an object")
+    for r, opts in options.items():
+        if r not in REGULARISERS:
+            raise HparamsError(f"{path}: {where}.options: unknown regulariser {r!r}; choose from "
+                               f"{', '.join(REGULARISERS)}")
+        if not isinstance(opts, dict) or set(opts) - set(OPTION_KEYS):
+            raise HparamsError(f"{path}: {where}.options.{r} must be an object with keys among "
+                               f"{', '.join(OPTION_KEYS)}")
+        try:
+            TrainConfig(**opts)
+        except Exception as e:  # noqa: BLE001 - TrainConfig's own message names the bad value
+            raise HparamsError(f"{path}: {where}.options.{r}: {e}") from None
+        if "pi_xi" in opts and (isinstance(opts["pi_xi"], bool) or not isinstance(opts["pi_xi"], (int, float))
+                                or not opts["pi_xi"] > 0):
+            raise HparamsError(f"{path}: {where}.options.{r}.pi_xi = {opts['pi_xi']!r}; it must be a positive number")
     if top:
         by_k = entry.get("by_K", {})
         if not isinstance(by_k, dict):
@@ -133,13 +161,42 @@ def hparams_source(benchmark: str, methods: Sequence[str], K: Optional[int] = No
     return out
 
 
+def regulariser(method: str) -> Optional[str]:
+    """ewc, mas or pi for a regularised method (its importance measure); None for fine-tune and MetaCL w/o reg."""
+    return get_method(method).importance
+
+
+def method_options(benchmark: str, method: str, hp: Optional[dict] = None) -> dict:
+    """The open choices decided for the method's regulariser (hparams.json "options"; {} when none are decided or the
+    method has no penalty)."""
+    get_spec(benchmark)
+    r = regulariser(method)
+    if r is None:
+        return {}
+    hp = load() if hp is None else hp
+    return dict(hp.get(benchmark, {}).get("options", {}).get(r, {}))
+
+
 def method_config(benchmark: str, method: str, epochs: Optional[int] = None, K: Optional[int] = None,
                   hp: Optional[dict] = None, **overrides) -> TrainConfig:
-    """The TrainConfig a method trains with: the benchmark's epochs (Appendix B) and the method's tuned beta/gamma."""
+    """The TrainConfig a method trains with: the benchmark's epochs (Appendix B), the method's tuned beta/gamma, and
+    the open choices decided for its regulariser (`method_options`) unless `overrides` set them."""
+    overrides = {**method_options(benchmark, method, hp), **overrides}
     cfg = TrainConfig(epochs=epochs or get_spec(benchmark).epochs, **overrides)
     for k, v in method_hparams(benchmark, method, K, hp).items():
         setattr(cfg, k, v)
     return cfg
+
+
+def store_options(benchmark: str, options: dict[str, dict], source: str, path: Optional[Path] = None) -> None:
+    """Record the open choices decided per regulariser (`choices`), under a lock."""
+    path = Path(path or HPARAMS_FILE)
+    with locked(path):
+        hp = load(path)
+        entry = hp.setdefault(benchmark, {})
+        entry["options"], entry["options_source"] = options, source
+        validate(hp, path)
+        write_json(path, hp)
 
 
 def store(benchmark: str, K: int, chosen: dict[str, dict], source: str, command: str,

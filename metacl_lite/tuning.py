@@ -59,11 +59,18 @@ TUNING_SEEDS = (100, 101)
 TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
 
 
+def decided_options(benchmark: str, hp: Optional[dict] = None) -> dict:
+    """{method: the open choices decided for its regulariser (hparams.json "options")} for every tunable method."""
+    hp = H.load() if hp is None else hp
+    return {m: H.method_options(benchmark, m, hp) for m in TUNABLE}
+
+
 def default_protocol(benchmark: str, K: int) -> dict:
     spec = get_spec(benchmark)
     return {"benchmark": benchmark, "K": K, "n_tasks": spec.n_tasks, "epochs": spec.epochs,
             "seeds": list(TUNING_SEEDS), "beta_grid": list(BETA_GRID), "gamma_grid": list(GAMMA_GRID),
-            "val_offset": spec.val_offset, "val_per_class": spec.val_per_class, "options": {}}
+            "val_offset": spec.val_offset, "val_per_class": spec.val_per_class, "options": {},
+            "method_options": decided_options(benchmark)}
 
 
 def check_grid(name: str, values: Sequence[float]) -> list[float]:
@@ -184,8 +191,13 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
          beta_grid: Sequence[float] = BETA_GRID, gamma_grid: Sequence[float] = GAMMA_GRID,
          epochs: Optional[int] = None, weights: Optional[str] = None, random_init: bool = False,
          force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
-         plan: Optional[Plan] = None, compile: str = "off", options: Optional[dict] = None) -> dict:
+         plan: Optional[Plan] = None, compile: str = "off", options: Optional[dict] = None,
+         decided: bool = True) -> dict:
     """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
+
+    Each method trains with the open choices decided for its regulariser (hparams.json "options", see `choices`)
+    overridden by `options`; decided=False starts from the defaults instead (how `choices` tunes its variants). The
+    protocol records both (options, method_options).
 
     write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;
     False never. Returns the tuning document (protocol, units, grid, chosen)."""
@@ -199,6 +211,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
                 "val_offset": spec.val_offset, "val_per_class": spec.val_per_class,
                 "options": check_options(options)}
+    base = decided_options(benchmark) if decided else {m: {} for m in TUNABLE}
+    protocol["method_options"] = {m: {**base[m], **protocol["options"]} for m in TUNABLE}
     if K > spec.val_offset:
         raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
                          f"so tuning needs K <= {spec.val_offset}")
@@ -213,7 +227,10 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
 
     def compatible(old: dict) -> list:
         old = _upgrade_schema1(old)
-        return [k for k in protocol if old["protocol"].get(k, {} if k == "options" else None) != protocol[k]]
+        op = dict(old["protocol"])
+        op.setdefault("options", {})
+        op.setdefault("method_options", {m: dict(op["options"]) for m in TUNABLE})  # files before per-method options
+        return [k for k in protocol if op.get(k) != protocol[k]]
 
     def merge(doc: dict) -> None:
         if "grid" in doc and "units" not in doc:
@@ -241,7 +258,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         param = H.strength_key(m)
         done = store.done("units")
         return [Job(Unit("run", s, m), benchmark, K, n, "auto", model,
-                    TrainConfig(epochs=protocol["epochs"], compile=compile, **protocol["options"],
+                    TrainConfig(epochs=protocol["epochs"], compile=compile, **protocol["method_options"][m],
                                 **{param: v}).to_dict(), split="val", evaluate_rows="last")
                 for v in values for s in seeds if unit_key(m, param, v, s) not in done]
 

@@ -79,9 +79,18 @@ def test_undecided_while_files_are_missing_and_k200_needs_k20_first(folder):
     assert {r.methods for r in runs} == {("ewc",), ("mas",), ("pi",)}
 
 
-def test_summary_only_writes_the_decision_file_with_its_command(folder, capsys):
+def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, hparams_file, capsys):
+    _write_all({"latest": 1.0}, {"latest": 1.0})
+    CH.variant_file("pmnist", 200, "latest", "mas").unlink()  # undecided: hparams.json is left alone
+    before = CH.H.HPARAMS_FILE.read_bytes()
+    assert main(["choices", "--summary-only"]) == 0 and CH.H.HPARAMS_FILE.read_bytes() == before
     _write_all({"latest": 1.0}, {"latest": 1.0})
     assert main(["choices", "--summary-only"]) == 0
+    hp = json.loads(CH.H.HPARAMS_FILE.read_text())["pmnist"]
+    assert hp["options"] == {r: {"omega_accumulate": "latest"} for r in ("ewc", "mas", "pi")}
+    assert hp["options_source"] == "results/open-choices-pmnist.json"
+    assert CH.H.method_config("pmnist", "pi-metacl-beta").omega_accumulate == "latest"
+    assert CH.H.method_config("pmnist", "finetune").omega_accumulate == "sum"
     doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
     assert doc["decisions"]["mas"]["decision"] == "latest"
     assert doc["provenance"]["command"] == "python -m metacl_lite choices --benchmark pmnist"

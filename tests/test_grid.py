@@ -160,3 +160,33 @@ def test_gamma_controls_train_metacl_lambda_with_the_beta_counterparts_beta_or_z
     with pytest.raises(ConfigMismatch, match="gamma_control"):
         G.run_experiment("pmnist", seeds=[1], methods=lam, gamma="0",
                          out=tmp_path / "results" / "pmnist-K5-control-gamma-beta.json", **TINY)
+
+
+def test_decided_options_reach_each_regularisers_units_and_a_change_is_refused(hparams_file, spy, tmp_path):
+    """hparams.json "options" (decided per regulariser by `choices`): each method trains with its regulariser's
+    choices, an explicit option overrides them for every method, config.method_options records what each used, and
+    continuing a file after the decisions changed is refused."""
+    hp = json.loads(G.H.HPARAMS_FILE.read_text())
+    hp["pmnist"]["options"] = {"ewc": {"omega_accumulate": "latest", "omega_normalise": "minmax"},
+                               "pi": {"pi_xi": 0.001}}
+    hparams_file(hp)
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune", "ewc-metacl-beta", "pi", "mas"], out=out, **TINY)
+    cfgs = {u.method: c for u, c in spy if u.kind == "run"}
+    assert (cfgs["ewc-metacl-beta"].omega_accumulate, cfgs["ewc-metacl-beta"].omega_normalise) == ("latest", "minmax")
+    assert (cfgs["pi"].pi_xi, cfgs["pi"].omega_accumulate) == (0.001, "sum")
+    assert (cfgs["mas"].omega_accumulate, cfgs["mas"].pi_xi, cfgs["finetune"].omega_normalise) == ("sum", 0.1, "none")
+    doc = json.loads(out.read_text())
+    assert doc["config"]["method_options"]["pi"] == {"omega_accumulate": "sum", "omega_normalise": "none",
+                                                     "pi_xi": 0.001}
+    assert "finetune" not in doc["config"]["method_options"]
+    assert G.effective_options(doc["config"], "ewc-metacl-beta")["omega_normalise"] == "minmax"
+    spy.clear()
+    G.run_experiment("pmnist", seeds=[0], methods=["ewc"], out=tmp_path / "o.json",
+                     options={"omega_normalise": "none"}, **TINY)
+    assert [c.omega_normalise for u, c in spy if u.kind == "run"] == ["none"]  # the command line wins
+    hp["pmnist"]["options"]["pi"] = {"pi_xi": 0.1}
+    hparams_file(hp)
+    from metacl_lite.errors import ConfigMismatch
+    with pytest.raises(ConfigMismatch, match=r"method_options\[pi\]"):
+        G.run_experiment("pmnist", seeds=[1], methods=["pi"], out=out, **TINY)

@@ -1,5 +1,6 @@
 """hparams.json: validated when read (before any work), looked up per K, and written under a lock."""
 import json
+import re
 
 import pytest
 
@@ -92,3 +93,16 @@ def test_store_writes_the_tuning_K_as_default_and_other_K_under_by_K(hparams_fil
     with pytest.raises(HparamsError):
         H.store("pmnist", 20, {"ewc": {"beta": -1.0}}, "t.json", "c")
     assert json.loads(path.read_text()) == hp  # a refused value writes nothing
+
+
+@pytest.mark.parametrize("options,needle", [
+    ({"l2": {"pi_xi": 0.1}}, "unknown regulariser 'l2'"),
+    ({"ewc": {"omega": "sum"}}, "options.ewc must be an object with keys among"),
+    ({"ewc": {"omega_normalise": "l2"}}, "options.ewc:"),
+    ({"pi": {"pi_xi": -1.0}}, "options.pi.pi_xi = -1.0; it must be a positive number"),
+    ({"pi": {"pi_xi": True}}, "options.pi.pi_xi = True"),
+])
+def test_bad_decided_options_are_refused_naming_the_key(hparams_file, options, needle):
+    path = hparams_file({"pmnist": {"methods": {}, "options": options}})
+    with pytest.raises(H.HparamsError, match=re.escape(needle)):
+        H.load(path)

@@ -94,7 +94,8 @@ def test_tuning_resumes_unit_by_unit(repo, hparams_file, fake_training, monkeypa
 
 def test_the_default_protocol_writes_hparams_once_a_grid_is_complete(repo, hparams_file, fake_training, monkeypatch):
     tiny = {"benchmark": "pmnist", "K": 20, "n_tasks": 2, "epochs": 1, "seeds": [100], "beta_grid": [0.1, 1.0, 10.0],
-            "gamma_grid": [0.0, 1.0, 100.0], "val_offset": 500, "val_per_class": 100, "options": {}}
+            "gamma_grid": [0.0, 1.0, 100.0], "val_offset": 500, "val_per_class": 100, "options": {},
+            "method_options": {m: {} for m in TU.TUNABLE}}
     monkeypatch.setattr(TU, "default_protocol", lambda b, K: dict(tiny, K=K))
     kw = dict(n_tasks=2, epochs=1, seeds=(100,), beta_grid=tiny["beta_grid"], gamma_grid=tiny["gamma_grid"],
               show_progress=False)
