@@ -36,7 +36,7 @@ assignments: $(STAMP)
 
 # Long runs (minutes to hours on a 2-core CPU); each writes results/<benchmark>-K<K>.json and resumes if killed.
 results: $(STAMP)
-	$(PY) -m metacl_lite run --benchmark pmnist --K 20 --seeds 3
+	$(PY) -m metacl_lite run --benchmark pmnist --K 20 --seeds 5
 
 tune: $(STAMP)
 	$(PY) -m metacl_lite tune --benchmark pmnist

@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run methods x seeds (+ references and oracle) and write a results file")
     r.add_argument("--benchmark", required=True, choices=BENCHMARKS)
     r.add_argument("--K", required=True, type=_positive("K"), help="training images per class (first K)")
-    r.add_argument("--seeds", type=_positive("--seeds"), default=3, help="run seeds 0..N-1 (default 3)")
+    r.add_argument("--seeds", type=_positive("--seeds"), default=5, help="run seeds 0..N-1 (default 5, as the committed files)")
     r.add_argument("--seed-list", type=_seed_list, default=None, help="explicit comma-separated seeds (overrides --seeds)")
     r.add_argument("--methods", type=_method_list, default=None, help="comma-separated methods (default: all eleven)")
     r.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="shorter stream (default: paper's)")
