@@ -130,26 +130,29 @@ def run_key(imp: str, variant: str, setting: str, K: int) -> str:
 
 
 def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequence[str] = REGULARISERS,
-            variants: Sequence[tuple] = VARIANTS, benchmark: str = "pmnist", show_progress: bool = False) -> dict:
+            variants: Sequence[tuple] = VARIANTS, benchmark: str = "pmnist", show_progress: bool = False,
+            hp: Optional[dict] = None) -> dict:
     """Train each (regulariser, variant, K, seed) with `record_penalty` (the final row only is evaluated) and return
     {run_key: {"method", "K", "n_tasks", "gamma", "beta", "per_seed": {seed: story_stats}, "mean": summarise,
-    "final_acc": {seed: final average accuracy}, "wall_s"}}. γ (β for MetaCL-β) is the tuned value that
-    `hparams.method_config` reads from hparams.json at this K, or 0 for the γ = 0 control."""
+    "final_acc": {seed: final average accuracy}, "train": the run's TrainConfig, "wall_s"}}. γ (β for MetaCL-β)
+    and the regulariser's decided options are those `hparams.method_config` reads from `hp` (default: hparams.json,
+    read once here, so a file rewritten during the measurement does not mix two versions), or γ = 0 for the control."""
     from .data import make_benchmark
-    from .hparams import method_config
+    from .hparams import load, method_config
     from .training import run_stream
 
+    hp = load() if hp is None else hp
     out = {}
     for K, n_tasks in streams.items():
         bench = make_benchmark(benchmark, K, n_tasks=n_tasks)  # permutations of seed 0, as in results files
         for imp in regularisers:
             for variant, setting in variants:
                 method = f"{imp}-metacl-{variant}"
-                cfg = method_config(benchmark, method, K=K, record_penalty=True)
+                cfg = method_config(benchmark, method, K=K, hp=hp, record_penalty=True)
                 if setting == "zero":
                     cfg.gamma = 0.0
                 entry = {"method": method, "K": K, "n_tasks": n_tasks, "gamma": cfg.gamma, "beta": cfg.beta,
-                         "per_seed": {}, "per_task": {}, "final_acc": {}}
+                         "train": cfg.to_dict(), "per_seed": {}, "per_task": {}, "final_acc": {}}
                 t0 = time.perf_counter()
                 for s in seeds:
                     r = run_stream(bench, method, cfg, seed=s, show_progress=show_progress, evaluate_rows="last")
@@ -197,13 +200,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     check_writable(a.out)
     torch.set_num_threads(a.threads)
-    prov = invocation()
+    prov, hp = invocation(), load()
     t0 = time.perf_counter()
-    runs = measure(a.streams, a.seeds, show_progress=True)
+    runs = measure(a.streams, a.seeds, show_progress=True, hp=hp)
     doc = {"kind": "lambda-story", "benchmark": "pmnist",
            "config": {"streams": {str(k): n for k, n in a.streams.items()}, "seeds": list(a.seeds),
                       "regularisers": list(REGULARISERS), "variants": [list(v) for v in VARIANTS],
-                      "hparams": {"file": relative_to_repo(HPARAMS_FILE), "content": load()}},
+                      "hparams": {"file": relative_to_repo(HPARAMS_FILE), "content": hp}},
            "runs": runs,
            "provenance": {"command": command(a.streams, a.seeds, a.out), **prov,
                           "wall_s": time.perf_counter() - t0}}
@@ -233,7 +236,8 @@ def story_frame(doc: Mapping):
         for s, st in r["per_seed"].items():
             rows.append({"regulariser": imp.upper(), "variant": names[(variant, setting)], "K": r["K"],
                          "n_tasks": r["n_tasks"], "gamma": r["gamma"], "beta": r["beta"], "seed": int(s),
-                         "final ACC": r["final_acc"][s], **st})
+                         "final ACC": r["final_acc"][s],
+                         **{k: float("nan") if v is None else v for k, v in st.items()}})  # JSON null: NaN
     return pd.DataFrame(rows)
 
 
