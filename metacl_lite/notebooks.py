@@ -293,10 +293,34 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 CHAPTER = 8
 
 
-def make_variant(template_text: str, title: str, params: dict[str, Any], number: str = f"{CHAPTER}") -> str:
-    """The template's text with its first heading replaced by `number. Reproduction: title` and its parameter
-    defaults by `params`."""
-    lines = template_text.splitlines(keepends=True)
+#: A comment line of the template's code that names the committed results file the page shows and its digest.
+#: The book's execution cache keys on the code of a page, not on the files it reads, so `pages` writes this line
+#: (in the template and in every variant): a new results file changes the page's code, which re-executes it, and
+#: `pages --check` reports the page stale until then.
+STAMP = "# shows: "
+
+
+def results_stamp(benchmark: str, K: int, results_dir: Optional[Path] = None) -> str:
+    """The stamp line of the page for (benchmark, K): the results file's path and the start of its sha256, or
+    'absent'."""
+    import hashlib
+
+    path = Path(results_dir or REPO_ROOT / "results") / f"{benchmark}-K{K}.json"
+    digest = f"sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]}" if path.exists() else "absent"
+    return f"{STAMP}results/{benchmark}-K{K}.json, {digest}"
+
+
+def _stamped(text: str, stamp: Optional[str]) -> str:
+    if stamp is None:
+        return text
+    return re.sub(rf"^{re.escape(STAMP)}.*$", lambda _: stamp, text, count=1, flags=re.M)
+
+
+def make_variant(template_text: str, title: str, params: dict[str, Any], number: str = f"{CHAPTER}",
+                 stamp: Optional[str] = None) -> str:
+    """The template's text with its first heading replaced by `number. Reproduction: title`, its parameter
+    defaults by `params` and (if given) its `STAMP` line by `stamp`."""
+    lines = _stamped(template_text, stamp).splitlines(keepends=True)
     out, in_params, titled = [], False, False
     for ln in lines:
         if not titled and ln.startswith("# "):
@@ -320,12 +344,21 @@ def make_variant(template_text: str, title: str, params: dict[str, Any], number:
 
 
 def write_variants(check: bool = False) -> list[Path]:
-    """Write (or, with check, list the stale) variant pages next to the template."""
+    """Write (or, with check, list the stale) variant pages next to the template, and the template's own `STAMP`
+    line (the committed results file of its default parameters)."""
     text = TEMPLATE.read_text()
     stale = []
+    defaults = {"benchmark": "pmnist", "K": 20}  # the template's (tests check them against its parameters cell)
+    own = _stamped(text, results_stamp(defaults["benchmark"], defaults["K"]))
+    if own != text:
+        stale.append(TEMPLATE)
+        if not check:
+            write_text(TEMPLATE, own)
+        text = own
     for i, (stem, (title, params)) in enumerate(VARIANTS.items(), 1):
         p = TEMPLATE.parent / f"{stem}.md"
-        want = make_variant(text, title, params, f"{CHAPTER}.{i}")
+        point = {**defaults, **params}
+        want = make_variant(text, title, params, f"{CHAPTER}.{i}", results_stamp(point["benchmark"], point["K"]))
         if not p.exists() or p.read_text() != want:
             stale.append(p)
             if not check:

@@ -114,14 +114,14 @@ def test_failing_cell_fails_the_build(tmp_path):
 
 
 def test_reproduction_pages_in_the_toc_follow_the_variants():
-    """The table of contents lists chapter 8's template and, under it, every variant page in the order of
-    notebooks.VARIANTS (the order their section numbers follow)."""
+    """The table of contents lists the overview of every setting, then chapter 8's template and, under it, every
+    variant page in the order of notebooks.VARIANTS (the order their section numbers follow)."""
     from metacl_lite.notebooks import VARIANTS
 
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
     part = next(p for p in toc["parts"] if p["caption"] == "Reproductions")
-    assert [c["file"] for c in part["chapters"]] == ["reproduce/benchmark"]
-    assert [s["file"] for s in part["chapters"][0]["sections"]] == [f"reproduce/{stem}" for stem in VARIANTS]
+    assert [c["file"] for c in part["chapters"]] == ["reproduce/overview", "reproduce/benchmark"]
+    assert [s["file"] for s in part["chapters"][1]["sections"]] == [f"reproduce/{stem}" for stem in VARIANTS]
 
 
 def test_duplicate_assets_names_each_repeated_script_or_stylesheet(tmp_path):

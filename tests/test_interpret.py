@@ -1,0 +1,274 @@
+"""The generated interpretation of a results file, on hand-made results documents with known answers: the gaps per
+metric, Spearman's ρ, the family orderings (and that the verdict flips when the data does), the β/γ and open choices,
+the interval, commands made relative to the repository, and the overview of every setting."""
+import json
+import math
+
+import pytest
+
+from metacl_lite import interpret as I
+from metacl_lite.paper import paper_table
+from metacl_lite.reports import summarize
+from metacl_lite.training import METHODS
+
+PAPER20 = paper_table("pmnist", 20)
+
+
+def doc(acc: dict, benchmark="pmnist", K=20, seeds=(0, 1), spread=0.1, config=None, methods=None) -> dict:
+    """A results document whose method m has mean ACC acc[m] exactly: two tasks, each seed's accuracy matrix
+    [[50, -], [2a - 50, 50]] (ACC = a, BT = 2a - 100, FA = 0 with references 50), a = acc[m] -+ spread on alternate
+    seeds and acc[m] itself on the last of an odd number of seeds, so the mean is acc[m] (with 2 seeds the 95%
+    half-width is t_{0.975,1} * spread = 12.706 * spread). acc["joint"] is the oracle."""
+    methods = methods or [m for m in METHODS if m in acc]
+    runs, refs, oracle = {}, {}, {}
+    for i, s in enumerate(seeds):
+        sign = 0 if (len(seeds) % 2 and i == len(seeds) - 1) else (-1 if i % 2 == 0 else 1)
+        refs[str(s)] = {"acc": [50.0, 50.0]}
+        for m in methods:
+            a = acc[m] + sign * spread
+            runs[f"{m}/{s}"] = {"acc_matrix": [[50.0, None], [2 * a - 50.0, 50.0]]}
+        if "joint" in acc:
+            oracle[str(s)] = {"acc": [acc["joint"] + sign * spread] * 2}
+    cfg = {"benchmark": benchmark, "K": K, "n_tasks": 2, "seeds": list(seeds), "methods": methods,
+           "train": {"epochs": 5}, "method_hparams": {m: {} for m in methods}}
+    cfg.update(config or {})
+    res = {"config": cfg, "runs": runs, "references": refs, "oracle": oracle,
+           "provenance": {"command": "python -m metacl_lite run --benchmark pmnist --K 20"}}
+    res["summary"] = summarize(res)
+    return res
+
+
+def paper_plus(offsets: dict, default: float = 0.0, K: int = 20) -> dict:
+    paper = paper_table("pmnist", K)
+    return {m: paper[m]["ACC"][0] + offsets.get(m, default) for m in paper}
+
+
+# --- gaps -----------------------------------------------------------------------------------------------------------
+
+
+def test_gaps_per_metric_with_known_answers():
+    acc = paper_plus({"mas-metacl-lambda": -6.0, "pi": 2.5}, default=1.0)
+    g = I.gaps(doc(acc))
+    # ACC: 10 rows off by 1, one by 6, one by 2.5, over the 11 methods and the oracle
+    assert g["ACC"]["n"] == 12 and g["ACC"]["mean_abs"] == pytest.approx((10 * 1.0 + 6.0 + 2.5) / 12)
+    assert g["ACC"]["largest"][0] == ("mas-metacl-lambda", pytest.approx(-6.0))
+    assert g["ACC"]["largest"][1] == ("pi", pytest.approx(2.5))
+    # half-width 12.706 * 0.1 = 1.27: gaps of 1 lie inside, 2.5 and 6 outside
+    assert sorted(g["ACC"]["outside"]) == ["mas-metacl-lambda", "pi"] and len(g["ACC"]["within"]) == 10
+    # BT = 2 ACC - 100 here; the paper's BT is its own column (the oracle has none)
+    bt = {m: 2 * acc[m] - 100 - PAPER20[m]["BT"][0] for m in METHODS}
+    assert g["BT"]["n"] == 11 and g["BT"]["mean_abs"] == pytest.approx(sum(abs(v) for v in bt.values()) / 11)
+    assert g["BT"]["by_method"] == pytest.approx(bt)
+    fa = {m: 0.0 - PAPER20[m]["FA"][0] for m in METHODS}
+    assert g["FA"]["mean_abs"] == pytest.approx(sum(abs(v) for v in fa.values()) / 11)
+
+
+def test_gaps_only_over_rows_with_both_numbers():
+    acc = paper_plus({}, default=-2.0)
+    g = I.gaps(doc({m: acc[m] for m in ("finetune", "metacl", "pi")}))
+    assert g["ACC"]["n"] == 3 and g["ACC"]["mean_abs"] == pytest.approx(2.0)
+    assert I.gaps(doc({"finetune": 50.0}, K=37))["ACC"]["mean_abs"] is None  # no paper numbers at K = 37
+
+
+# --- ranks ----------------------------------------------------------------------------------------------------------
+
+
+def test_spearman_identical_reversed_and_one_adjacent_swap():
+    same = paper_plus({}, default=3.0)
+    assert I.rank_agreement(doc(same))["rho"] == pytest.approx(1.0)
+    reversed_ = {m: 100.0 - v for m, v in same.items()}
+    r = I.rank_agreement(doc(reversed_))
+    assert r["rho"] == pytest.approx(-1.0) and r["n"] == 11  # the oracle is not a method
+    swapped = dict(paper_plus({}), pi=PAPER20["ewc"]["ACC"][0], ewc=PAPER20["pi"]["ACC"][0])  # ranks 3, 4 of 11 swap
+    assert I.rank_agreement(doc(swapped))["rho"] == pytest.approx(1 - 6 * 2 / (11 * (11 ** 2 - 1)))
+
+
+def test_spearman_needs_three_methods():
+    r = I.rank_agreement(doc({"finetune": 40.0, "metacl": 41.0}))
+    assert r["rho"] is None and r["n"] == 2
+    assert "no rank correlation" in I.interpretation_markdown(doc({"finetune": 40.0, "metacl": 41.0}))
+
+
+# --- family orderings -----------------------------------------------------------------------------------------------
+
+
+def test_family_ordering_verdict_flips_with_the_data():
+    base = paper_plus({}, default=0.0)
+    holds = dict(base, mas=50.0, **{"mas-metacl-beta": 51.0, "mas-metacl-lambda": 52.0})
+    f = I.family_orderings(doc(holds))
+    assert f["mas"]["holds_ours"] is True and f["mas"]["ours"] == pytest.approx([50.0, 51.0, 52.0])
+    broken = dict(holds, **{"mas-metacl-lambda": 49.0})
+    f = I.family_orderings(doc(broken))
+    assert f["mas"]["holds_ours"] is False
+    assert f["pi"]["holds_ours"] is True and f["ewc"]["holds_ours"] is True  # the paper's numbers, ordered
+    tie = dict(holds, **{"mas-metacl-beta": 50.0})
+    assert I.family_orderings(doc(tie))["mas"]["holds_ours"] is False  # strictly increasing, not a tie
+    text = I.interpretation_markdown(doc(broken))
+    assert "It holds in our table for 2 of 3 regularisers (PI, EWC) and in the paper's for 3 of 3" in text
+    assert "- MAS: ours 50.0 → 51.0 → 49.0 (does not hold); the paper's 55.7 → 56.9 → 57.7 (holds)." in text
+    assert "- MAS: ours 50.0 → 51.0 → 52.0 (holds)" in I.interpretation_markdown(doc(holds))
+
+
+def test_family_ordering_of_the_paper_itself():
+    """At K = 200 the paper's own table breaks the ordering for MAS (70.4, 67.9, 71.2) and PI (66.9, 65.9, 73.5)."""
+    acc = {m: 40.0 + i for i, m in enumerate(["finetune", "metacl", "mas", "mas-metacl-beta", "mas-metacl-lambda",
+                                              "pi", "pi-metacl-beta", "pi-metacl-lambda"])}
+    f = I.family_orderings(doc(acc, K=200))
+    assert (f["mas"]["holds_paper"], f["pi"]["holds_paper"]) == (False, False)
+    assert (f["mas"]["holds_ours"], f["pi"]["holds_ours"]) == (True, True)
+    assert "ewc" not in f  # neither our file nor the paper's K = 200 table has EWC
+    assert I.glue_values(I.interpretation(doc(acc, K=200)))["order_pi_paper"] == "does not hold"
+
+
+def test_chain_shows_two_decimals_where_one_would_hide_the_order():
+    assert I._chain([49.41, 49.44, 41.1]) == "49.41 → 49.44 → 41.10"
+    assert I._chain([49.4, 50.0, 51.0]) == "49.4 → 50.0 → 51.0"
+
+
+# --- beta/gamma, options, interval ----------------------------------------------------------------------------------
+
+
+def test_hparams_and_open_choices_as_recorded():
+    hp = {"mas": {"beta": 3.0}, "mas-metacl-beta": {"beta": 3.0}, "mas-metacl-lambda": {"gamma": 0.3}}
+    acc = {m: 50.0 + i for i, m in enumerate(["finetune", "mas", "mas-metacl-beta", "mas-metacl-lambda"])}
+    res = doc(acc, config={"method_hparams": {"finetune": {}, **hp},
+                           "hparams_source": {"mas": "default: results/tuning-pmnist-K20.json",
+                                              "mas-metacl-beta": "default: results/tuning-pmnist-K20.json",
+                                              "mas-metacl-lambda": "K=20: /work/x/results/t.json"},
+                           "train": {"epochs": 5, "omega_accumulate": "latest", "omega_normalise": "minmax",
+                                     "pi_xi": 0.001}})
+    h = I.hparams_used(res)
+    assert h["values"] == hp and h["options_recorded"]
+    assert h["options"] == {"omega_accumulate": "latest", "omega_normalise": "minmax", "pi_xi": 0.001}
+    text = I.interpretation_markdown(res)
+    assert "MAS β = 3, MAS-MetaCL-β β = 3, MAS-MetaCL-λ γ = 0.3" in text
+    assert "`default: results/tuning-pmnist-K20.json` for MAS; MAS-MetaCL-β." in text
+    assert "`K=20: /work/x/results/t.json` for MAS-MetaCL-λ." in text  # outside this repository: left as is
+    assert "as recorded in the file (`config.train`): Ω accumulated across tasks: `latest`; each task's Ω " \
+           "normalised: `minmax`; PI's ξ = 0.001" in text
+
+
+def test_hparams_of_a_file_made_before_sources_and_options_were_recorded():
+    acc = {"finetune": 50.0, "ewc": 51.0, "ewc-metacl-beta": 52.0, "ewc-metacl-lambda": 53.0}
+    res = doc(acc, config={"method_hparams": {"ewc": {"beta": 100.0}, "ewc-metacl-beta": {"beta": 100.0},
+                                              "ewc-metacl-lambda": {"gamma": 10.0}}})
+    h = I.hparams_used(res)
+    assert not h["options_recorded"] and h["sources"] == {"ewc": None, "ewc-metacl-beta": None,
+                                                          "ewc-metacl-lambda": None}
+    text = I.interpretation_markdown(res)
+    assert "does not record where they came from" in text and "the file predates the options" in text
+    assert "EWC β = 100, EWC-MetaCL-β β = 100, EWC-MetaCL-λ γ = 10" in text
+    one = doc(acc, config={"method_hparams": res["config"]["method_hparams"],
+                           "hparams_source": {m: "K=20: results/a.json" for m in acc if m != "finetune"}})
+    assert "All of them come from `K=20: results/a.json`" in I.interpretation_markdown(one)
+
+
+def test_interval_is_a_t_interval_over_the_seeds():
+    acc = paper_plus({}, default=0.5)
+    iv = I.interval(doc(acc, seeds=(0, 1, 2, 3, 4)))
+    assert iv["n_seeds"] == 5 and iv["t"] == pytest.approx(2.776445, abs=1e-6)  # t_{0.975,4}, from tables
+    assert iv["factor"] == pytest.approx(2.776445 / math.sqrt(5), abs=1e-6) and iv["permuted"] is True
+    # values a - 0.1, a + 0.1, a - 0.1, a + 0.1, a over 5 seeds -> s = sqrt(sum((x - mean)^2) / 4)
+    vals = [-0.1, 0.1, -0.1, 0.1, 0.0]
+    mean = sum(vals) / 5
+    s = math.sqrt(sum((v - mean) ** 2 for v in vals) / 4)
+    assert iv["mean_ci_ours"] == pytest.approx(2.776445 * s / math.sqrt(5), abs=1e-6)
+    assert iv["mean_pm_paper"] == pytest.approx(sum(PAPER20[m]["ACC"][1] for m in PAPER20) / 12)
+    text = I.interpretation_markdown(doc(acc, seeds=(0, 1, 2, 3, 4)))
+    assert "the 95% t-interval over 5 seeds" in text and "= 1.24 sample standard deviations" in text
+    assert "the task permutations, the initial weights" in text
+    cub = I.interpretation_markdown(doc({"finetune": 30.0, "metacl": 31.0, "ewc": 32.0}, benchmark="cub", K=10))
+    assert "the class split of the tasks is fixed" in cub and "task permutations" not in cub
+
+
+def test_one_seed_has_no_interval():
+    text = I.interpretation_markdown(doc(paper_plus({}), seeds=(0,)))
+    assert "This file has one seed, so there is no interval" in text
+    assert I.gaps(doc(paper_plus({}), seeds=(0,)))["ACC"]["within"] == []  # no interval, nothing inside it
+
+
+def test_prose_and_glue_carry_the_numbers():
+    acc = paper_plus({"mas-metacl-lambda": -6.0, "pi": 2.5}, default=1.0)
+    res = doc(acc)
+    text = I.interpretation_markdown(res)
+    assert f"mean |ours − paper| = {(10 + 6 + 2.5) / 12:.1f} points over 12 rows" in text
+    assert "the largest gaps (ours − paper): MAS-MetaCL-λ (-6.0); PI (+2.5)." in text
+    assert "inside our 95% interval for 10 of 12 rows; outside it for MAS-MetaCL-λ; PI." in text
+    assert "Spearman's ρ between our ACC and the paper's over the 11 methods is" in text
+    g = I.glue_values(I.interpretation(res))
+    assert g["gap_ACC"] == round((10 + 6 + 2.5) / 12, 1) and g["n_seeds"] == 2 and g["order_mas_ours"] == "does not hold"
+    summary = I.readme_summary(res)
+    assert "(paper's mean inside our 95% interval: 10 of 12)" in summary and "MAS: ours" in summary
+
+
+def test_incomplete_rows_are_named_in_the_prose():
+    res = doc(paper_plus({}), seeds=(0, 1, 2))
+    del res["runs"]["pi/2"]
+    res["summary"] = summarize(res)
+    assert "INCOMPLETE: 1 row(s) are made from fewer than the 3 seeds of the file (PI)" in I.interpretation_markdown(res)
+
+
+# --- commands -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cmd, want", [
+    ("python -m metacl_lite run --K 20 --out /work/main/results/pmnist-K20.json",
+     "python -m metacl_lite run --K 20 --out results/pmnist-K20.json"),
+    ("run --out=/work/main/results/a.json --x 1", "run --out=results/a.json --x 1"),
+    ("run --out '/work/main/runs/a b.json'", "run --out 'runs/a b.json'"),
+    ("run --data-dir /work/main", "run --data-dir ."),
+    ("run --out /work/mainline/a.json", "run --out /work/mainline/a.json"),  # not inside /work/main
+    ("run --weights /opt/w.pth --out results/a.json", "run --weights /opt/w.pth --out results/a.json"),
+])
+def test_relative_command(cmd, want):
+    assert I.relative_command(cmd, "/work/main") == want
+
+
+def test_provenance_commands_of_file_and_invocations(tmp_path):
+    root = str(tmp_path)
+    res = {"provenance": {"command": f"python -m metacl_lite run --out {root}/results/x.json",
+                          "invocations": [{"command": f"python -m metacl_lite run --out {root}/results/x.json"},
+                                          {"argv": ["python", "-m", "metacl_lite", "run", "--out", f"{root}/r.json"]},
+                                          {"units": "all (schema 1)"}]}}
+    got = I.provenance_commands(res, root)
+    assert got == {"command": "python -m metacl_lite run --out results/x.json",
+                   "invocations": ["python -m metacl_lite run --out results/x.json",
+                                   "python -m metacl_lite run --out r.json", None]}
+    assert I.relative_command(None) is None
+
+
+def test_committed_results_render_without_machine_paths():
+    """Whatever the committed files record, what the book and README render has no path of this checkout."""
+    from metacl_lite.data import REPO_ROOT
+
+    for path in sorted((REPO_ROOT / "results").glob("pmnist-K*.json")):
+        res = json.loads(path.read_text())
+        got = I.provenance_commands(res)
+        assert str(REPO_ROOT) not in (got["command"] or ""), path
+        assert str(REPO_ROOT) not in I.interpretation_markdown(res)
+
+
+# --- overview -------------------------------------------------------------------------------------------------------
+
+
+def test_overview_lists_every_setting_and_handles_missing_files(tmp_path):
+    res = doc(paper_plus({}, default=-2.0, K=50) | {}, K=50,
+              methods=["finetune", "metacl", "mas", "mas-metacl-beta", "mas-metacl-lambda", "pi", "pi-metacl-beta",
+                       "pi-metacl-lambda"], seeds=(0, 1, 2, 3, 4))
+    res["schema"] = 2
+    (tmp_path / "pmnist-K50.json").write_text(json.dumps(res))
+    rows = I.overview_rows(tmp_path)
+    assert [(r["benchmark"], r["K"]) for r in rows] == [("pmnist", 20), ("pmnist", 50), ("pmnist", 200),
+                                                       ("pmnist", 500), ("cifar100", 20), ("cifar100", 50),
+                                                       ("cifar100", 200), ("cifar100", 500), ("cub", 10)]
+    by = {(r["benchmark"], r["K"]): r for r in rows}
+    k50 = by[("pmnist", 50)]
+    assert k50["exists"] and k50["seeds"] == 5 and k50["complete"] and k50["gap_ACC"] == pytest.approx(2.0)
+    assert k50["rho"] == pytest.approx(1.0) and k50["methods"] == 8
+    assert not by[("cub", 10)]["exists"] and by[("cub", 10)]["seeds"] is None
+    md = I.overview_markdown(rows)
+    assert "| Permuted MNIST, K = 50 | `results/pmnist-K50.json` | 5 | 8 | 2.0 | 1.00 | [Permuted MNIST, K = 50]" \
+           "(pmnist-K50.md) |" in md
+    assert "| Split CUB-200, K = 10 | not yet (needs the data) | – |" in md
+    assert "(benchmark.md)" in md  # Permuted MNIST K = 20 is the template page
+    assert "results/cub-K10.json" in I.missing_markdown("cub", 10)
