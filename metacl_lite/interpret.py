@@ -55,14 +55,14 @@ def _method_order() -> list[str]:
 _ABS_PATH = re.compile(r"(?P<pre>^|[\s=\"'])(?P<path>/[^\s\"']*)")
 
 
-def relative_command(command: Optional[str], root: Path | str = REPO_ROOT) -> Optional[str]:
+def relative_command(command: Optional[str], root: Optional[Path | str] = None) -> Optional[str]:
     """`command` with every absolute path inside the repository `root` written relative to it, as a reader types it
     from the repository root: ``--out /work/main/results/x.json`` -> ``--out results/x.json`` (also ``--out=...``
     and quoted paths; the root itself becomes ``.``). Paths outside the repository are left as they are. None stays
     None."""
     if command is None:
         return None
-    root = str(Path(root)).rstrip("/") or "/"
+    root = str(Path(REPO_ROOT if root is None else root)).rstrip("/") or "/"
 
     def repl(mo: re.Match) -> str:
         path = mo.group("path")
@@ -77,7 +77,7 @@ def relative_command(command: Optional[str], root: Path | str = REPO_ROOT) -> Op
     return _ABS_PATH.sub(repl, command)
 
 
-def provenance_commands(res: dict, root: Path | str = REPO_ROOT) -> dict[str, Any]:
+def provenance_commands(res: dict, root: Optional[Path | str] = None) -> dict[str, Any]:
     """The commands a results file records, relative to the repository: the one that regenerates the file
     (`command`) and, for each contributing invocation that recorded its own (`command` or `argv`), that one
     (`invocations`, in order; None where an invocation recorded none)."""
@@ -399,6 +399,8 @@ def readme_summary(res: dict, info: Optional[dict] = None) -> str:
     out = []
     if info["incomplete"]:
         out.append(f"- {info['incomplete']}")
+    if g["ACC"]["n"] == 0:
+        out.append("- No published numbers to compare with.")
     for k in METRICS:
         v = g[k]
         if v["mean_abs"] is None:
@@ -410,8 +412,8 @@ def readme_summary(res: dict, info: Optional[dict] = None) -> str:
         out.append(f"- Rank agreement of the methods' ACC with the paper's (Spearman ρ over {r['n']} methods): "
                    f"{_num(r['rho'], 2)}.")
     if fam:
-        out.append("- plain < MetaCL-β < MetaCL-λ in ACC: " + "; ".join(_family_sentence(i, f, labels)
-                                                                      for i, f in fam.items()) + ".")
+        out.append("- plain < MetaCL-β < MetaCL-λ in ACC:")
+        out += [f"  - {_family_sentence(i, f, labels)}." for i, f in fam.items()]
     for s in _hparams_sentences(h, labels):
         out.append(f"- {s}")
     if iv["n_seeds"] > 1:

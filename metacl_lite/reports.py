@@ -130,45 +130,21 @@ def format_table(res: dict, fmt: str = "text") -> str:
 
 
 def comparison_summary(res: dict) -> str:
-    """A few generated sentences comparing our numbers with the paper's (no hand-typed numbers anywhere)."""
-    from scipy.stats import spearmanr
+    """The generated comparison beside a table (README `summary` blocks, `table` command): the gaps per metric, the
+    rank agreement, the family orderings, the β/γ and open choices, and the interval; `interpret.readme_summary`,
+    so the README and the book's pages say the same things from the same numbers."""
+    from .interpret import readme_summary
 
-    rows = [r for r in comparison_rows(res) if r["ACC diff"] is not None]
-    if not rows:
-        return "No published numbers to compare with."
-    out = []
-    note = incomplete_note(res)
-    if note:
-        out.append(f"- {note}")
-    for k in ("ACC", "BT", "FA"):
-        d = [(r[f"{k} diff"], r["label"]) for r in rows if r[f"{k} diff"] is not None]
-        if not d:
-            continue
-        mean_abs = float(np.mean([abs(x) for x, _ in d]))
-        lo, hi = min(d), max(d)
-        out.append(f"- {k}: mean |ours − paper| = {mean_abs:.1f} points over {len(d)} rows; largest gaps "
-                   f"{lo[0]:+.1f} ({lo[1]}) and {hi[0]:+.1f} ({hi[1]}).")
-    summ, paper = res["summary"], paper_table(res["config"]["benchmark"], res["config"]["K"]) or {}
-    common = [m for m in METHODS if m in summ and m in paper and "ACC" in summ[m]]
-    if len(common) >= 3:
-        rho = spearmanr([summ[m]["ACC"]["mean"] for m in common], [paper[m]["ACC"][0] for m in common]).statistic
-        out.append(f"- Rank agreement of the methods' ACC with the paper's (Spearman ρ over {len(common)} methods): "
-                   f"{rho:.2f}.")
-    pairs = []
-    for imp in ("mas", "pi", "ewc"):
-        trio = [imp, f"{imp}-metacl-beta", f"{imp}-metacl-lambda"]
-        if all(m in summ for m in trio):
-            a = [summ[m]["ACC"]["mean"] for m in trio]
-            pairs.append(f"{imp.upper()} {a[0]:.1f} → β {a[1]:.1f} → λ {a[2]:.1f}")
-    if pairs:
-        out.append("- Our ACC, plain → MetaCL-β → MetaCL-λ: " + "; ".join(pairs) + ".")
-    return "\n".join(out)
+    return readme_summary(res)
 
 
 def bench_summary(b: dict) -> str:
     """The figures of a speed-benchmark file (python -m metacl_lite bench) as Markdown."""
     prov = b["provenance"]
-    head = f"Measured by `{prov['command']}` on {prov['device']} (commit `{(prov['git_commit'] or '?')[:10]}`)."
+    from .interpret import relative_command
+
+    head = (f"Measured by `{relative_command(prov['command'])}` on {prov['device']} "
+            f"(commit `{(prov['git_commit'] or '?')[:10]}`).")
     if "suite" in b:  # multi-head synthetic
         rows = ["| method | measured (s) | full run (min) |", "|---|---|---|"]
         rows += [f"| {r['method']} | {r['wall_s']:.1f} | {'~' if r['extrapolated'] else ''}"

@@ -272,3 +272,103 @@ def test_overview_lists_every_setting_and_handles_missing_files(tmp_path):
     assert "| Split CUB-200, K = 10 | not yet (needs the data) | – |" in md
     assert "(benchmark.md)" in md  # Permuted MNIST K = 20 is the template page
     assert "results/cub-K10.json" in I.missing_markdown("cub", 10)
+
+
+# --- time estimates, page timings, page stamps ----------------------------------------------------------------------
+
+
+def _bench(n_methods: int, reduced=True, device="cpu", suite="cub") -> dict:
+    per = [{"method": m, "wall_s": 1.0, "full_run_s_estimate": 600.0 * (i + 1), "extrapolated": reduced}
+           for i, m in enumerate(list(METHODS)[:n_methods])]
+    return {"suite": suite, "device": device, "epochs": 1, "n_tasks": 1, "reduced": reduced,
+            "grid_s_estimate": 3 * sum(r["full_run_s_estimate"] for r in per), "per_method": per,
+            "provenance": {"command": "python -m metacl_lite bench --suite cub --out /work/main/results/b.json",
+                           "device": "cpu: Z (2 cores)"}}
+
+
+def test_bench_estimate_scales_to_the_seeds_and_says_what_it_is():
+    est = I.bench_estimate(_bench(4), seeds=5)
+    assert est["mean_run_s"] == pytest.approx(600.0 * (1 + 2 + 3 + 4) / 4)
+    assert est["grid_s"] == pytest.approx(5 * 600.0 * 10)  # 5 seeds x the four runs
+    text = I.bench_markdown(est, 5)
+    assert "a rough linear extrapolation from a reduced run" in text and "on the CPU" in text
+    assert "the 4 method(s) it timed × 5 seeds at about 8 h" in text
+    assert "the paper's table has 11 methods, so the whole grid takes about 2.8 times that" in text
+    assert "No GPU figure is committed" in text and "/work/main" not in text
+    assert "up to K/" not in text  # CUB: the paper has only K = 10, the bench's K
+    cifar = I.bench_markdown(I.bench_estimate(_bench(11, suite="cifar100"), 3), 3)
+    assert "times that" not in cifar and "up to K/20 times as long" in cifar
+    gpu = I.bench_markdown(I.bench_estimate(_bench(11, reduced=False, device="cuda"), 3), 3)
+    assert "measured on cuda" in gpu and "extrapolation" not in gpu and "No GPU figure" not in gpu
+
+
+def test_setting_commands_fetch_tune_and_run_each_paper_K():
+    c = I.setting_commands("cifar100", 5)
+    assert c[0].startswith("python data_scripts/fetch.py cifar100") and c[1] == "python -m metacl_lite tune --benchmark cifar100"
+    assert c[2:] == [f"python -m metacl_lite run --benchmark cifar100 --K {K} --seeds 5" for K in (20, 50, 200, 500)]
+    assert I.setting_commands("cub", 3)[-2:] == ["python -m metacl_lite tune --benchmark cub --K 10",
+                                                 "python -m metacl_lite run --benchmark cub --K 10 --seeds 3"]
+
+
+def test_timings_markdown():
+    doc = {"pages": [{"page": "chapters/01_problem", "execution_s": 90.0, "status": "cached"},
+                     {"page": "running", "execution_s": None, "status": "force (executed on every build; not cached)"},
+                     {"page": "reproduce/benchmark", "execution_s": 1410.0, "status": "cached"}],
+           "provenance": {"command": "python data_scripts/book_timings.py --out /work/main/results/t.json",
+                          "device": "cpu: Q", "git_commit": "0123456789abc", "started": "2026-01-01T00:00:00+00:00"}}
+    text = I.timings_markdown(doc)
+    assert "`python data_scripts/book_timings.py --out results/t.json` on cpu: Q (commit `0123456789`" in text
+    assert "The 2 timed pages took 25 min together" in text
+    assert "| `chapters/01_problem` | 90 | cached |" in text and "| `running` | – | force" in text
+
+
+def test_page_stamp_follows_the_results_file(tmp_path):
+    from metacl_lite.notebooks import STAMP, make_variant, results_stamp
+
+    assert results_stamp("cub", 10, tmp_path) == f"{STAMP}results/cub-K10.json, absent"
+    (tmp_path / "cub-K10.json").write_text("{}")
+    one = results_stamp("cub", 10, tmp_path)
+    (tmp_path / "cub-K10.json").write_text('{"a": 1}')
+    two = results_stamp("cub", 10, tmp_path)
+    assert one != two and one.startswith(f"{STAMP}results/cub-K10.json, sha256 ")
+    page = make_variant("# T\n\n```{code-cell} ipython3\n# shows: old\nx = 1\n```\n", "X", {}, "8.1", two)
+    assert f"\n{two}\nx = 1\n" in page
+
+
+def test_book_timings_reads_the_execution_cache(tmp_path):
+    """data_scripts/book_timings.py: a page whose current code has a cache record gets that record's time; a page
+    changed since gets none; a force page and an excluded page say so."""
+    import sys
+
+    import jupytext
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    from metacl_lite.data import REPO_ROOT
+
+    sys.path.insert(0, str(REPO_ROOT / "data_scripts"))
+    from book_timings import page_timings
+
+    book = tmp_path / "book"
+    (book / "ex").mkdir(parents=True)
+    head = "---\njupytext:\n  text_representation: {extension: .md, format_name: myst}\n" \
+           "kernelspec: {display_name: Python 3, language: python, name: python3}\n"
+    cell = "```{code-cell} ipython3\nx = %s\n```\n"
+    (book / "intro.md").write_text("# Intro\n")
+    (book / "a.md").write_text(head + "---\n# A\n" + cell % 1)
+    (book / "b.md").write_text(head + "---\n# B\n" + cell % 2)
+    (book / "c.md").write_text(head + "mystnb:\n  execution_mode: force\n---\n# C\n" + cell % 3)
+    (book / "ex" / "d.md").write_text(head + "---\n# D\n" + cell % 4)
+    (book / "_config.yml").write_text("execute:\n  exclude_patterns: ['ex/*']\n")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nparts:\n  - caption: P\n    chapters:\n"
+                                   "      - file: a\n      - file: b\n      - file: c\n      - file: ex/d\n")
+    cache = get_cache(str(tmp_path / "cache"))
+    for name, secs in (("a", 12.5), ("b", 3.0)):
+        cache.cache_notebook_bundle(CacheBundleIn(jupytext.read(str(book / f"{name}.md")), str(book / f"{name}.md"),
+                                               data={"execution_seconds": secs}), check_validity=False)
+    (book / "b.md").write_text(head + "---\n# B\n" + cell % 22)  # changed since its cached run
+    rows = {r["page"]: r for r in page_timings(book, tmp_path / "cache")}
+    assert sorted(rows) == ["a", "b", "c", "ex/d"]  # the intro has no code
+    assert (rows["a"]["execution_s"], rows["a"]["status"]) == (12.5, "cached")
+    assert (rows["b"]["execution_s"], rows["b"]["status"]) == (None, "no cached run of the current code")
+    assert rows["c"]["status"].startswith("force") and rows["ex/d"]["status"].startswith("not executed")

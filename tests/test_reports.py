@@ -39,7 +39,47 @@ def test_summary_numbers():
     text = comparison_summary(_fake(-2.0))
     assert "ACC: mean |ours − paper| = 2.0 points over 12 rows" in text
     assert "Spearman ρ over 11 methods): 1.00" in text
-    assert "MAS 53.7 → β 54.9 → λ 55.7" in text
+    assert "MAS: ours 53.7 → 54.9 → 55.7 (holds); the paper's 55.7 → 56.9 → 57.7 (holds)" in text
+    assert "- ±: 95% t-interval over 2 seeds" in text
+
+
+def test_summary_of_a_setting_without_published_numbers():
+    res = _fake(0.0)
+    res["config"]["K"] = 37
+    text = comparison_summary(res)
+    assert text.startswith("- No published numbers to compare with.") and "mean |ours − paper|" not in text
+
+
+def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypatch):
+    """update_readme fills each block from its file, renders commands relative to the repository, and reports
+    (check=True) a README that is out of date without writing it."""
+    import json
+
+    from metacl_lite import reports
+
+    res = _fake(1.0)
+    res["provenance"] = {"command": f"python -m metacl_lite run --out {tmp_path}/results/x.json"}
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "x.json").write_text(json.dumps(res))
+    bench = {"suite": "cub", "device": "cpu", "epochs": 1, "n_tasks": 1, "reduced": True, "grid_s_estimate": 3600.0,
+             "per_method": [{"method": "finetune", "wall_s": 1.0, "full_run_s_estimate": 600.0, "extrapolated": True}],
+             "provenance": {"command": f"python -m metacl_lite bench --suite cub --out {tmp_path}/results/b.json",
+                            "device": "cpu: X", "git_commit": "abc"}}
+    (tmp_path / "results" / "b.json").write_text(json.dumps(bench))
+    readme = tmp_path / "README.md"
+    stale = ("<!-- BEGIN table results/x.json -->\nold\n<!-- END table -->\n"
+             "<!-- BEGIN summary results/x.json -->\nold\n<!-- END summary -->\n"
+             "<!-- BEGIN bench results/b.json -->\nold\n<!-- END bench -->\n")
+    readme.write_text(stale)
+    monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr("metacl_lite.interpret.REPO_ROOT", tmp_path)
+    assert reports.update_readme(readme, check=True) and readme.read_text() == stale
+    assert reports.update_readme(readme)
+    text = readme.read_text()
+    assert "| PI-MetaCL-λ | 2 |" in text and "ACC: mean |ours − paper| = 1.0 points over 12 rows" in text
+    assert "Measured by `python -m metacl_lite bench --suite cub --out results/b.json`" in text
+    assert str(tmp_path) not in text
+    assert not reports.update_readme(readme, check=True)
 
 
 def test_rows_made_from_fewer_seeds_are_marked_in_every_format():
