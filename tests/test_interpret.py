@@ -7,6 +7,7 @@ import math
 import pytest
 
 from metacl_lite import interpret as I
+from metacl_lite.data import REPO_ROOT
 from metacl_lite.paper import paper_table
 from metacl_lite.reports import summarize
 from metacl_lite.training import METHODS
@@ -239,8 +240,6 @@ def test_provenance_commands_of_file_and_invocations(tmp_path):
 
 def test_committed_results_render_without_machine_paths():
     """Whatever the committed files record, what the book and README render has no path of this checkout."""
-    from metacl_lite.data import REPO_ROOT
-
     for path in sorted((REPO_ROOT / "results").glob("pmnist-K*.json")):
         res = json.loads(path.read_text())
         got = I.provenance_commands(res)
@@ -282,7 +281,7 @@ def _bench(n_methods: int, reduced=True, device="cpu", suite="cub") -> dict:
            for i, m in enumerate(list(METHODS)[:n_methods])]
     return {"suite": suite, "device": device, "epochs": 1, "n_tasks": 1, "reduced": reduced,
             "grid_s_estimate": 3 * sum(r["full_run_s_estimate"] for r in per), "per_method": per,
-            "provenance": {"command": "python -m metacl_lite bench --suite cub --out /work/main/results/b.json",
+            "provenance": {"command": f"python -m metacl_lite bench --suite cub --out {REPO_ROOT}/results/b.json",
                            "device": "cpu: Z (2 cores)"}}
 
 
@@ -294,7 +293,7 @@ def test_bench_estimate_scales_to_the_seeds_and_says_what_it_is():
     assert "a rough linear extrapolation from a reduced run" in text and "on the CPU" in text
     assert "the 4 method(s) it timed × 5 seeds at about 8 h" in text
     assert "the paper's table has 11 methods, so the whole grid takes about 2.8 times that" in text
-    assert "No GPU figure is committed" in text and "/work/main" not in text
+    assert "No GPU figure is committed" in text and str(REPO_ROOT) not in text
     assert "up to K/" not in text  # CUB: the paper has only K = 10, the bench's K
     cifar = I.bench_markdown(I.bench_estimate(_bench(11, suite="cifar100"), 3), 3)
     assert "times that" not in cifar and "up to K/20 times as long" in cifar
@@ -314,7 +313,7 @@ def test_timings_markdown():
     doc = {"pages": [{"page": "chapters/01_problem", "execution_s": 90.0, "status": "cached"},
                      {"page": "running", "execution_s": None, "status": "force (executed on every build; not cached)"},
                      {"page": "reproduce/benchmark", "execution_s": 1410.0, "status": "cached"}],
-           "provenance": {"command": "python data_scripts/book_timings.py --out /work/main/results/t.json",
+           "provenance": {"command": f"python data_scripts/book_timings.py --out {REPO_ROOT}/results/t.json",
                           "device": "cpu: Q", "git_commit": "0123456789abc", "started": "2026-01-01T00:00:00+00:00"}}
     text = I.timings_markdown(doc)
     assert "`python data_scripts/book_timings.py --out results/t.json` on cpu: Q (commit `0123456789`" in text
@@ -343,8 +342,6 @@ def test_book_timings_reads_the_execution_cache(tmp_path):
     import jupytext
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
-
-    from metacl_lite.data import REPO_ROOT
 
     sys.path.insert(0, str(REPO_ROOT / "data_scripts"))
     from book_timings import page_timings
