@@ -307,21 +307,23 @@ def speed_tests(pairs: Sequence[tuple] = SPEED_PAIRS):
     return evaluate
 
 
-def angle_tests(pair: tuple = ANGLE_PAIR):
-    """Claim 6 (Fig. 5): on the last task of the live stream, per seed, MetaCL-β's statistic minus MetaCL-λ's: the
-    spread (standard deviation over the task's steps) of the angles <g1, g_x> and <g2, g_x>, and the mean <g1, g_x>."""
+def angle_tests(pair: tuple = ANGLE_PAIR, task: Optional[int] = None):
+    """Claim 6 (Fig. 5): on the last task of the live stream (or the 0-based `task`), per seed, MetaCL-β's statistic
+    minus MetaCL-λ's: the spread (standard deviation over the task's steps, `angle_spread`) of the angles
+    <g1, g_x> and <g2, g_x>, and the mean <g1, g_x> (`angle_mean`). The analysis chapter calls it for task 2 too."""
     stats = (("spread of ⟨g1, gx⟩", angle_spread, "g1"), ("spread of ⟨g2, gx⟩", angle_spread, "g2"),
              ("mean ⟨g1, gx⟩", angle_mean, "g1"))
+    where = "the last task" if task is None else f"task {task + 1}"
 
     def evaluate(ev: Evidence) -> list[dict]:
         log = ev.logs.get("angles")
         rows = []
         for name, fn, which in stats:
-            test = f"{_label(pair[0])} − {_label(pair[1])}, {name} on the last task"
+            test = f"{_label(pair[0])} − {_label(pair[1])}, {name} on {where}"
             if log is None:
                 rows.append(_row(test, None, None, unit="degrees", note=LIVE_NOTE, live=True))
                 continue
-            last = log["n_tasks"] - 1
+            last = log["n_tasks"] - 1 if task is None else task
             diffs = log_differences(log["runs"], *pair, lambda r, fn=fn, which=which: fn(r, last, which))
             rows.append(_row(test, log["K"], diffs, unit="degrees", live=True))
         return rows

@@ -1,5 +1,6 @@
-"""Figures used by the book (seaborn/matplotlib): the balance geometry (Fig. 2), accuracy curves (Fig. 3), gradient
-angles (Fig. 5) and our-minus-paper differences."""
+"""Figures used by the book (seaborn/matplotlib): the balance geometry (Fig. 2), accuracy curves (Fig. 3, one method
+set per axes, or `plot_fig3`: four panels by K, colour by regulariser, line style by variant, a band over seeds) and
+our-minus-paper differences."""
 from __future__ import annotations
 
 from typing import Optional
@@ -63,3 +64,71 @@ def plot_differences(rows: list[dict], ax: Optional[plt.Axes] = None) -> plt.Axe
         sns.barplot(data=pd.DataFrame(data), y="method", x="ours − paper (points)", hue="metric", ax=ax)
     ax.axvline(0, color="k", lw=0.8)
     return ax
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fig. 3: average accuracy after each task, one panel per K
+# ----------------------------------------------------------------------------------------------------------------
+#: Colour by regulariser ("none": fine-tune and MetaCL w/o reg), line style by variant.
+FAMILY_COLOURS = {"none": "0.35", "MAS": "C0", "PI": "C1", "EWC": "C2"}
+VARIANT_STYLES = {"plain": "-", "MetaCL-β": "--", "MetaCL-λ": ":"}
+
+
+def family_variant(method: str) -> tuple[str, str]:
+    """(regulariser family, variant) of a method name: fine-tune is ("none", "plain"), MetaCL w/o reg is
+    ("none", "MetaCL-β") (the MetaCL update with no penalty draws as the MetaCL line of the "none" family), "pi" is
+    ("PI", "plain"), "pi-metacl-lambda" is ("PI", "MetaCL-λ")."""
+    if method in ("finetune", "metacl"):
+        return "none", "plain" if method == "finetune" else "MetaCL-β"
+    imp, *rest = method.split("-")
+    variant = {(): "plain", ("metacl", "beta"): "MetaCL-β", ("metacl", "lambda"): "MetaCL-λ"}[tuple(rest)]
+    return imp.upper(), variant
+
+
+def seed_accuracy_curves(res: dict) -> pd.DataFrame:
+    """Fig. 3's data in long form: one row per method, seed and task i, with the average accuracy over the tasks
+    seen so far after task i (`metrics.average_accuracy_curve` of each seed's matrix); the mean over seeds of a
+    method is `reports.average_accuracy_curves`."""
+    from .metrics import average_accuracy_curve
+    from .reports import matrix_from_json
+
+    rows = []
+    for key, run in res["runs"].items():
+        method, seed = key.split("/")
+        family, variant = family_variant(method)
+        for i, v in enumerate(average_accuracy_curve(matrix_from_json(run["acc_matrix"]))):
+            rows.append({"method": method, "family": family, "variant": variant, "seed": int(seed), "task": i + 1,
+                         "average accuracy (%)": float(v)})
+    return pd.DataFrame(rows)
+
+
+def plot_fig3(results: dict[int, dict], band: str = "range", axes=None):
+    """Fig. 3 as one figure of four panels (one per K in `results`, {K: results file}): the average accuracy after
+    each task, mean over seeds (line) and a band over seeds ("range": min to max; "sd": ± one standard deviation).
+    Colour: the regulariser (grey for none); line style: the variant (solid plain, dashed MetaCL-β, dotted
+    MetaCL-λ; fine-tune is the plain and MetaCL w/o reg the MetaCL line of "none"). Returns the figure."""
+    ks = sorted(results)
+    if axes is None:
+        fig, axes = plt.subplots(1, len(ks), figsize=(3.6 * len(ks), 3.6), sharey=True, squeeze=False)
+        axes = axes[0]
+    fig = axes[0].figure
+    for ax, K in zip(axes, ks):
+        data = seed_accuracy_curves(results[K])
+        for (family, variant), sub in data.groupby(["family", "variant"], sort=False):
+            per_task = sub.groupby("task")["average accuracy (%)"]
+            mean = per_task.mean()
+            lo, hi = (per_task.min(), per_task.max()) if band == "range" else (mean - per_task.std(ddof=1),
+                                                                               mean + per_task.std(ddof=1))
+            colour, style = FAMILY_COLOURS[family], VARIANT_STYLES[variant]
+            ax.plot(mean.index, mean.values, color=colour, ls=style, lw=1.6)
+            ax.fill_between(mean.index, lo.values, hi.values, color=colour, alpha=0.12, lw=0)
+        ax.set(title=f"K = {K}", xlabel="tasks learnt", xlim=(1, data.task.max()))
+        ax.grid(True, alpha=0.4)
+    axes[0].set_ylabel("average accuracy on tasks seen (%)")
+    names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
+    handles = ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()]
+               + [plt.Line2D([], [], color="k", ls=s, label=names.get(v, v)) for v, s in VARIANT_STYLES.items()])
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig

@@ -277,6 +277,19 @@ def test_claim6_angles_verdict_follows_the_data():
     assert [x["verdict"] for x in rows(steady, steady)] == [C.INCONCLUSIVE] * 3
 
 
+def test_angle_tests_on_a_named_task():
+    """angle_tests(task=0) reads task 1 (0-based 0), not the last one: there beta and lambda swap roles."""
+    beta = {"angles": [[0, 1.0, 0.0, 0.0], [0, 1.0, 0.0, 0.0], [1, 1.0, 0.5, 0.0], [1, 0.0, -1.0, 0.0]]}
+    lam = {"angles": [[0, 1.0, 0.0, 0.0], [0, 0.0, 0.0, 0.0], [1, 1.0, 0.0, 0.0], [1, 1.0, 0.0, 0.0]]}
+    runs = {f"{m}/{s}": log for s in range(3) for m, log in (("pi-metacl-beta", beta), ("pi-metacl-lambda", lam))}
+    ev = C.Evidence((50,), {}, logs={"angles": {"K": 50, "n_tasks": 2, "runs": runs}})
+    first, last = C.angle_tests(task=0)(ev), C.angle_tests()(ev)
+    assert first[0]["test"] == "PI-MetaCL-β − PI-MetaCL-λ, spread of ⟨g1, gx⟩ on task 1"
+    # task 1: beta's <g1,gx> 0, 0 (sd 0); lambda's 0, 90 (sd sqrt(4050)); the last task: beta 0, 90, lambda 0, 0
+    assert first[0]["mean"] == pytest.approx(-math.sqrt(4050)) and last[0]["mean"] == pytest.approx(math.sqrt(4050))
+    assert (first[0]["verdict"], last[0]["verdict"]) == (C.REFUTED, C.CONFIRMED)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Tables and text
 # ---------------------------------------------------------------------------------------------------------------
