@@ -2,24 +2,29 @@
 
 The paper gives Eq. 2's penalty sum_k Omega_k (theta_k - bar_theta_k)^2 but not how Omega is carried across tasks,
 whether each task's Omega is normalised, or PI's damping xi. The methods' own code differs (`importance.
-accumulate_importance` cites each), so each combination is a *variant*, and each regulariser (EWC, MAS, PI) gets the
-variant whose tuned validation ACC is best:
+accumulate_importance` cites each), so each combination is a *variant* (`VARIANTS`), and each regulariser (EWC, MAS,
+PI) gets the variant whose tuned validation ACC is best:
 
 1. At the benchmark's tuning K (Permuted MNIST: K = 20) every variant is tuned with the full protocol (`tuning.tune`:
    all nine regularised methods, the full half-decade grids, two tuning seeds, the 20-task stream), starting from the
-   defaults (not from choices decided before).
-2. At a standard K (200) the plain methods (EWC, MAS, PI) are tuned per variant on five half-decades around the value
-   chosen at K = 20 for that variant (c/10 ... 10c), extended like any tuning grid while the best lies on an edge:
-   a tenth of the full grid's cost (each run at K = 200 costs ten at K = 20).
-3. Score of a regulariser, variant and K: the best mean validation ACC over its grid, averaged over the regulariser's
-   methods tuned at that K (three at K = 20, the plain one at K = 200). A variant replaces the base one only if it
-   scores higher at *every* decision K; otherwise the base variant stays ("base kept": the evidence does not agree).
+   defaults (not from choices decided before). Score of a regulariser and variant: the best mean validation ACC over
+   its grid, averaged over the regulariser's three methods. The best-scoring variant is the regulariser's candidate
+   (ties: the base variant).
+2. At a standard K (200) the base variant and the candidate are tuned for the plain method (EWC, MAS or PI) on five
+   half-decades around the value chosen at K = 20 for that variant (c/10 ... 10c), extended like any tuning grid
+   while the best lies on an edge: a fraction of the full grid's cost (each run at K = 200 costs ten at K = 20).
+3. The candidate replaces the base variant only if it also scores higher at the standard K; otherwise the base
+   variant stays ("base kept": the evidence does not agree).
+
+Min-max normalisation is not a separate variant: on MNIST some pixels are blank in every image, so the weights they
+feed have zero importance, min(Omega_task) = 0, and min-max scaling equals division by the maximum (bit for bit).
+The A-GEM variant (latest task, min-max) is therefore the same as "latest-max".
 
 `python -m metacl_lite choices` runs what is missing (resumable: each variant is a tuning file under
 results/open-choices/), writes results/open-choices-<benchmark>.json with every score, the decisions and provenance,
 and, once every regulariser is decided, records the decisions in hparams.json ("options"), from where `run` and
-`tune` take them for every K. The values of beta/gamma tuned before a decision changed must then be tuned again with
-it (`tune --K <K> --force`): the canonical tuning protocol includes the decided options.
+`tune` take them for every K, and makes the canonical tuning file of the tuning K from the winning variants' units
+(`tune(reuse=...)`: the same training configurations, so the same numbers a fresh tuning would compute).
 """
 from __future__ import annotations
 
@@ -54,9 +59,8 @@ VARIANTS = {v.name: v for v in (
     Variant("latest", {"omega_accumulate": "latest"}, REGULARISERS,
             "the latest task's Omega only (A-GEM's code for EWC and MAS)"),
     Variant("max", {"omega_normalise": "max"}, REGULARISERS, "each task's Omega divided by its maximum, summed"),
-    Variant("minmax", {"omega_normalise": "minmax"}, REGULARISERS, "each task's Omega min-max scaled to [0, 1], summed"),
     Variant("latest-minmax", {"omega_accumulate": "latest", "omega_normalise": "minmax"}, REGULARISERS,
-            "the latest task's Omega, min-max scaled (A-GEM's code for EWC)"),
+            "the latest task's Omega, min-max scaled (A-GEM's code for EWC; equal to max-scaled here)"),
     Variant("xi1e-3", {"pi_xi": 0.001}, ("pi",), "PI's xi = 1e-3 (A-GEM's code)"),
 )}
 
@@ -90,25 +94,30 @@ class Run:
 
 
 def plan(benchmark: str, K: int) -> list[Run]:
-    """The tuning runs that decide the open choices at K (see the module docstring); needs, at K other than the
-    tuning K, the tuning-K files of every variant (their chosen values centre the grids)."""
+    """The tuning runs that decide the open choices at K (see the module docstring); at K other than the tuning K it
+    needs the tuning-K files of every variant (they name the candidates and centre the grids)."""
     spec = get_spec(benchmark)
+    if K == spec.tuning_K:
+        return [Run(v.name, K, tuple(m for r in v.regularisers for m in FAMILY[r]), None,
+                    variant_file(benchmark, K, v.name)) for v in VARIANTS.values()]
+    first = scores(benchmark, (spec.tuning_K,))
     runs = []
-    for v in VARIANTS.values():
-        family = tuple(m for r in v.regularisers for m in FAMILY[r])
-        if K == spec.tuning_K:
-            runs.append(Run(v.name, K, family, None, variant_file(benchmark, K, v.name)))
-            continue
-        src = variant_file(benchmark, spec.tuning_K, v.name)
-        if not src.exists():
-            raise UsageError(f"{relative_to_repo(src)} is missing: decide at K={spec.tuning_K} first "
+    for r in REGULARISERS:
+        names = [v.name for v in VARIANTS.values() if r in v.regularisers]
+        have = first[r].get(spec.tuning_K, {})
+        if any(n not in have for n in names):
+            raise UsageError(f"the K={spec.tuning_K} tuning of {', '.join(n for n in names if n not in have)} "
+                             f"({r}) is missing or incomplete: decide at K={spec.tuning_K} first "
                              f"(python -m metacl_lite choices --benchmark {benchmark} --K {spec.tuning_K})")
-        chosen = read_json(src, "tuning file").get("chosen", {})
-        for r in v.regularisers:
-            if r not in chosen:
-                raise UsageError(f"{relative_to_repo(src)} has no chosen beta for {r}; rerun its tuning")
-            runs.append(Run(v.name, K, (r,), tuple(around(chosen[r]["beta"])), variant_file(benchmark, K, v.name, r)))
+        for name in dict.fromkeys(("base", candidate(have))):
+            c = have[name]["chosen"][r]["beta"]
+            runs.append(Run(name, K, (r,), tuple(around(c)), variant_file(benchmark, K, name, r)))
     return runs
+
+
+def candidate(per_variant: dict) -> str:
+    """The best-scoring variant (ties: base)."""
+    return max(per_variant, key=lambda n: (per_variant[n]["score"], n == "base"))
 
 
 def execute(benchmark: str, K: int, tune_plan=None, show_progress: Optional[bool] = None,
@@ -159,23 +168,27 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
 
 
 def decide(table: dict, Ks: Sequence[int] = DECISION_KS) -> dict:
-    """Per regulariser: the variant with the best mean score over Ks, kept only if it beats the base variant at every
-    K; "undecided" while a K lacks a variant's score."""
+    """Per regulariser: the candidate (best at the first K, the tuning K) if it beats the base variant at every other
+    K too, else base; "undecided" while a score is missing."""
     out = {}
+    first, rest = Ks[0], list(Ks[1:])
     for r, per_k in table.items():
         names = [v.name for v in VARIANTS.values() if r in v.regularisers]
-        if any(n not in per_k.get(K, {}) for K in Ks for n in names):
-            missing = sorted({f"{n}@K={K}" for K in Ks for n in names if n not in per_k.get(K, {})})
+        missing = [f"{n}@K={first}" for n in names if n not in per_k.get(first, {})]
+        if missing:
             out[r] = {"decision": "undecided", "missing": missing}
             continue
-        mean = {n: float(np.mean([per_k[K][n]["score"] for K in Ks])) for n in names}
-        best = max(names, key=lambda n: (mean[n], n == "base"))
-        everywhere = all(per_k[K][best]["score"] > per_k[K]["base"]["score"] for K in Ks)
-        winner = best if best == "base" or everywhere else "base"
-        out[r] = {"decision": winner, "best_mean": best, "mean_score": mean,
-                  "margin_over_base": {K: per_k[K][best]["score"] - per_k[K]["base"]["score"] for K in Ks},
-                  "kept_base_because": None if winner == best else
-                  f"{best} has the best mean but does not beat base at every K", "options": VARIANTS[winner].options}
+        cand = candidate({n: per_k[first][n] for n in names})
+        need = ["base"] + ([cand] if cand != "base" else [])
+        missing = [f"{n}@K={K}" for K in rest for n in need if n not in per_k.get(K, {})]
+        if missing:
+            out[r] = {"decision": "undecided", "candidate": cand, "missing": missing}
+            continue
+        margins = {K: per_k[K][cand]["score"] - per_k[K]["base"]["score"] for K in Ks}
+        winner = cand if all(m > 0 for m in margins.values()) else "base"
+        out[r] = {"decision": winner, "candidate": cand, "margin_over_base": margins,
+                  "kept_base_because": None if winner == cand else
+                  f"{cand} is best at K={first} but not better than base at every K", "options": VARIANTS[winner].options}
     return out
 
 
@@ -192,8 +205,20 @@ def write_summary(benchmark: str, command: str, Ks: Sequence[int] = DECISION_KS)
            "scores": {r: {str(K): v for K, v in per_k.items()} for r, per_k in table.items()},
            "decisions": decide(table, Ks), "provenance": {"command": command, **invocation()}}
     write_json(summary_file(benchmark), doc)
-    if all(d["decision"] != "undecided" for d in doc["decisions"].values()):
-        H.store_options(benchmark, {r: d["options"] for r, d in doc["decisions"].items()},
-                        relative_to_repo(summary_file(benchmark)))
-        doc["hparams_written"] = True
     return doc
+
+
+def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[bool] = None) -> Optional[dict]:
+    """Once every regulariser is decided: record the decisions in hparams.json and make the canonical tuning file of
+    the tuning K (with the decided options) from the winning variants' units (nothing is trained again). Returns the
+    tuning document, or None while something is undecided."""
+    from .tuning import TUNABLE, tune
+
+    decisions = doc["decisions"]
+    if any(d["decision"] == "undecided" for d in decisions.values()):
+        return None
+    H.store_options(benchmark, {r: d["options"] for r, d in decisions.items()},
+                    relative_to_repo(summary_file(benchmark)))
+    K = get_spec(benchmark).tuning_K
+    reuse = {m: variant_file(benchmark, K, decisions[H.regulariser(m)]["decision"]) for m in TUNABLE}
+    return tune(benchmark, K, reuse=reuse, plan=tune_plan, show_progress=show_progress, force=True)

@@ -388,10 +388,15 @@ def _choices(a) -> int:
     doc = CH.write_summary(a.benchmark, choices_command(a.benchmark, Ks), Ks)
     for r, d in doc["decisions"].items():
         print(f"{r:4s} {d['decision']}" + (f" (missing: {', '.join(d['missing'])})" if d.get("missing") else
-                                           f" (best mean: {d['best_mean']}; margin over base per K: "
+                                           f" (candidate: {d['candidate']}; margin over base per K: "
                                            + ", ".join(f"K={K}: {m:+.2f}" for K, m in d["margin_over_base"].items())
                                            + ")"))
     print(f"wrote {CH.relative_to_repo(CH.summary_file(a.benchmark))}")
+    if CH.get_spec(a.benchmark).tuning_K in Ks:
+        t = CH.apply(a.benchmark, doc, _plan(a), show_progress=False if a.no_progress else None)
+        if t is not None:
+            print(f"hparams.json: the decided options, and the K={t['K']} values of its canonical tuning file "
+                  f"(made from the winning variants' units, nothing trained again)")
     return 0
 
 

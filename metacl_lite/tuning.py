@@ -28,6 +28,7 @@ from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_
                    run_job)
 from .provenance import relative_to_repo
 from .specs import get_spec
+from . import store as store_mod
 from .store import UnitFile
 from .training import METHODS, TrainConfig, progress
 
@@ -192,12 +193,16 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
          epochs: Optional[int] = None, weights: Optional[str] = None, random_init: bool = False,
          force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
          plan: Optional[Plan] = None, compile: str = "off", options: Optional[dict] = None,
-         decided: bool = True) -> dict:
+         decided: bool = True, reuse: Optional[dict] = None) -> dict:
     """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
 
     Each method trains with the open choices decided for its regulariser (hparams.json "options", see `choices`)
     overridden by `options`; decided=False starts from the defaults instead (how `choices` tunes its variants). The
     protocol records both (options, method_options).
+
+    reuse: {method: tuning file} whose units of that method were made with exactly this protocol's training
+    configuration for it (every protocol field equal, method_options of that method included): they are copied in
+    (marked "reused_from") instead of being trained again; a file that does not match is refused.
 
     write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;
     False never. Returns the tuning document (protocol, units, grid, chosen)."""
@@ -269,10 +274,24 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                   {"method": m, "param": param, "value": cfg[param], "seed": s,
                    "val_acc": float(np.nanmean(r["value"]["acc_matrix"][-1])), "wall_s": r["value"]["wall_s"]})
 
+    reused = 0
+    for m, path in (reuse or {}).items():
+        src = _upgrade_schema1(store_mod.load(Path(path), "tuning"))
+        sp = dict(src["protocol"])
+        sp.setdefault("method_options", {k: dict(sp.get("options", {})) for k in TUNABLE})
+        diff = [k for k in protocol if k not in ("options", "method_options") and sp.get(k) != protocol[k]]
+        diff += ["method_options"] if sp["method_options"].get(m) != protocol["method_options"][m] else []
+        if diff:
+            raise UsageError(f"{relative_to_repo(path)} cannot stand in for {m}'s units ({', '.join(diff)} differ)")
+        for key, u in src["units"].items():
+            if u["method"] == m and key not in store.done("units"):
+                store.add("units", key, {**u, "reused_from": relative_to_repo(path)})
+                reused += 1
+
     plan = plan or check_plan()
     grids = {m: protocol["gamma_grid"] if H.strength_key(m) == "gamma" else protocol["beta_grid"] for m in methods}
     jobs = [j for m in methods for j in jobs_for(m, grids[m])]
-    ran = bool(jobs)
+    ran = bool(jobs) or reused > 0
     bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")
     while jobs:  # the grid, then two half-decades more wherever the best value lies on an edge
         failures = run_all(run_job, jobs, save, plan, progress=lambda: bar.update())

@@ -42,16 +42,16 @@ def _write_all(K20: dict, K200: dict):
             _tuning(CH.variant_file("pmnist", 200, v, r), {r: 70.0 + K200.get(v, 0.0)})
 
 
-def test_a_variant_wins_only_where_it_beats_base_at_every_decision_K(folder):
-    _write_all({"latest": 1.0, "minmax": 3.0}, {"latest": 0.5, "minmax": -0.1})
+def test_the_k20_candidate_wins_only_where_it_also_beats_base_at_k200(folder):
+    _write_all({"latest": 1.0, "max": 3.0}, {"latest": 0.5, "max": -0.1})
     d = CH.decide(CH.scores("pmnist"))
-    # minmax has the best mean (+1.45 vs +0.75) but loses to base at K=200: base is kept; latest is not the best mean
-    assert d["ewc"]["decision"] == "base" and d["ewc"]["best_mean"] == "minmax"
+    # max is best at K=20 (the candidate) but loses to base at K=200: base is kept, latest is never considered
+    assert d["ewc"]["decision"] == "base" and d["ewc"]["candidate"] == "max"
     assert d["ewc"]["margin_over_base"] == {20: 3.0, 200: pytest.approx(-0.1)}
-    _write_all({"latest": 1.0, "minmax": 3.0}, {"latest": 0.5, "minmax": 0.2})  # the data flips: minmax everywhere
+    _write_all({"latest": 1.0, "max": 3.0}, {"latest": 0.5, "max": 0.2})  # the data flips: max everywhere
     d = CH.decide(CH.scores("pmnist"))
-    assert {r: d[r]["decision"] for r in CH.REGULARISERS} == {"ewc": "minmax", "mas": "minmax", "pi": "minmax"}
-    assert d["ewc"]["options"] == {"omega_normalise": "minmax"}
+    assert {r: d[r]["decision"] for r in CH.REGULARISERS} == {"ewc": "max", "mas": "max", "pi": "max"}
+    assert d["ewc"]["options"] == {"omega_normalise": "max"}
     _write_all({"xi1e-3": 5.0}, {"xi1e-3": 5.0})  # xi is PI's alone
     d = CH.decide(CH.scores("pmnist"))
     assert (d["pi"]["decision"], d["ewc"]["decision"]) == ("xi1e-3", "base")
@@ -70,20 +70,24 @@ def test_the_score_is_the_family_mean_of_best_validation_acc(folder):
 def test_undecided_while_files_are_missing_and_k200_needs_k20_first(folder):
     with pytest.raises(UsageError, match="decide at K=20 first"):
         CH.plan("pmnist", 200)
-    _write_all({}, {})
+    _write_all({"latest": 1.0}, {})
     CH.variant_file("pmnist", 200, "latest", "mas").unlink()
     d = CH.decide(CH.scores("pmnist"))
-    assert d["mas"] == {"decision": "undecided", "missing": ["latest@K=200"]} and d["ewc"]["decision"] == "base"
-    runs = CH.plan("pmnist", 200)
-    assert len(runs) == 5 * 3 + 1 and all(r.beta_grid == (0.1, 0.3, 1.0, 3.0, 10.0) for r in runs)
-    assert {r.methods for r in runs} == {("ewc",), ("mas",), ("pi",)}
+    assert d["mas"] == {"decision": "undecided", "candidate": "latest", "missing": ["latest@K=200"]}
+    runs = CH.plan("pmnist", 200)  # base and the K=20 candidate, per plain method, around its K=20 value
+    assert [(r.variant, r.methods) for r in runs] == [(v, (m,)) for m in ("ewc", "mas", "pi") for v in ("base", "latest")]
+    assert all(r.beta_grid == (0.1, 0.3, 1.0, 3.0, 10.0) for r in runs)
+    _write_all({}, {})
+    assert [r.variant for r in CH.plan("pmnist", 200)] == ["base"] * 3  # a tie at K=20 keeps base alone
 
 
-def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, hparams_file, capsys):
+def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, hparams_file, capsys, monkeypatch):
+    tuned = []  # the canonical K=20 tuning that apply() makes from the winners' units (tuning.tune's own test: reuse)
+    monkeypatch.setattr("metacl_lite.tuning.tune", lambda b, K, **kw: tuned.append((b, K, kw)) or {"K": K})
     _write_all({"latest": 1.0}, {"latest": 1.0})
     CH.variant_file("pmnist", 200, "latest", "mas").unlink()  # undecided: hparams.json is left alone
     before = CH.H.HPARAMS_FILE.read_bytes()
-    assert main(["choices", "--summary-only"]) == 0 and CH.H.HPARAMS_FILE.read_bytes() == before
+    assert main(["choices", "--summary-only"]) == 0 and CH.H.HPARAMS_FILE.read_bytes() == before and tuned == []
     _write_all({"latest": 1.0}, {"latest": 1.0})
     assert main(["choices", "--summary-only"]) == 0
     hp = json.loads(CH.H.HPARAMS_FILE.read_text())["pmnist"]
@@ -91,8 +95,13 @@ def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, h
     assert hp["options_source"] == "results/open-choices-pmnist.json"
     assert CH.H.method_config("pmnist", "pi-metacl-beta").omega_accumulate == "latest"
     assert CH.H.method_config("pmnist", "finetune").omega_accumulate == "sum"
+    [(b, K, kw)] = tuned
+    assert (b, K, kw["force"]) == ("pmnist", 20, True)
+    assert kw["reuse"] == {m: CH.variant_file("pmnist", 20, "latest") for r in CH.REGULARISERS for m in CH.FAMILY[r]}
     doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
     assert doc["decisions"]["mas"]["decision"] == "latest"
     assert doc["provenance"]["command"] == "python -m metacl_lite choices --benchmark pmnist"
     assert doc["scores"]["pi"]["200"]["latest"]["files"] == ["results/open-choices/tuning-pmnist-K200-latest-pi.json"]
-    assert "ewc  latest (best mean: latest; margin over base per K: K=20: +1.00, K=200: +1.00)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ewc  latest (candidate: latest; margin over base per K: K=20: +1.00, K=200: +1.00)" in out
+    assert "hparams.json: the decided options, and the K=20 values" in out

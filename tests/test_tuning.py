@@ -163,3 +163,23 @@ def test_extension_steps_half_decades_and_stops():
     g = {"values": sorted(far) + [0.01, 0.1], "mean_val_acc": [1.0] + [0.0] * 5}
     assert TU.extension(g, [0.01, 0.1]) == []
     assert TU.BETA_GRID == (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
+
+
+def test_reuse_copies_units_made_with_the_same_configuration_and_refuses_others(repo, hparams_file, fake_training):
+    """tune(reuse=...) (how `choices` makes the canonical file from the winning variant): units of a file made with
+    the same per-method training configuration are copied, nothing is trained; any other file is refused."""
+    a = TU.tune("pmnist", **SMOKE, options={"omega_accumulate": "latest"}, decided=False, out=repo / "a.json")
+    assert len(fake_training) == 3
+    hp = json.loads(TU.H.HPARAMS_FILE.read_text())
+    hp["pmnist"]["options"] = {"ewc": {"omega_accumulate": "latest"}}
+    hparams_file(hp)
+    fake_training.clear()
+    b = TU.tune("pmnist", **SMOKE, out=repo / "b.json", reuse={"ewc": repo / "a.json"})
+    assert fake_training == [] and b["chosen"] == a["chosen"] == {"ewc": {"beta": 1.0}}
+    assert {k: {**u, "reused_from": None} for k, u in b["units"].items()} == {
+        k: {**u, "reused_from": None} for k, u in a["units"].items()}
+    assert {u["reused_from"] for u in b["units"].values()} == {str(repo / "a.json")}
+    plain = TU.tune("pmnist", **SMOKE, decided=False, out=repo / "c.json")  # made without the decided option
+    with pytest.raises(TU.UsageError, match="cannot stand in for ewc's units \\(method_options differ\\)"):
+        TU.tune("pmnist", **SMOKE, out=repo / "d.json", reuse={"ewc": repo / "c.json"})
+    assert plain["protocol"]["method_options"]["ewc"] == {}
