@@ -239,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "variant at each K, resumable) and write results/open-choices-<benchmark>.json")
     c.add_argument("--benchmark", default="pmnist", choices=BENCHMARKS)
     c.add_argument("--K", type=_int_list("--K"), default=None,
-                   help="decision K values to run, in order (default 20,200); the tuning K must come first")
+                   help="which decision K to run now, in order (default 20,200; the tuning K first); the decision "
+                        "always needs both")
     c.add_argument("--summary-only", action="store_true", help="run nothing; rewrite the summary from the files")
     c.add_argument("--no-progress", action="store_true")
     _executor_options(c)
@@ -385,14 +386,14 @@ def _choices(a) -> int:
     if not a.summary_only:
         for K in Ks:
             CH.execute(a.benchmark, K, _plan(a), show_progress=False if a.no_progress else None)
-    doc = CH.write_summary(a.benchmark, choices_command(a.benchmark, Ks), Ks)
+    doc = CH.write_summary(a.benchmark, choices_command(a.benchmark, CH.DECISION_KS))  # decided at every decision K
     for r, d in doc["decisions"].items():
         print(f"{r:4s} {d['decision']}" + (f" (missing: {', '.join(d['missing'])})" if d.get("missing") else
                                            f" (candidate: {d['candidate']}; margin over base per K: "
                                            + ", ".join(f"K={K}: {m:+.2f}" for K, m in d["margin_over_base"].items())
                                            + ")"))
     print(f"wrote {CH.relative_to_repo(CH.summary_file(a.benchmark))}")
-    if CH.get_spec(a.benchmark).tuning_K in Ks:
+    if not any(d["decision"] == "undecided" for d in doc["decisions"].values()):
         t = CH.apply(a.benchmark, doc, _plan(a), show_progress=False if a.no_progress else None)
         if t is not None:
             print(f"hparams.json: the decided options, and the K={t['K']} values of its canonical tuning file "

@@ -105,3 +105,17 @@ def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, h
     out = capsys.readouterr().out
     assert "ewc  latest (candidate: latest; margin over base per K: K=20: +1.00, K=200: +1.00)" in out
     assert "hparams.json: the decided options, and the K=20 values" in out
+
+
+def test_running_only_k20_never_decides_on_k20_alone(folder, hparams_file, monkeypatch):
+    """choices --K 20 runs the K=20 variants only; the decision still needs K=200, so nothing is applied."""
+    ran = []
+    monkeypatch.setattr(CH, "execute", lambda b, K, *a, **k: ran.append(K))
+    _write_all({"latest": 1.0}, {})
+    for r in CH.REGULARISERS:
+        CH.variant_file("pmnist", 200, "latest", r).unlink()
+    before = CH.H.HPARAMS_FILE.read_bytes()
+    assert main(["choices", "--K", "20"]) == 0 and ran == [20]
+    doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
+    assert doc["decision_Ks"] == [20, 200] and doc["decisions"]["ewc"]["decision"] == "undecided"
+    assert CH.H.HPARAMS_FILE.read_bytes() == before
