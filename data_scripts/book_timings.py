@@ -95,6 +95,7 @@ def main(argv=None) -> int:
     p.add_argument("--cache", type=Path, default=None, help="default: <book>/_build/.jupyter_cache")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "book-timings.json")
     p.add_argument("--check", action="store_true", help="write nothing; list the pages without a cached run")
+    p.add_argument("--note", default=None, help="what else ran on the machine during the build (recorded as given)")
     a = p.parse_args(argv)
     cache = a.cache or a.book / "_build" / ".jupyter_cache"
     rows = page_timings(a.book, cache)
@@ -115,7 +116,9 @@ def main(argv=None) -> int:
                                  ("--out", a.out, ROOT / "results" / "book-timings.json")):
         if value is not None and Path(value).resolve() != (Path(default).resolve() if default else None):
             command += f" {flag} {relative_to_repo(value)}"
-    prov.update(command=command, cache=relative_to_repo(cache),
+    if a.note:
+        command += " --note " + repr(a.note)
+    prov.update(command=command, cache=relative_to_repo(cache), note=a.note,
                 tools={"jupyter-cache": jupyter_cache.__version__, "myst-nb": myst_nb.__version__})
     doc = {"kind": "book-timings", "pages": rows,
            "total_cached_s": sum(r["execution_s"] for r in rows if r["execution_s"] is not None),

@@ -553,5 +553,6 @@ def timings_markdown(doc: dict) -> str:
             f"(commit `{(prov.get('git_commit') or '?')[:10]}`, {prov.get('started', '?')}): each figure is the wall "
             f"time of the page's last full execution. The {len(timed)} timed pages took "
             f"{sum(r['execution_s'] for r in timed) / 60:.0f} min together; the execution cache skips all of them on "
-            f"a rebuild until their code changes.")
+            f"a rebuild until their code changes." + (f" Conditions of the build: {prov['note']}" if prov.get("note")
+                                                      else ""))
     return head + "\n\n" + "\n".join(lines)
