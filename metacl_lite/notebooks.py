@@ -300,14 +300,33 @@ CHAPTER = 8
 STAMP = "# shows: "
 
 
+def files_stamp(names: Iterable[str], results_dir: Optional[Path] = None) -> str:
+    """The stamp line of a page that reads the files `names` of results/: each name with the start of its sha256,
+    or 'absent'."""
+    import hashlib
+
+    folder = Path(results_dir or REPO_ROOT / "results")
+    parts = []
+    for name in names:
+        path = folder / name
+        digest = f"sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]}" if path.exists() else "absent"
+        parts.append(f"results/{name}, {digest}")
+    return STAMP + "; ".join(parts)
+
+
 def results_stamp(benchmark: str, K: int, results_dir: Optional[Path] = None) -> str:
     """The stamp line of the page for (benchmark, K): the results file's path and the start of its sha256, or
     'absent'."""
-    import hashlib
+    return files_stamp([f"{benchmark}-K{K}.json"], results_dir)
 
-    path = Path(results_dir or REPO_ROOT / "results") / f"{benchmark}-K{K}.json"
-    digest = f"sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]}" if path.exists() else "absent"
-    return f"{STAMP}results/{benchmark}-K{K}.json, {digest}"
+
+def stamped_pages() -> dict[Path, list[str]]:
+    """Pages other than the reproduction pages that read files of results/, and which: the overview of every setting
+    (each setting's results file and the speed benchmarks of the benchmarks we could not run) and "Running this
+    book" (the page timings)."""
+    settings = [f"{b}-K{K}.json" for b, spec in SPECS.items() for K in spec.paper_Ks]
+    return {TEMPLATE.parent / "overview.md": settings + ["bench-cifar100.json", "bench-cub.json"],
+            REPO_ROOT / "book" / "running.md": ["book-timings.json"]}
 
 
 def _stamped(text: str, stamp: Optional[str]) -> str:
@@ -344,8 +363,9 @@ def make_variant(template_text: str, title: str, params: dict[str, Any], number:
 
 
 def write_variants(check: bool = False) -> list[Path]:
-    """Write (or, with check, list the stale) variant pages next to the template, and the template's own `STAMP`
-    line (the committed results file of its default parameters)."""
+    """Write (or, with check, list the stale) variant pages next to the template, the template's own `STAMP` line (the
+    committed results file of its default parameters) and the `STAMP` lines of the other pages that read results/
+    (`stamped_pages`)."""
     text = TEMPLATE.read_text()
     stale = []
     defaults = {"benchmark": "pmnist", "K": 20}  # the template's (tests check them against its parameters cell)
@@ -355,6 +375,14 @@ def write_variants(check: bool = False) -> list[Path]:
         if not check:
             write_text(TEMPLATE, own)
         text = own
+    for page, names in stamped_pages().items():
+        if page.exists():
+            old = page.read_text()
+            new = _stamped(old, files_stamp(names))
+            if new != old:
+                stale.append(page)
+                if not check:
+                    write_text(page, new)
     for i, (stem, (title, params)) in enumerate(VARIANTS.items(), 1):
         p = TEMPLATE.parent / f"{stem}.md"
         point = {**defaults, **params}

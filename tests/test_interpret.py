@@ -369,3 +369,19 @@ def test_book_timings_reads_the_execution_cache(tmp_path):
     assert (rows["a"]["execution_s"], rows["a"]["status"]) == (12.5, "cached")
     assert (rows["b"]["execution_s"], rows["b"]["status"]) == (None, "no cached run of the current code")
     assert rows["c"]["status"].startswith("force") and rows["ex/d"]["status"].startswith("not executed")
+
+
+def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
+    """The overview reads every setting's results file and the CIFAR-100/CUB speed benchmarks, the Running page the
+    timings; `pages` writes their digests into the pages, so a changed file changes the page's code (and the cache
+    runs it again), and `pages --check` is clean only when every stamp is current."""
+    from metacl_lite.notebooks import STAMP, files_stamp, stamped_pages, write_variants
+
+    pages = {p.name: names for p, names in stamped_pages().items()}
+    assert pages["overview.md"] == [f"{b}-K{K}.json" for b, K in I.paper_settings()] + \
+        ["bench-cifar100.json", "bench-cub.json"]
+    assert pages["running.md"] == ["book-timings.json"]
+    for page, names in stamped_pages().items():
+        assert files_stamp(names) in page.read_text().splitlines(), page
+    assert write_variants(check=True) == []
+    assert files_stamp(["nothing-here.json"]) == f"{STAMP}results/nothing-here.json, absent"
