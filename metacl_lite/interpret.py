@@ -180,17 +180,27 @@ def family_orderings(res: dict) -> dict[str, dict[str, Any]]:
 def hparams_used(res: dict) -> dict[str, Any]:
     """The β/γ of each regularised method (`values`: method -> {"beta": ...} or {"gamma": ...}), where each came from
     (`sources`: method -> the file's `config.hparams_source` entry, None when the file does not record it), the open
-    choices about Ω (`options`, with `options_recorded`: False when the file predates them and they are the defaults
-    the code then had), and the γ control, if the file is one (`gamma_control`)."""
+    choices about Ω (`options`: the file-wide ones of `config.train`; `method_options`: per regularised method, from
+    `config.method_options` where the file has it (choices decided per regulariser), else the file-wide ones;
+    `options_where`: "method_options", "train", or None when the file predates the options and they are the
+    defaults the code then had), and the γ control, if the file is one (`gamma_control`)."""
     cfg = res["config"]
     mh = cfg.get("method_hparams") or {}
     values = {m: dict(mh[m]) for m in _method_order() if mh.get(m)}
     src = cfg.get("hparams_source") or {}
     train = cfg.get("train") or {}
-    recorded = all(k in train for k in OPTIONS)
     options = {k: train.get(k, OPTION_DEFAULTS[k]) for k in OPTIONS}
+    per = cfg.get("method_options")
+    if isinstance(per, dict) and per:
+        where = "method_options"
+        method_options = {m: {k: per[m].get(k, options[k]) for k in OPTIONS} for m in _method_order() if m in per}
+    else:
+        where = "train" if all(k in train for k in OPTIONS) else None
+        method_options = {m: dict(options) for m in _method_order()
+                          if m in cfg.get("methods", []) and any(m.startswith(r) for r in REGULARISERS)}
     return {"values": values, "sources": {m: src.get(m) for m in values}, "options": options,
-            "options_recorded": recorded, "gamma_control": cfg.get("gamma_control")}
+            "method_options": method_options, "options_where": where, "options_recorded": where is not None,
+            "gamma_control": cfg.get("gamma_control")}
 
 
 def interval(res: dict) -> dict[str, Any]:
@@ -255,8 +265,11 @@ def _signed(x: float) -> str:
     return f"{x:+.1f}"
 
 
-def _value(v: float) -> str:
-    return f"{v:g}"
+SYMBOLS = {"beta": "β", "gamma": "γ"}
+
+
+def _value(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
 
 
 def _chain(a: list[float]) -> str:
@@ -297,7 +310,7 @@ def _hparams_sentences(h: dict, labels: dict[str, str]) -> list[str]:
         for imp in REGULARISERS:
             ms = [imp + s for s in FAMILY if imp + s in h["values"]]
             if ms:
-                groups.append(", ".join(f"{labels[m]} " + ", ".join(f"{'β' if k == 'beta' else 'γ'} = {_value(v)}"
+                groups.append(", ".join(f"{labels[m]} " + ", ".join(f"{SYMBOLS.get(k, k)} = {_value(v)}"
                                                                    for k, v in h["values"][m].items())
                                         for m in ms))
         out.append("β and γ used: " + "; ".join(groups) + ".")
@@ -318,14 +331,32 @@ def _hparams_sentences(h: dict, labels: dict[str, str]) -> list[str]:
                     for s, ms in by_src.items()))
     else:
         out.append("No method of this file has a β or γ.")
-    o = h["options"]
-    opts = (f"Ω accumulated across tasks: `{o['omega_accumulate']}`; each task's Ω normalised: "
-            f"`{o['omega_normalise']}`; PI's ξ = {_value(o['pi_xi'])}")
-    if h["options_recorded"]:
-        out.append(f"Open choices the paper leaves open, as recorded in the file (`config.train`): {opts}.")
+    def opts(o: dict, xi: bool = True) -> str:  # PI's ξ only where PI is concerned
+        return (f"Ω accumulated across tasks: `{o['omega_accumulate']}`; each task's Ω normalised: "
+                f"`{o['omega_normalise']}`" + (f"; PI's ξ = {_value(o['pi_xi'])}" if xi else ""))
+
+    distinct = {tuple(sorted(o.items())) for o in h["method_options"].values()}
+    if h["options_where"] == "method_options" and len(distinct) > 1:
+        groups = []
+        for imp in REGULARISERS:
+            ms = [m for m in h["method_options"] if m.startswith(imp)]
+            kinds = {tuple(sorted(h["method_options"][m].items())) for m in ms}
+            if len(kinds) == 1:
+                groups.append(f"{imp.upper()}: {opts(h['method_options'][ms[0]], imp == 'pi')}")
+            else:
+                groups += [f"{labels[m]}: {opts(h['method_options'][m], imp == 'pi')}" for m in ms]
+        out.append("Open choices the paper leaves open, decided per regulariser and recorded in the file "
+                   "(`config.method_options`): " + ". ".join(groups) + ".")
     else:
-        out.append(f"Open choices the paper leaves open: the file predates the options, so it was made with the only "
-                   f"behaviour the code then had, today's defaults: {opts}.")
+        o = dict(distinct.pop()) if distinct else h["options"]
+        if h["options_where"] == "method_options":
+            out.append(f"Open choices the paper leaves open, the same for every regulariser, as recorded in the file "
+                       f"(`config.method_options`): {opts(o)}.")
+        elif h["options_where"] == "train":
+            out.append(f"Open choices the paper leaves open, as recorded in the file (`config.train`): {opts(o)}.")
+        else:
+            out.append(f"Open choices the paper leaves open: the file predates the options, so it was made with the "
+                       f"only behaviour the code then had, today's defaults: {opts(o)}.")
     return out
 
 

@@ -385,3 +385,29 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
         assert files_stamp(names) in page.read_text().splitlines(), page
     assert write_variants(check=True) == []
     assert files_stamp(["nothing-here.json"]) == f"{STAMP}results/nothing-here.json, absent"
+
+
+def test_open_choices_decided_per_regulariser():
+    """Files made since the open choices are decided per regulariser record them in config.method_options; the
+    prose names each regulariser's choices, and an unexpected key in method_hparams is shown, not mislabelled."""
+    acc = {m: 50.0 + i for i, m in enumerate(["finetune", "mas", "mas-metacl-beta", "mas-metacl-lambda", "pi",
+                                              "pi-metacl-beta", "pi-metacl-lambda"])}
+    latest = {"omega_accumulate": "latest", "omega_normalise": "max", "pi_xi": 0.1}
+    base = {"omega_accumulate": "sum", "omega_normalise": "none", "pi_xi": 0.001}
+    res = doc(acc, config={"train": {"epochs": 5, "omega_accumulate": "sum", "omega_normalise": "none", "pi_xi": 0.1},
+                           "method_hparams": {"mas": {"beta": 1.0}, "mas-metacl-beta": {"beta": 1.0},
+                                              "mas-metacl-lambda": {"gamma": 3.0, "note": "x"},
+                                              "pi": {"beta": 10.0}, "pi-metacl-beta": {"beta": 10.0},
+                                              "pi-metacl-lambda": {"gamma": 1.0}},
+                           "method_options": {**{m: latest for m in ("mas", "mas-metacl-beta", "mas-metacl-lambda")},
+                                              **{m: base for m in ("pi", "pi-metacl-beta", "pi-metacl-lambda")}}})
+    h = I.hparams_used(res)
+    assert h["options_where"] == "method_options" and h["method_options"]["mas-metacl-beta"] == latest
+    text = I.interpretation_markdown(res)
+    assert "decided per regulariser and recorded in the file (`config.method_options`): MAS: Ω accumulated across " \
+           "tasks: `latest`; each task's Ω normalised: `max`. PI: Ω accumulated across tasks: `sum`; " \
+           "each task's Ω normalised: `none`; PI's ξ = 0.001." in text
+    assert "MAS-MetaCL-λ γ = 3, note = x" in text
+    same = doc(acc, config={"method_options": {m: latest for m in acc if m != "finetune"}})
+    assert "the same for every regulariser, as recorded in the file (`config.method_options`): Ω accumulated " \
+           "across tasks: `latest`" in I.interpretation_markdown(same)
