@@ -14,8 +14,8 @@ built since they last changed) are listed as such, never guessed.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,6 +98,7 @@ def main(argv=None) -> int:
     p.add_argument("--note", default=None, help="what else ran on the machine during the build (recorded as given)")
     a = p.parse_args(argv)
     cache = a.cache or a.book / "_build" / ".jupyter_cache"
+    start = time.perf_counter()
     rows = page_timings(a.book, cache)
     for r in rows:
         t = f"{r['execution_s']:8.1f} s" if r["execution_s"] is not None else " " * 10
@@ -119,6 +120,7 @@ def main(argv=None) -> int:
     if a.note:
         command += " --note " + repr(a.note)
     prov.update(command=command, cache=relative_to_repo(cache), note=a.note,
+                wall_s_total=time.perf_counter() - start,  # this script's own run: reading the cache
                 tools={"jupyter-cache": jupyter_cache.__version__, "myst-nb": myst_nb.__version__})
     doc = {"kind": "book-timings", "pages": rows,
            "total_cached_s": sum(r["execution_s"] for r in rows if r["execution_s"] is not None),
