@@ -204,6 +204,9 @@ def write_summary(benchmark: str, command: str, Ks: Sequence[int] = DECISION_KS)
            "rule": __doc__.split("3. ", 1)[1].split("\n\n", 1)[0].replace("\n  ", " ").strip(),
            "scores": {r: {str(K): v for K, v in per_k.items()} for r, per_k in table.items()},
            "decisions": decide(table, Ks), "provenance": {"command": command, **invocation()}}
+    files = {f for per_k in table.values() for per_v in per_k.values() for v in per_v.values() for f in v["files"]}
+    doc["provenance"]["wall_s_total"] = sum(  # the training time of the tuning files it decides from
+        float(read_json(REPO_ROOT / f, "tuning file").get("provenance", {}).get("wall_s_total") or 0.0) for f in files)
     write_json(summary_file(benchmark), doc)
     return doc
 

@@ -209,7 +209,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       "hparams": {"file": relative_to_repo(HPARAMS_FILE), "content": hp}},
            "runs": runs,
            "provenance": {"command": command(a.streams, a.seeds, a.out), **prov,
-                          "wall_s": time.perf_counter() - t0}}
+                          "wall_s_total": time.perf_counter() - t0}}
     write_json(a.out, doc)
     print(f"wrote {relative_to_repo(a.out)}", file=sys.stderr)
     return 0
