@@ -13,8 +13,10 @@ PI) gets the variant whose tuned validation ACC is best:
 2. At a standard K (200) the base variant and the candidate are tuned for the plain method (EWC, MAS or PI) on five
    half-decades around the value chosen at K = 20 for that variant (c/10 ... 10c), extended like any tuning grid
    while the best lies on an edge: a fraction of the full grid's cost (each run at K = 200 costs ten at K = 20).
-3. The candidate replaces the base variant only if it also scores higher at the standard K; otherwise the base
-   variant stays ("base kept": the evidence does not agree).
+3. The candidate replaces the base variant only if it scores higher on *every tuning seed* at *every* decision K
+   (per seed: each method at the value its grid chose, averaged over the regulariser's methods); otherwise the base
+   variant stays ("base kept": the difference is within the seed-to-seed noise or does not hold at both K). With
+   two tuning seeds and two K this is four paired comparisons that must all agree.
 
 Min-max normalisation is not a separate variant: on MNIST some pixels are blank in every image, so the weights they
 feed have zero importance, min(Omega_task) = 0, and min-max scaling equals division by the maximum (bit for bit).
@@ -132,11 +134,13 @@ def execute(benchmark: str, K: int, tune_plan=None, show_progress: Optional[bool
              plan=tune_plan, options=VARIANTS[r.variant].options, decided=False, **kw)
 
 
-def _best(doc: dict, method: str) -> Optional[float]:
+def _best(doc: dict, method: str) -> Optional[tuple[float, list[float]]]:
+    """The best mean validation ACC of the method's grid, and the per-seed ACC at that value (None if incomplete)."""
     g = doc.get("grid", {}).get(method)
     if not g or not g.get("complete"):
         return None
-    return float(max(g["mean_val_acc"]))
+    i = int(np.argmax(g["mean_val_acc"]))
+    return float(g["mean_val_acc"][i]), [float(a) for a in g["val_acc"][i]]
 
 
 def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optional[Path] = None) -> dict:
@@ -151,18 +155,20 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
                     files = {m: variant_file(benchmark, K, v.name) for m in FAMILY[r]}
                 else:
                     files = {r: variant_file(benchmark, K, v.name, r)}
-                best, chosen = {}, {}
+                best, per_seed, chosen = {}, {}, {}
                 for m, f in files.items():
                     if not f.exists():
                         continue
                     doc = read_json(f, "tuning file")
                     b = _best(doc, m)
                     if b is not None:
-                        best[m] = b
+                        best[m], per_seed[m] = b
                         chosen[m] = doc["chosen"][m]
                 if len(best) == len(files):
                     out[r].setdefault(K, {})[v.name] = {
-                        "score": float(np.mean(list(best.values()))), "methods": best, "chosen": chosen,
+                        "score": float(np.mean(list(best.values()))),
+                        "per_seed": [float(x) for x in np.mean(list(per_seed.values()), axis=0)],
+                        "methods": best, "chosen": chosen,
                         "files": sorted({relative_to_repo(f) for f in files.values()})}
     return out
 
@@ -185,10 +191,12 @@ def decide(table: dict, Ks: Sequence[int] = DECISION_KS) -> dict:
             out[r] = {"decision": "undecided", "candidate": cand, "missing": missing}
             continue
         margins = {K: per_k[K][cand]["score"] - per_k[K]["base"]["score"] for K in Ks}
-        winner = cand if all(m > 0 for m in margins.values()) else "base"
-        out[r] = {"decision": winner, "candidate": cand, "margin_over_base": margins,
+        seeds = {K: [c - b for c, b in zip(per_k[K][cand]["per_seed"], per_k[K]["base"]["per_seed"])] for K in Ks}
+        winner = cand if cand != "base" and all(d > 0 for K in Ks for d in seeds[K]) else "base"
+        out[r] = {"decision": winner, "candidate": cand, "margin_over_base": margins, "per_seed_margin": seeds,
                   "kept_base_because": None if winner == cand else
-                  f"{cand} is best at K={first} but not better than base at every K", "options": VARIANTS[winner].options}
+                  f"{cand} is best at K={first} but not better than base on every tuning seed at every K",
+                  "options": VARIANTS[winner].options}
     return out
 
 

@@ -25,21 +25,23 @@ def folder(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _tuning(path, best: dict):
-    """A complete tuning file whose methods reach `best[m]` (mean val ACC) at beta/gamma = 1 and 5 points less at 0.1."""
+def _tuning(path, best: dict, spread: float = 0.0):
+    """A complete tuning file whose methods reach `best[m]` (mean val ACC over two seeds: best - spread and best +
+    spread) at beta/gamma = 1, and 5 points less at 0.1."""
     grid = {m: {"param": "gamma" if m.endswith("lambda") else "beta", "values": [0.1, 1.0], "complete": True,
-                "mean_val_acc": [b - 5, b]} for m, b in best.items()}
+                "mean_val_acc": [b - 5, b], "val_acc": [[b - 5, b - 5], [b - spread, b + spread]]}
+            for m, b in best.items()}
     path.write_text(json.dumps({"kind": "tuning", "grid": grid,
                                 "chosen": {m: {g["param"]: 1.0} for m, g in grid.items()}}))
 
 
-def _write_all(K20: dict, K200: dict):
-    """K20/K200: {variant: score added to every method's base ACC 80}."""
+def _write_all(K20: dict, K200: dict, spread200: dict = {}):
+    """K20/K200: {variant: score added to every method's base ACC 80}; spread200: {variant: seed spread at K=200}."""
     for v, var in CH.VARIANTS.items():
         fam = [m for r in var.regularisers for m in CH.FAMILY[r]]
         _tuning(CH.variant_file("pmnist", 20, v), {m: 80.0 + K20.get(v, 0.0) for m in fam})
         for r in var.regularisers:
-            _tuning(CH.variant_file("pmnist", 200, v, r), {r: 70.0 + K200.get(v, 0.0)})
+            _tuning(CH.variant_file("pmnist", 200, v, r), {r: 70.0 + K200.get(v, 0.0)}, spread200.get(v, 0.0))
 
 
 def test_the_k20_candidate_wins_only_where_it_also_beats_base_at_k200(folder):
@@ -55,6 +57,15 @@ def test_the_k20_candidate_wins_only_where_it_also_beats_base_at_k200(folder):
     _write_all({"xi1e-3": 5.0}, {"xi1e-3": 5.0})  # xi is PI's alone
     d = CH.decide(CH.scores("pmnist"))
     assert (d["pi"]["decision"], d["ewc"]["decision"]) == ("xi1e-3", "base")
+
+
+def test_a_mean_margin_that_one_tuning_seed_contradicts_keeps_base(folder):
+    _write_all({"max": 3.0}, {"max": 0.2}, spread200={"max": 0.5})  # K=200 seeds: -0.3 and +0.7 against base
+    d = CH.decide(CH.scores("pmnist"))["ewc"]
+    assert (d["decision"], d["candidate"]) == ("base", "max") and d["margin_over_base"][200] == pytest.approx(0.2)
+    assert d["per_seed_margin"] == {20: [3.0, 3.0], 200: [pytest.approx(-0.3), pytest.approx(0.7)]}
+    _write_all({"max": 3.0}, {"max": 0.2}, spread200={"max": 0.1})  # -> +0.1 and +0.3: every seed agrees
+    assert CH.decide(CH.scores("pmnist"))["ewc"]["decision"] == "max"
 
 
 def test_the_score_is_the_family_mean_of_best_validation_acc(folder):
