@@ -209,7 +209,7 @@ def write_summary(benchmark: str, command: str, Ks: Sequence[int] = DECISION_KS)
     doc = {"kind": "open-choices", "benchmark": benchmark, "decision_Ks": list(Ks),
            "variants": {v.name: {"options": v.options, "regularisers": list(v.regularisers), "what": v.what}
                         for v in VARIANTS.values()},
-           "rule": __doc__.split("3. ", 1)[1].split("\n\n", 1)[0].replace("\n  ", " ").strip(),
+           "rule": " ".join(__doc__.split("3. ", 1)[1].split("\n\n", 1)[0].split()),
            "scores": {r: {str(K): v for K, v in per_k.items()} for r, per_k in table.items()},
            "decisions": decide(table, Ks), "provenance": {"command": command, **invocation()}}
     files = {f for per_k in table.values() for per_v in per_k.values() for v in per_v.values() for f in v["files"]}
@@ -228,8 +228,47 @@ def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[boo
     decisions = doc["decisions"]
     if any(d["decision"] == "undecided" for d in decisions.values()):
         return None
-    H.store_options(benchmark, {r: d["options"] for r, d in decisions.items()},
-                    relative_to_repo(summary_file(benchmark)))
+    options = {r: d["options"] for r, d in decisions.items()}
     K = get_spec(benchmark).tuning_K
+    from . import store as S
+    from .tuning import default_protocol, default_tuning_out
+
+    canonical = default_tuning_out(default_protocol(benchmark, K))
+    if H.load().get(benchmark, {}).get("options") == options and canonical.exists():
+        doc = S.load(canonical, "tuning")
+        if doc.get("protocol", {}).get("method_options") == default_protocol(benchmark, K)["method_options"]:
+            return doc  # already applied: nothing to rewrite
+    H.store_options(benchmark, options, relative_to_repo(summary_file(benchmark)))
     reuse = {m: variant_file(benchmark, K, decisions[H.regulariser(m)]["decision"]) for m in TUNABLE}
     return tune(benchmark, K, reuse=reuse, plan=tune_plan, show_progress=show_progress, force=True)
+
+
+def choices_markdown(doc: dict) -> str:
+    """The decision file (results/open-choices-<b>.json) as Markdown: per regulariser, every variant's score at each
+    decision K (best mean validation ACC, averaged over the regulariser's methods tuned at that K), the candidate, the
+    per-seed margins and the decision."""
+    Ks = [str(K) for K in doc["decision_Ks"]]
+    out = [f"Decided by `{doc['provenance']['command']}` on validation data (rule: {doc['rule']})", "",
+           "| regulariser | variant | what | " + " | ".join(f"val. ACC, K = {K}" for K in Ks) + " |",
+           "|---|---|---|" + "---|" * len(Ks)]
+    for r, per_k in doc["scores"].items():
+        d = doc["decisions"][r]
+        for name, v in doc["variants"].items():
+            if r not in v["regularisers"]:
+                continue
+            cells = [f"{per_k[K][name]['score']:.2f}" if name in per_k.get(K, {}) else "–" for K in Ks]
+            mark = " **(decided)**" if d.get("decision") == name else (" (candidate)" if d.get("candidate") == name
+                                                                         else "")
+            out.append(f"| {r.upper()} | `{name}`{mark} | {v['what']} | " + " | ".join(cells) + " |")
+    out.append("")
+    for r, d in doc["decisions"].items():
+        if d["decision"] == "undecided":
+            out.append(f"- {r.upper()}: undecided (missing: {', '.join(d['missing'])}).")
+            continue
+        seeds = "; ".join(f"K = {K}: " + ", ".join(f"{x:+.2f}" for x in xs) for K, xs in d["per_seed_margin"].items())
+        out.append(f"- {r.upper()}: `{d['decision']}`" + (
+            f". The candidate `{d['candidate']}` against base, per tuning seed: {seeds}"
+            + (" (not better on every seed at every K: base kept)." if d["decision"] != d["candidate"] else ".")
+            if d["candidate"] != "base" else ": no variant scores higher than the defaults at K = "
+                                             f"{Ks[0]}."))
+    return "\n".join(out)

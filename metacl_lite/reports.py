@@ -182,7 +182,7 @@ def bench_summary(b: dict) -> str:
     return "\n".join(out)
 
 
-README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
+README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
 
 
 def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
@@ -195,6 +195,11 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
     text = path.read_text()
 
     def repl(mo):
+        if mo.group(2) == "choices":
+            from .atomic import read_json
+            from .choices import choices_markdown
+
+            return mo.group(1) + choices_markdown(read_json(REPO_ROOT / mo.group(3), "decision file")) + "\n" + mo.group(5)
         kind = "bench" if mo.group(2) == "bench" else "results"
         res = store.load(REPO_ROOT / mo.group(3), kind)
         body = {"table": lambda: format_table(res, "md"), "summary": lambda: comparison_summary(res),

@@ -130,3 +130,20 @@ def test_running_only_k20_never_decides_on_k20_alone(folder, hparams_file, monke
     doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
     assert doc["decision_Ks"] == [20, 200] and doc["decisions"]["ewc"]["decision"] == "undecided"
     assert CH.H.HPARAMS_FILE.read_bytes() == before
+
+
+def test_the_readme_block_shows_scores_candidates_and_per_seed_margins(folder, hparams_file, monkeypatch):
+    monkeypatch.setattr("metacl_lite.tuning.tune", lambda b, K, **kw: {"K": K})
+    _write_all({"max": 3.0}, {"max": 0.2}, spread200={"max": 0.5})
+    CH.variant_file("pmnist", 200, "latest", "ewc").unlink()  # not a candidate: not run at K=200
+    assert main(["choices", "--summary-only"]) == 0
+    md = CH.choices_markdown(json.loads((folder / "results" / "open-choices-pmnist.json").read_text()))
+    assert "| EWC | `base` **(decided)** | " in md and "| EWC | `max` (candidate) | " in md
+    assert "| 80.00 | 70.00 |" in md and "| 83.00 | 70.20 |" in md and "| 80.00 | – |" in md  # latest: K=20 only
+    assert "- EWC: `base`. The candidate `max` against base, per tuning seed: K = 20: +3.00, +3.00; K = 200: -0.30, " \
+           "+0.70 (not better on every seed at every K: base kept)." in md
+    readme = folder / "README.md"
+    readme.write_text("x\n<!-- BEGIN choices results/open-choices-pmnist.json -->\nold\n<!-- END choices -->\n")
+    from metacl_lite import reports
+    monkeypatch.setattr(reports, "REPO_ROOT", folder)
+    assert reports.update_readme(readme) and md in readme.read_text() and "\nold\n" not in readme.read_text()
