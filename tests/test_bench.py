@@ -31,5 +31,9 @@ def test_summary_of_side_by_side_grids():
                     "new": {"wall_s": 297.0, "peak_mb": 900.0}, "legacy": {"wall_s": 594.0, "peak_mb": 1000.0},
                     "speedup": 2.0}]}
     text = bench_summary(b)
-    assert "| finetune | 9.0 | 800 | 1.2 |" in text
+    assert "| finetune | 9.0 | 800 | 1.20 |" in text  # a file without the one-thread rate: the all-core bound
+    one = bench_summary({**b, "gemm_gflops_1thread": 75.0, "lower_bound_s_per_run_1thread": 15.0})
+    assert "| method | wall (s) | peak RSS (MB) | × one-thread evaluation bound |" in one
+    assert "| finetune | 9.0 | 800 | 0.60 |" in one and "75 GFLOP/s on one thread" in one
+    assert "at least 7.5 s on all cores and 15.0 s on one thread" in one
     assert "| K = 20, 3 seed(s) | 33 + 60 + 3 | 5.0 min | 1.20 | 9.9 min | 2.00× |" in text
