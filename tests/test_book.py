@@ -99,6 +99,9 @@ def _mini_book(tmp: Path, page_body: str) -> Path:
     book = tmp / "book"
     shutil.copytree(ROOT / "book", book, ignore=shutil.ignore_patterns("_build", "chapters", "reproduce"))
     (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: page\n")
+    (book / "intro.md").write_text("# A mini book\n")  # the real intro links pages this book does not have
+    for extra in ("running.md",):  # pages outside chapters/ and reproduce/ that link them
+        (book / extra).unlink(missing_ok=True)
     (book / "page.md").write_text((ROOT / "book/chapters/06_metrics.md").read_text().split("# 6.")[0]
                                   + "# A page\n\n" + page_body)
     return book

@@ -98,11 +98,20 @@ def test_invalid_json_names_the_file_and_the_place(tmp_path):
     assert str(e.value).startswith(f"{path} is not valid JSON (Expecting value at line 2, column 7)")
 
 
-def test_schema_1_files_read_with_one_invocation():
-    doc = store.load(store.Path(__file__).parents[1] / "results" / "pmnist-K20.json", "results")
+def test_schema_1_files_read_with_one_invocation(tmp_path):
+    """A schema-1 file (one provenance block, as the first committed results files had): that block becomes the one
+    invocation, with the file's total wall time as its own."""
+    prov = {"command": "python -m metacl_lite run --benchmark pmnist --K 20 --seeds 3", "git_commit": "7ec79b6e",
+            "git_dirty": False, "device": "cpu: X", "started": "2026-11-21T13:11:49+00:00",
+            "finished": "2026-11-21T13:34:00+00:00", "wall_s_total": 1331.25}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"runs": {}, "references": {}, "oracle": {}, "config": {"benchmark": "pmnist"},
+                                "provenance": prov}))
+    doc = store.load(path, "results")
     (inv,) = doc["provenance"]["invocations"]
-    assert inv["git_commit"] == "7ec79b6ebbd680dc6436cb4efe2f1c6a3c5eddaf" and inv["units"] == "all (schema 1)"
-    assert doc["provenance"]["wall_s_total"] == inv["wall_s"] == 1331.1121697689998
+    assert inv == {"git_commit": "7ec79b6e", "git_dirty": False, "device": "cpu: X", "started": prov["started"],
+                   "finished": prov["finished"], "wall_s": 1331.25, "units": "all (schema 1)"}
+    assert doc["provenance"]["wall_s_total"] == 1331.25 and doc["provenance"]["command"] == prov["command"]
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
