@@ -272,14 +272,15 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         method_hp = {m: H.method_hparams(benchmark, m, K, hp) for m in methods}
         hp_source = H.hparams_source(benchmark, methods, K, hp)
     else:
-        beta_of = {m: H.method_hparams(benchmark, m.replace("-lambda", "-beta"), K, hp)["beta"] if gamma == "beta"
-                   else 0.0 for m in methods}
+        beta_m = {m: m.replace("-lambda", "-beta") for m in methods}  # each MetaCL-lambda's MetaCL-beta counterpart
+        beta_of = {m: H.method_hparams(benchmark, beta_m[m], K, hp)["beta"] if gamma == "beta" else 0.0
+                   for m in methods}
         cfgs = {m: H.method_config(benchmark, "finetune", epochs, compile=compile, gamma=beta_of[m],
                                    **{**H.method_options(benchmark, m, hp), **options}) for m in methods}
         method_hp = {m: {"gamma": beta_of[m]} for m in methods}
-        hp_source = ({m: f"gamma=beta control: {m.replace('-lambda', '-beta')}'s beta, "
-                         f"{H.hparams_source(benchmark, [m.replace('-lambda', '-beta')], K, hp)[m.replace('-lambda', '-beta')]}"
-                      for m in methods} if gamma == "beta" else {m: "gamma=0 control" for m in methods})
+        src = H.hparams_source(benchmark, list(beta_m.values()), K, hp) if gamma == "beta" else {}
+        hp_source = {m: f"gamma=beta control: {beta_m[m]}'s beta, {src[beta_m[m]]}" if gamma == "beta"
+                     else "gamma=0 control" for m in methods}
     base_cfg = H.method_config(benchmark, "finetune", epochs, compile=compile, **options)
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": method_hp, "hparams_source": hp_source,

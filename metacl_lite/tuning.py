@@ -186,6 +186,15 @@ def _upgrade_schema1(doc: dict) -> dict:
     return doc
 
 
+def _full_protocol(doc: dict) -> dict:
+    """A tuning file's protocol with the fields of files made before them: no options, and method_options equal to
+    the file-wide options for every method."""
+    p = dict(doc["protocol"])
+    p.setdefault("options", {})
+    p.setdefault("method_options", {m: dict(p["options"]) for m in TUNABLE})
+    return p
+
+
 def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[int] = None,
          seeds: Sequence[int] = TUNING_SEEDS, methods: Optional[Sequence[str]] = None, out: Optional[Path] = None,
          write_hparams: Optional[bool] = None, show_progress: Optional[bool] = None,
@@ -232,9 +241,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
 
     def compatible(old: dict) -> list:
         old = _upgrade_schema1(old)
-        op = dict(old["protocol"])
-        op.setdefault("options", {})
-        op.setdefault("method_options", {m: dict(op["options"]) for m in TUNABLE})  # files before per-method options
+        op = _full_protocol(old)
         return [k for k in protocol if op.get(k) != protocol[k]]
 
     def merge(doc: dict) -> None:
@@ -277,8 +284,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     reused = 0
     for m, path in (reuse or {}).items():
         src = _upgrade_schema1(store_mod.load(Path(path), "tuning"))
-        sp = dict(src["protocol"])
-        sp.setdefault("method_options", {k: dict(sp.get("options", {})) for k in TUNABLE})
+        sp = _full_protocol(src)
         diff = [k for k in protocol if k not in ("options", "method_options") and sp.get(k) != protocol[k]]
         diff += ["method_options"] if sp["method_options"].get(m) != protocol["method_options"][m] else []
         if diff:
