@@ -693,6 +693,9 @@ def check_data(name: str, K: int, source: str = "auto", split: str = "test") -> 
     need = _check_request(spec, K, split)
     if source not in MNIST_SOURCES:
         raise UsageError(f"unknown data source {source!r}; use {', '.join(MNIST_SOURCES)}")
+    if source != "auto" and spec.loader != "permuted_mnist":
+        raise UsageError(f"--data {source} picks the MNIST files; {name} has one source (its folder under "
+                         f"$METACL_LITE_DATA): leave --data out")
     if spec.loader == "permuted_mnist":
         if _mnist_kind(K, source, need) == "embedded":
             verify_embedded()  # it holds EMBEDDED_MNIST_PER_CLASS >= need images of every class

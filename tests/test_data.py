@@ -308,6 +308,9 @@ def test_bad_requests_are_usage_errors():
     for name in ("pmnist", "cifar100"):
         with pytest.raises(UsageError, match="unknown data source 'disk'"):
             D.check_data(name, 20, source="disk")
+    for name in ("cifar100", "cub"):  # --data picks MNIST files only: not silently ignored elsewhere
+        with pytest.raises(UsageError, match=f"--data raw picks the MNIST files; {name} has one source"):
+            D.check_data(name, 5, source="raw")
 
 
 def test_raw_files_asked_for_but_missing(tmp_path, monkeypatch):
