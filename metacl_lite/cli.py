@@ -114,7 +114,7 @@ def run_command(config: dict, out: Path) -> str:
 
 def tune_command(doc: dict, out: Path) -> str:
     """The `tune` command that regenerates a tuning file (its protocol and all its methods)."""
-    from .tuning import TUNABLE, default_protocol, default_tuning_out
+    from .tuning import TUNABLE, WINDOW, default_protocol, default_tuning_out
 
     p = doc["protocol"]
     d = default_protocol(p["benchmark"], p["K"])
@@ -131,6 +131,11 @@ def tune_command(doc: dict, out: Path) -> str:
         if p[g] != d[g]:
             cmd += f" --{g.replace('_', '-')} {','.join(f'{v:g}' for v in p[g])}"
     cmd += _option_flags(p.get("options", {}))
+    if "window" in p:
+        cmd += f" --around {p['window']['around_K']}"
+        cmd += "" if p["window"]["half_decades"] == WINDOW else f" --window {p['window']['half_decades']}"
+    if p.get("compile", "off") != "off":
+        cmd += f" --compile {p['compile']}"
     if (p.get("model") or {}).get("random_init"):
         cmd += " --random-init"
     return cmd + _out_flag(out, default_tuning_out(p))
@@ -226,6 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--out", type=Path, default=None,
                    help="default: results/tuning-<benchmark>-K<K>.json for the default protocol, "
                         "runs/tuning-...-<hash>.json for any other")
+    u.add_argument("--around", type=_positive("--around"), default=None, metavar="K",
+                   help="search each method in a window of half-decades centred on its value tuned at this K "
+                        "(hparams.json), extended where the best value is on an edge, instead of the whole grid")
+    u.add_argument("--window", type=_positive("--window"), default=None,
+                   help="half-decades searched on each side of the centre with --around (default 2)")
     u.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
     w = u.add_mutually_exclusive_group()
     w.add_argument("--write-hparams", action="store_true",
@@ -358,13 +368,17 @@ def _table(a) -> int:
 
 
 def _tune(a) -> int:
-    from .tuning import BETA_GRID, GAMMA_GRID, TUNING_SEEDS, tune
+    from .tuning import BETA_GRID, GAMMA_GRID, TUNING_SEEDS, WINDOW, tune
+
+    if a.window is not None and a.around is None:
+        raise UserError("--window sets the width of an --around search; give --around K too")
 
     write = True if a.write_hparams else (False if a.no_write else None)
     res = tune(a.benchmark, a.K, a.n_tasks, a.seed_list or TUNING_SEEDS, a.methods, a.out, write,
                show_progress=False if a.no_progress else None, beta_grid=a.beta_grid or BETA_GRID,
                gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs, weights=a.weights,
-               random_init=a.random_init, force=a.force, plan=_plan(a), compile=a.compile, options=_options(a))
+               random_init=a.random_init, force=a.force, plan=_plan(a), compile=a.compile, options=_options(a),
+               around=a.around, window=a.window or WINDOW)
     for m, v in res["chosen"].items():
         print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
     print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")

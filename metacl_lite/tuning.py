@@ -56,6 +56,12 @@ GAMMA_GRID = (0.0,) + BETA_GRID
 MAX_EXTENSION = 6
 TUNING_SEEDS = (100, 101)
 
+#: Half-decades searched on each side of the centre by a windowed search (`tune(around=K')`).
+WINDOW = 2
+#: Protocol fields that do not make a protocol other than the default one (`is_default`): the model options, the
+#: compiled task gradients, and a windowed search of the default lattice.
+NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids")
+
 #: Methods with a strength to tune (the nine regularised ones).
 TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
 
@@ -87,6 +93,74 @@ def check_grid(name: str, values: Sequence[float]) -> list[float]:
     return sorted(out)
 
 
+def half_decade_index(v: float) -> int:
+    """The position of v on the half-decade lattice (..., 0.1 -> -2, 0.3 -> -1, 1 -> 0, 3 -> 1, 10 -> 2, ...)."""
+    e = math.floor(math.log10(v) + 1e-9)
+    mant = v / 10 ** e
+    for r, m in ((0, 1.0), (1, 3.0)):
+        if abs(mant - m) < 1e-6:
+            return 2 * e + r
+    raise UsageError(f"{v:g} is not on the half-decade grid (1, 3, 10, 30, ... times a power of ten)")
+
+
+def half_decade(i: int) -> float:
+    """The lattice value at position i (`half_decade_index`'s inverse), written as the grids write it (3e-2 = 0.03)."""
+    e, r = divmod(i, 2)
+    return float(f"{3 if r else 1}e{e}")
+
+
+def window_grid(centre: float, param: str, half_decades: int = WINDOW) -> list[float]:
+    """A windowed search's grid: the half-decade values within `half_decades` steps of `centre` on either side; a
+    gamma grid also holds 0 (the pure projection), and a gamma centred on 0 searches 0 and the `half_decades` + 1
+    smallest values of GAMMA_GRID."""
+    if centre == 0:
+        if param != "gamma":
+            raise UsageError("a beta of 0 cannot centre a windowed search (it is not a penalty); search the full grid")
+        return [0.0] + [v for v in GAMMA_GRID if v > 0][: half_decades + 1]
+    i = half_decade_index(centre)
+    values = [half_decade(j) for j in range(i - half_decades, i + half_decades + 1)]
+    return ([0.0] if param == "gamma" else []) + values
+
+
+def window_centres(benchmark: str, around: int, hp: Optional[dict] = None) -> dict[str, float]:
+    """The values tuned at K = `around` (hparams.json) for every tunable method: the centres of a windowed search."""
+    hp = H.load() if hp is None else hp
+    spec = get_spec(benchmark)
+    out = {}
+    for m in TUNABLE:
+        values, where = H._entry(hp, benchmark, m, around)
+        if m not in values.get("methods", {}) or (where == "default" and around != spec.tuning_K):
+            raise UsageError(f"--around {around}: {H.HPARAMS_FILE.name} holds no value tuned at K={around} for {m}; "
+                             f"tune that K first (python -m metacl_lite tune --benchmark {benchmark} --K {around})")
+        out[m] = values["methods"][m][H.strength_key(m)]
+    return out
+
+
+def windowed_choice(full: dict, centre: float, half_decades: int = WINDOW) -> Optional[float]:
+    """What a windowed search centred on `centre` would choose, replayed on a complete full-grid search of the same
+    protocol (`grid_of`'s entry of one method): the window, extended as `tune` extends it, scored by the same units.
+    None when the replay needs a value the full grid did not search. This is the evidence that a windowed search finds
+    the full grid's choice (`tune(around=...)`)."""
+    known = dict(zip(full["values"], full["mean_val_acc"]))
+    values = window_grid(centre, full["param"], half_decades)
+    base = list(values)
+    while True:
+        if any(v not in known for v in values):
+            return None
+        g = {"values": sorted(values), "mean_val_acc": [known[v] for v in sorted(values)]}
+        more = extension(g, base)
+        if not more:
+            return choose(g)["value"]
+        values = sorted(set(values) | set(more))
+
+
+def is_default(protocol: dict) -> bool:
+    """Whether a protocol is the default one of its benchmark and K (`default_protocol`), searched on the full grid or
+    in a window of it; such a file is results/tuning-<b>-K<K>.json and writes hparams.json."""
+    b, K = protocol["benchmark"], protocol["K"]
+    return {k: v for k, v in protocol.items() if k not in NOT_PROTOCOL_CHOICES} == default_protocol(b, K)
+
+
 def protocol_tag(protocol: dict) -> str:
     return hashlib.sha256(json.dumps(protocol, sort_keys=True).encode()).hexdigest()[:8]
 
@@ -94,8 +168,7 @@ def protocol_tag(protocol: dict) -> str:
 def default_tuning_out(protocol: dict) -> Path:
     """results/tuning-<b>-K<K>.json for the default protocol; runs/tuning-<b>-K<K>-<hash>.json for any other."""
     b, K = protocol["benchmark"], protocol["K"]
-    base = {k: v for k, v in protocol.items() if k != "model"}
-    if base == default_protocol(b, K):
+    if is_default(protocol):
         return REPO_ROOT / "results" / f"tuning-{b}-K{K}.json"
     return REPO_ROOT / "runs" / f"tuning-{b}-K{K}-{protocol_tag(protocol)}.json"
 
@@ -111,7 +184,7 @@ def grid_of(doc: dict) -> dict:
     out = {}
     for m in doc["methods"]:
         param = H.strength_key(m)
-        base = p["gamma_grid"] if param == "gamma" else p["beta_grid"]
+        base = searched_grid(p, m)
         extra = {u["value"] for u in doc["units"].values() if u["method"] == m}  # values added by extending
         values = sorted(set(base) | extra)
         accs = [[doc["units"].get(unit_key(m, param, v, s), {}).get("val_acc") for s in p["seeds"]] for v in values]
@@ -124,13 +197,23 @@ def grid_of(doc: dict) -> dict:
     return out
 
 
+def searched_grid(protocol: dict, method: str) -> list[float]:
+    """The grid a protocol searches for a method: its window (`window_grid`) in a windowed search, else the protocol's
+    beta or gamma grid."""
+    if "method_grids" in protocol:
+        return protocol["method_grids"][method]
+    return protocol["gamma_grid"] if H.strength_key(method) == "gamma" else protocol["beta_grid"]
+
+
 def choose(g: dict) -> dict:
     """The value with the best mean validation ACC (ties: the smaller value, np.argmax takes the first), and whether
-    it lies on an edge of the searched range. gamma = 0 (the pure projection of Eq. 5) is a natural lower bound, not
-    an edge: gamma cannot go below it."""
+    it lies on an edge of the searched range: the largest value, or the smallest positive one. gamma = 0 (the pure
+    projection of Eq. 5) is a natural lower bound, not an edge, when it is itself the best; when the smallest
+    positive gamma is best, the half-decades between it and 0 were not searched, so it is an edge."""
     best = int(np.argmax(g["mean_val_acc"]))
-    v = g["values"][best]
-    return {"value": v, "at_edge": (best == 0 and v > 0) or best == len(g["values"]) - 1}
+    v, values = g["values"][best], g["values"]
+    lowest_positive = min((x for x in values if x > 0), default=None)
+    return {"value": v, "at_edge": (v > 0 and v == lowest_positive) or best == len(values) - 1}
 
 
 def _step(v: float, up: bool) -> float:
@@ -202,8 +285,14 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
          epochs: Optional[int] = None, weights: Optional[str] = None, random_init: bool = False,
          force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
          plan: Optional[Plan] = None, compile: str = "off", options: Optional[dict] = None,
-         decided: bool = True, reuse: Optional[dict] = None) -> dict:
+         decided: bool = True, reuse: Optional[dict] = None, around: Optional[int] = None,
+         window: int = WINDOW) -> dict:
     """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
+
+    around: search each method in a window of the half-decade lattice (`window_grid`: `window` half-decades either
+    side, and 0 for gamma) centred on its value tuned at K = around, instead of the whole beta/gamma grid; extended
+    like the full grid wherever the best value lies on an edge. The protocol records the centres' K, the window and
+    every method's grid. compile: recorded in the protocol unless "off" (compiled and eager runs round differently).
 
     Each method trains with the open choices decided for its regulariser (hparams.json "options", see `choices`)
     overridden by `options`; decided=False starts from the defaults instead (how `choices` tunes its variants). The
@@ -225,6 +314,14 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
                 "val_offset": spec.val_offset, "val_per_class": spec.val_per_class,
                 "options": check_options(options)}
+    if compile != "off":
+        protocol["compile"] = compile
+    if around is not None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise UsageError(f"--window {window!r}: give a whole number of half-decades >= 1")
+        centres = window_centres(benchmark, around)
+        protocol["window"] = {"around_K": around, "half_decades": window, "centres": centres}
+        protocol["method_grids"] = {m: window_grid(c, H.strength_key(m), window) for m, c in centres.items()}
     base = decided_options(benchmark) if decided else {m: {} for m in TUNABLE}
     protocol["method_options"] = {m: {**base[m], **protocol["options"]} for m in TUNABLE}
     if K > spec.val_offset:
@@ -235,14 +332,14 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     if model:
         protocol["model"] = {"random_init": model["random_init"]}
     out = check_writable(Path(out) if out else default_tuning_out(protocol))
-    canonical = {k: v for k, v in protocol.items() if k != "model"} == default_protocol(benchmark, K)
+    canonical = is_default(protocol)
     if command is None:
         from .cli import tune_command as command
 
     def compatible(old: dict) -> list:
         old = _upgrade_schema1(old)
         op = _full_protocol(old)
-        return [k for k in protocol if op.get(k) != protocol[k]]
+        return sorted(k for k in set(protocol) | set(op) if op.get(k) != protocol.get(k))
 
     def merge(doc: dict) -> None:
         if "grid" in doc and "units" not in doc:
@@ -285,7 +382,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     for m, path in (reuse or {}).items():
         src = _upgrade_schema1(store_mod.load(Path(path), "tuning"))
         sp = _full_protocol(src)
-        diff = [k for k in protocol if k not in ("options", "method_options") and sp.get(k) != protocol[k]]
+        diff = sorted(k for k in set(protocol) | set(sp)
+                      if k not in ("options", "method_options") and sp.get(k) != protocol.get(k))
         diff += ["method_options"] if sp["method_options"].get(m) != protocol["method_options"][m] else []
         if diff:
             raise UsageError(f"{relative_to_repo(path)} cannot stand in for {m}'s units ({', '.join(diff)} differ)")
@@ -295,7 +393,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 reused += 1
 
     plan = plan or check_plan()
-    grids = {m: protocol["gamma_grid"] if H.strength_key(m) == "gamma" else protocol["beta_grid"] for m in methods}
+    grids = {m: searched_grid(protocol, m) for m in methods}
     jobs = [j for m in methods for j in jobs_for(m, grids[m])]
     ran = bool(jobs) or reused > 0
     bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")

@@ -154,7 +154,7 @@ def test_extension_steps_half_decades_and_stops():
     g = {"values": list(TU.BETA_GRID), "mean_val_acc": [0.0] * 12 + [1.0]}
     assert TU.extension(g, TU.BETA_GRID) == [30000.0, 100000.0]
     g = {"values": list(TU.GAMMA_GRID), "mean_val_acc": [0.0, 1.0] + [0.0] * 12}
-    assert TU.extension(g, TU.GAMMA_GRID) == []  # 0.01 lies inside [0, 1e4]
+    assert TU.extension(g, TU.GAMMA_GRID) == [0.003, 0.001]  # 0 is searched, but not the half-decades above it
     g = {"values": [0.0, 0.01], "mean_val_acc": [1.0, 0.0]}
     assert TU.choose(g) == {"value": 0.0, "at_edge": False}  # gamma = 0 is a bound, not an edge
     g = {"values": [0.01, 0.1], "mean_val_acc": [1.0, 0.0]}
@@ -183,3 +183,97 @@ def test_reuse_copies_units_made_with_the_same_configuration_and_refuses_others(
     with pytest.raises(TU.UsageError, match="cannot stand in for ewc's units \\(method_options differ\\)"):
         TU.tune("pmnist", **SMOKE, out=repo / "d.json", reuse={"ewc": repo / "c.json"})
     assert plain["protocol"]["method_options"]["ewc"] == {}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Windowed search (tune --around K)
+# ----------------------------------------------------------------------------------------------------------------
+def test_window_grids_by_hand():
+    assert TU.window_grid(100.0, "beta") == [10.0, 30.0, 100.0, 300.0, 1000.0]
+    assert TU.window_grid(0.3, "beta", 1) == [0.1, 0.3, 1.0]
+    assert TU.window_grid(0.01, "gamma") == [0.0, 0.001, 0.003, 0.01, 0.03, 0.1]
+    assert TU.window_grid(0.0, "gamma") == [0.0, 0.01, 0.03, 0.1]
+    assert [TU.half_decade_index(v) for v in (0.03, 0.1, 1.0, 3.0, 3000.0)] == [-3, -2, 0, 1, 7]
+    with pytest.raises(TU.UsageError, match="0.5 is not on the half-decade grid"):
+        TU.window_grid(0.5, "beta")
+    with pytest.raises(TU.UsageError, match="a beta of 0 cannot centre"):
+        TU.window_grid(0.0, "beta")
+
+
+def test_the_smallest_positive_gamma_is_an_edge_unless_0_is_best():
+    """Below the smallest positive gamma only 0 was searched: a best value there is on the edge (the half-decades
+    between are unsearched), while gamma = 0 itself cannot go lower."""
+    g = {"values": [0.0, 1.0, 3.0, 10.0], "mean_val_acc": [50.0, 60.0, 59.0, 58.0]}
+    assert TU.choose(g) == {"value": 1.0, "at_edge": True}
+    assert TU.choose({**g, "mean_val_acc": [61.0, 60.0, 59.0, 58.0]}) == {"value": 0.0, "at_edge": False}
+    assert TU.choose({**g, "mean_val_acc": [50.0, 59.0, 60.0, 58.0]}) == {"value": 3.0, "at_edge": False}
+    assert TU.extension({**g, "param": "gamma"}, g["values"]) == [0.3, 0.1]
+
+
+def _centred(write, values):
+    """hparams.json with values tuned at K=50 for every tunable method: `values` = (beta, gamma)."""
+    hp = json.loads(TU.H.HPARAMS_FILE.read_text())
+    hp["pmnist"]["by_K"]["50"] = {"methods": {m: {TU.H.strength_key(m): values[TU.H.strength_key(m) == "gamma"]}
+                                              for m in TU.TUNABLE}, "source": "x", "command": "y"}
+    write(hp)
+
+
+def test_a_windowed_search_trains_the_window_extends_at_an_edge_and_records_it(repo, hparams_file, fake_training):
+    _centred(hparams_file, (10.0, 0.1))  # _acc peaks at 1: beta's window 1..100 has it on its lower edge
+    kw = dict(n_tasks=2, epochs=1, seeds=(100,), show_progress=False)
+    doc = TU.tune("pmnist", K=200, methods=["ewc", "ewc-metacl-lambda"], around=50, **kw)
+    p = doc["protocol"]
+    assert p["window"] == {"around_K": 50, "half_decades": 2, "centres": {m: (0.1 if "lambda" in m else 10.0)
+                                                                          for m in TU.TUNABLE}}
+    assert p["method_grids"]["ewc"] == [1.0, 3.0, 10.0, 30.0, 100.0]
+    trained = sorted({b for m, b, g, s in fake_training if m == "ewc"})
+    assert trained == [0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0]  # the window, then two half-decades below it
+    assert sorted({g for m, b, g, s in fake_training if m == "ewc-metacl-lambda"}) == [0.0, 0.01, 0.03, 0.1, 0.3,
+                                                                                       1.0, 3.0, 10.0]
+    assert doc["chosen"] == {"ewc": {"beta": 1.0}, "ewc-metacl-lambda": {"gamma": 1.0}}
+    assert doc["at_edge"] == {"ewc": False, "ewc-metacl-lambda": False}
+    assert doc["grid"]["ewc"]["extended"] == [0.1, 0.3]
+    assert " --around 50" in doc["provenance"]["command"] and "--window" not in doc["provenance"]["command"]
+    # the same protocol on the full grid is another file; another window is refused in the same file
+    out = repo / "runs" / f"tuning-pmnist-K200-{TU.protocol_tag(p)}.json"
+    assert out.exists()
+    with pytest.raises(G.ConfigMismatch if hasattr(G, "ConfigMismatch") else Exception, match="method_grids|window"):
+        TU.tune("pmnist", K=200, methods=["ewc"], around=50, window=1, out=out, **kw)
+
+
+def test_a_windowed_search_of_the_default_protocol_is_the_default_file(repo, hparams_file, fake_training,
+                                                                      monkeypatch):
+    _centred(hparams_file, (1.0, 1.0))
+    tiny = {"benchmark": "pmnist", "K": 200, "n_tasks": 2, "epochs": 1, "seeds": [100], "beta_grid": list(TU.BETA_GRID),
+            "gamma_grid": list(TU.GAMMA_GRID), "val_offset": 500, "val_per_class": 100, "options": {},
+            "method_options": {m: {} for m in TU.TUNABLE}}
+    monkeypatch.setattr(TU, "default_protocol", lambda b, K: dict(tiny, K=K))
+    doc = TU.tune("pmnist", K=200, methods=["pi"], n_tasks=2, epochs=1, seeds=(100,), show_progress=False, around=50)
+    assert doc["canonical"] and doc["hparams_written"] and (repo / "results" / "tuning-pmnist-K200.json").exists()
+    assert len(fake_training) == 5 and doc["chosen"] == {"pi": {"beta": 1.0}}
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--around", "30"], "--around 30: hparams.json holds no value tuned at K=30 for mas"),
+    (["--window", "3"], "--window sets the width of an --around search"),
+    (["--around", "50", "--window", "0"], "--window must be"),
+])
+def test_bad_windows_exit_2_before_any_work(repo, hparams_file, fake_training, capsys, argv, needle):
+    try:
+        rc = main(["tune", "--benchmark", "pmnist", "--K", "200", "--no-progress"] + argv)
+    except SystemExit as e:  # argparse's own errors
+        rc = e.code
+    assert rc == 2 and needle in capsys.readouterr().err and fake_training == []
+
+
+def test_the_window_finds_the_full_grids_choice_on_the_committed_files():
+    """The evidence for --around: replayed on each committed full-grid search at K (the same units), a window of two
+    half-decades either side of the value chosen at the previous K, extended as `tune` extends it, chooses what the
+    full grid chose, for every method."""
+    pairs = [(20, 50)]
+    for prev, K in pairs:
+        hp_prev = store.load(TU.REPO_ROOT / "results" / f"tuning-pmnist-K{prev}.json", "tuning")["chosen"]
+        full = TU.grid_of(store.load(TU.REPO_ROOT / "results" / f"tuning-pmnist-K{K}.json", "tuning"))
+        for m, g in full.items():
+            centre = hp_prev[m][g["param"]]
+            assert TU.windowed_choice(g, centre) == TU.choose(g)["value"], (prev, K, m)
