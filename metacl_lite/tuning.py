@@ -395,6 +395,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     plan = plan or check_plan()
     grids = {m: searched_grid(protocol, m) for m in methods}
     jobs = [j for m in methods for j in jobs_for(m, grids[m])]
+    g = grid_of(store.doc)  # a grid completed earlier may still need extending (e.g. after a change of the edge rule)
+    jobs += [j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))]
     ran = bool(jobs) or reused > 0
     bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")
     while jobs:  # the grid, then two half-decades more wherever the best value lies on an edge

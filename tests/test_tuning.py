@@ -277,3 +277,19 @@ def test_the_window_finds_the_full_grids_choice_on_the_committed_files():
         for m, g in full.items():
             centre = hp_prev[m][g["param"]]
             assert TU.windowed_choice(g, centre) == TU.choose(g)["value"], (prev, K, m)
+
+
+def test_a_complete_grid_whose_best_is_on_an_edge_is_extended_when_tuning_resumes(repo, hparams_file,
+                                                                                 fake_training):
+    """A file whose grid was complete with its best value on an edge (under the edge rule of the day) gets the
+    extension when `tune` is run again with the same protocol: nothing else is trained."""
+    kw = dict(SMOKE, beta_grid=(0.1, 0.3))
+    out = repo / "t.json"
+    doc = TU.tune("pmnist", **kw, out=out)
+    assert doc["chosen"] == {"ewc": {"beta": 1.0}} and sorted(b for _, b, _, _ in fake_training) == [0.1, 0.3, 1.0, 3.0]
+    d = json.loads(out.read_text())  # as if the file had stopped before extending
+    d["units"] = {k: u for k, u in d["units"].items() if u["value"] < 1.0}
+    out.write_text(json.dumps(d))
+    fake_training.clear()
+    doc = TU.tune("pmnist", **kw, out=out)
+    assert sorted(b for _, b, _, _ in fake_training) == [1.0, 3.0] and doc["chosen"] == {"ewc": {"beta": 1.0}}
