@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--data", default="auto", choices=("auto", "embedded", "raw"), help="MNIST source")
     r.add_argument("--out", type=Path, default=None, help="results file (default results/<benchmark>-K<K>.json)")
     r.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
+    r.add_argument("--redo", type=_method_list, default=None, metavar="METHODS",
+                   help="discard the finished runs of these methods in --out and train them again (e.g. after their "
+                        "beta/gamma were tuned again); the file records what was discarded")
     r.add_argument("--weights", default=None, help="cub: ImageNet ResNet-18 weights file (default: torch hub cache)")
     r.add_argument("--random-init", action="store_true", help="cub: train ResNet-18 from random init (recorded)")
     r.add_argument("--gamma", choices=("beta", "0"), default=None,
@@ -352,7 +355,7 @@ def _run(a) -> int:
     res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
                          show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
                          random_init=a.random_init, plan=_plan(a), compile=a.compile, options=_options(a),
-                         gamma=a.gamma)
+                         gamma=a.gamma, redo=a.redo or ())
     print(format_table(res))
     return 0
 

@@ -240,7 +240,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                    source: str = "auto", show_progress: Optional[bool] = None, force: bool = False,
                    weights: Optional[str] = None, random_init: bool = False,
                    command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None,
-                   compile: str = "off", options: Optional[dict] = None, gamma: Optional[str] = None) -> dict:
+                   compile: str = "off", options: Optional[dict] = None, gamma: Optional[str] = None,
+                   redo: Sequence[str] = ()) -> dict:
     """Train every unit of the grid still missing from `out` and save each as it finishes.
 
     Everything is checked before any compute: the options, the output path, the data, the tuned beta/gamma of every
@@ -251,8 +252,14 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     paper leaves open (`TrainConfig.omega_accumulate`, `omega_normalise`, `pi_xi`), recorded in the config.
     `gamma` makes a control run of MetaCL-lambda methods (`GAMMA_CONTROLS`): "beta" trains each with gamma equal to
     the tuned beta of its MetaCL-beta counterpart, "0" with gamma = 0; recorded as config["gamma_control"] and in
-    method_hparams, written by default to `control_file`."""
+    method_hparams, written by default to `control_file`.
+    `redo`: methods whose finished runs in `out` are discarded first and trained again (after their beta/gamma or
+    options changed); the file records what was discarded (provenance.discarded)."""
     methods = check_methods(methods)
+    redo = check_methods(list(redo)) if redo else []
+    if set(redo) - set(methods):
+        raise UsageError(f"--redo {','.join(sorted(set(redo) - set(methods)))}: not among the methods this run trains; "
+                         f"add it to --methods or leave it out of --redo")
     check_gamma_control(gamma, methods)
     seeds = check_seeds(list(seeds))
     n = check_n_tasks(benchmark, n_tasks)
@@ -320,6 +327,19 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         doc.setdefault("provenance", {})["command"] = command(doc["config"], out)
 
     store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize)
+    if redo and not force:
+        def forget(doc: dict) -> None:
+            c = doc.get("config", {})
+            for key in ("method_hparams", "hparams_source", "method_options"):
+                for m in redo:
+                    c.get(key, {}).pop(m, None)
+            c["methods"] = [m for m in c.get("methods", []) if m not in redo]
+
+        gone = store.discard(lambda s, k: s == "runs" and k.split("/")[0] in redo, forget,
+                             f"--redo {','.join(redo)}: retrained with " + "; ".join(
+                                 f"{m} {method_hp[m]}" for m in redo))
+        if gone:
+            print(f"discarded {len(gone)} finished runs of {', '.join(redo)} from {out}; training them again")
     doc = store.open(force)
     todo = pending_units(config, {s: store.done(s) for s in store.sections})
     jobs = [Job(u, benchmark, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict())

@@ -110,6 +110,30 @@ class UnitFile:
         self.merge(doc)
         return doc
 
+    def discard(self, select: Callable[[str, str], bool], forget: Callable[[dict], None], why: str) -> list[str]:
+        """Remove the finished units for which select(section, key) holds, and call forget(doc) to drop what the
+        header says of them, before `open`. The compatibility check applies to what is left (what is discarded is what
+        would fail it); nothing is removed when the rest fails it too. provenance.discarded records the units, when,
+        and why. Returns the removed units."""
+        if not self.path.exists():
+            return []
+        with locked(self.path):
+            doc = load(self.path, self.kind)
+            gone = [f"{s}/{k}" for s in self.sections for k in list(doc.get(s, {})) if select(s, k)]
+            for unit in gone:
+                s, _, k = unit.partition("/")
+                del doc[s][k]
+            forget(doc)
+            diff = self.compatible(doc)
+            if diff:  # the rest of the file cannot be continued either: discard nothing
+                raise ConfigMismatch(f"{self.path} was made with a different configuration ({', '.join(diff)})")
+            if gone:
+                prov = doc.setdefault("provenance", {"invocations": []})
+                prov.setdefault("discarded", []).append({"units": gone, "when": now(), "why": why,
+                                                         "by": self.inv["id"]})
+            write_json(self.path, doc)
+        return gone
+
     def done(self, section: str) -> set:
         return set(self.doc.get(section, {}))
 

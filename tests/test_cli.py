@@ -168,3 +168,40 @@ def test_missing_cifar_data_names_the_fetch_command_not_tune(capsys, tmp_path, m
     monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path / "empty"))
     rc, err = _err(capsys, ["run", "--benchmark", "cifar100", "--K", "20", "--out", str(tmp_path / "r.json")])
     assert rc == 2 and "python data_scripts/fetch.py cifar100" in err and "tune" not in err
+
+
+def test_redo_retrains_one_method_after_its_gamma_changed_and_records_it(capsys, tmp_path, monkeypatch,
+                                                                        hparams_file):
+    """After a method's gamma is tuned again the file refuses to continue (its recorded gamma differs); --redo
+    discards that method's runs, trains them with the new value, keeps every other unit, and says so in the file. A
+    --redo against a file whose other settings differ discards nothing."""
+    out = tmp_path / "r.json"
+    argv = ["run", "--benchmark", "pmnist", *TINY, "--methods", "finetune,mas-metacl-lambda", "--out", str(out)]
+    assert main(argv) == 0
+    first = json.loads(out.read_text())
+    hp = json.loads(H.HPARAMS_FILE.read_text())
+    old_gamma = H.method_hparams("pmnist", "mas-metacl-lambda", K=5)["gamma"]
+    hp["pmnist"]["by_K"]["5"] = {"methods": {"mas-metacl-lambda": {"gamma": old_gamma * 10}}, "source": "s",
+                                 "command": "c"}
+    hparams_file(hp)
+    rc, err = _err(capsys, argv)
+    assert rc == 2 and "method_hparams[mas-metacl-lambda]" in err
+    rc, err = _err(capsys, argv[:3] + ["--K", "6"] + argv[5:] + ["--redo", "mas-metacl-lambda"])
+    assert rc == 2 and "different configuration" in err and json.loads(out.read_text()) == first
+    rc, err = _err(capsys, argv + ["--redo", "finetune,pi"])
+    assert rc == 2 and "--redo pi: not among the methods" in err
+
+    calls = []
+    real = G.run_stream
+    monkeypatch.setattr(G, "run_stream", lambda *a, **k: (calls.append((a[1], a[2].gamma)), real(*a, **k))[1])
+    assert main(argv + ["--redo", "mas-metacl-lambda"]) == 0
+    res = json.loads(out.read_text())
+    assert calls == [("mas-metacl-lambda", old_gamma * 10)] * 2
+    assert res["config"]["method_hparams"]["mas-metacl-lambda"] == {"gamma": old_gamma * 10}
+    assert res["config"]["methods"] == ["finetune", "mas-metacl-lambda"]
+    assert {k: v for k, v in res["runs"].items() if k.startswith("finetune")} == \
+        {k: v for k, v in first["runs"].items() if k.startswith("finetune")}
+    assert res["references"] == first["references"] and res["oracle"] == first["oracle"]
+    (d,) = res["provenance"]["discarded"]
+    assert d["units"] == ["runs/mas-metacl-lambda/0", "runs/mas-metacl-lambda/1"] and "--redo" in d["why"]
+    assert main(argv) == 0 and len(calls) == 2  # and the file continues normally
