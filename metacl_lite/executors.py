@@ -120,8 +120,15 @@ def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[
             progress()
 
     if plan.executor == "local" and plan.workers == 1:
-        for job in jobs:  # in this process: exceptions (and Ctrl-C) propagate; a failed unit is a bug here
-            done(job, fn(job))
+        import torch
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(plan.threads)  # as in a worker; put back afterwards (a notebook's own setting)
+        try:
+            for job in jobs:  # in this process: exceptions (and Ctrl-C) propagate; a failed unit is a bug here
+                done(job, fn(job))
+        finally:
+            torch.set_num_threads(before)
         return failures
     if plan.executor == "ray":
         import ray

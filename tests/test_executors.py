@@ -100,3 +100,23 @@ def test_an_unreachable_ray_address_is_a_clear_error():
         X.check_plan("ray", address="127.0.0.1:1")
     with pytest.raises(UsageError, match="is not HOST:PORT"):
         X.check_plan("ray", address="nowhere")
+
+
+def _threads(job):
+    import torch
+
+    return torch.get_num_threads()
+
+
+def test_every_executor_runs_units_with_the_plans_threads():
+    """One intra-op thread per unit by default, in this process too (torch's default, all cores, oversubscribes a
+    machine whose other cores are busy: 15-30x slower units were seen); this process's own setting is put back."""
+    import torch
+
+    torch.set_num_threads(2)
+    for plan in (X.check_plan("local", workers=1), X.check_plan("local", workers=2),
+                 X.check_plan("local", workers=1, threads=2)):
+        seen = {}
+        assert X.run_all(_threads, [0, 1], lambda j, r: seen.__setitem__(j, r), plan) == []
+        assert seen == {0: plan.threads, 1: plan.threads}
+        assert torch.get_num_threads() == 2
