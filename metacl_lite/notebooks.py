@@ -324,7 +324,7 @@ def stamped_pages() -> dict[Path, list[str]]:
     """Pages other than the reproduction pages that read files of results/, and which: the overview of every setting
     (each setting's results file and the speed benchmarks of the benchmarks we could not run), "Running this book"
     (the page timings), the claims chapter (the results and control files) and the analysis chapter (the results
-    files, the K=20 tuning file, the lambda story)."""
+    files, the tuning file of every K, the lambda story)."""
     from .claims import CONTROLS, control_file
 
     settings = [f"{b}-K{K}.json" for b, spec in SPECS.items() for K in spec.paper_Ks]
@@ -334,7 +334,8 @@ def stamped_pages() -> dict[Path, list[str]]:
     return {TEMPLATE.parent / "overview.md": settings + ["bench-cifar100.json", "bench-cub.json"],
             REPO_ROOT / "book" / "running.md": ["book-timings.json"],
             chapters / "07_claims.md": pmnist + controls,
-            chapters / "08_analysis.md": pmnist + ["tuning-pmnist-K20.json", "lambda-story-pmnist.json"]}
+            chapters / "08_analysis.md": pmnist + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
+            + ["lambda-story-pmnist.json"]}
 
 
 def _stamped(text: str, stamp: Optional[str]) -> str:

@@ -29,18 +29,24 @@ class BenchmarkSpec:
     paper_Ks: tuple[int, ...]  # the K values with published numbers (Table 1-3, Appendix D)
     max_tasks: int  # the most tasks the dataset can give (Permuted MNIST: any number)
     permuted: bool  # the seed draws the task permutations (Permuted MNIST); class splits are fixed otherwise
+    extra_Ks: tuple[int, ...] = ()  # K values we reproduce beyond the paper's (its future work: fewer shots)
 
     @property
     def max_train_K(self) -> int:
         """The largest K whose training images never overlap the validation images."""
         return self.val_offset
 
+    @property
+    def all_Ks(self) -> tuple[int, ...]:
+        """The paper's K values and ours beyond them, ascending."""
+        return tuple(sorted(set(self.paper_Ks) | set(self.extra_Ks)))
+
 
 SPECS: dict[str, BenchmarkSpec] = {
     "pmnist": BenchmarkSpec("pmnist", "Permuted MNIST", n_tasks=20, epochs=5, classes_per_task=10, multi_head=False,
                             input_shape=(784,), model="mlp", loader="permuted_mnist", val_offset=500,
                             val_per_class=100, tuning_K=20, paper_Ks=(20, 50, 200, 500), max_tasks=10**6,
-                            permuted=True),
+                            permuted=True, extra_Ks=(1, 5, 10)),
     "cifar100": BenchmarkSpec("cifar100", "Split CIFAR-100", n_tasks=10, epochs=60, classes_per_task=10,
                               multi_head=True, input_shape=(3, 32, 32), model="cifar_cnn", loader="split_cifar100",
                               val_offset=400, val_per_class=100, tuning_K=20, paper_Ks=(20, 50, 200, 500),

@@ -243,6 +243,32 @@ def extension(g: dict, base: Sequence[float]) -> list[float]:
     return new + [_step(new[0], up)]
 
 
+def committed_tunings(benchmark: str, results_dir: Optional[Path] = None) -> dict[int, dict]:
+    """The default tuning files of a benchmark (results/tuning-<b>-K<K>.json), by K, for every K of
+    `specs.BenchmarkSpec.all_Ks` that has one."""
+    folder = Path(results_dir or REPO_ROOT / "results")
+    out = {}
+    for K in get_spec(benchmark).all_Ks:
+        path = folder / f"tuning-{benchmark}-K{K}.json"
+        if path.exists():
+            out[K] = _upgrade_schema1(store_mod.load(path, "tuning"))
+    return out
+
+
+def validation_curves(docs: dict[int, dict]) -> list[dict]:
+    """One row per (K, method, searched value) of complete grids: the mean validation ACC over the tuning seeds and
+    whether the value is the one chosen (the data of the book's "how beta and gamma move with K")."""
+    rows = []
+    for K, doc in docs.items():
+        for m, g in grid_of(doc).items():
+            if not g["complete"]:
+                continue
+            chosen = choose(g)["value"]
+            rows += [{"K": K, "method": m, "param": g["param"], "value": v, "val_acc": a, "chosen": v == chosen}
+                     for v, a in zip(g["values"], g["mean_val_acc"])]
+    return rows
+
+
 #: Schema-1 tuning files validated Permuted MNIST on images 400-499 of each class (the embedded subset held 500).
 SCHEMA1_VAL_OFFSET = {"pmnist": 400}
 
