@@ -270,10 +270,13 @@ def test_the_window_finds_the_full_grids_choice_on_the_committed_files():
     """The evidence for --around: replayed on each committed full-grid search at K (the same units), a window of two
     half-decades either side of the value chosen at the previous K, extended as `tune` extends it, chooses what the
     full grid chose, for every method."""
-    pairs = [(20, 50)]
+    docs = TU.committed_tunings("pmnist")
+    full_Ks = [K for K, d in docs.items() if "method_grids" not in d["protocol"]]
+    pairs = list(zip(full_Ks, full_Ks[1:]))
+    assert (20, 50) in pairs
     for prev, K in pairs:
-        hp_prev = store.load(TU.REPO_ROOT / "results" / f"tuning-pmnist-K{prev}.json", "tuning")["chosen"]
-        full = TU.grid_of(store.load(TU.REPO_ROOT / "results" / f"tuning-pmnist-K{K}.json", "tuning"))
+        hp_prev = docs[prev]["chosen"]
+        full = TU.grid_of(docs[K])
         for m, g in full.items():
             centre = hp_prev[m][g["param"]]
             assert TU.windowed_choice(g, centre) == TU.choose(g)["value"], (prev, K, m)
