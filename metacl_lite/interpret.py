@@ -514,6 +514,78 @@ def overview_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: Issue 10's targets for a reproduced setting of the paper: the mean |ours − paper| ACC at most this many points,
+#: and every regularised method's |ours − paper| FA below this (single digits).
+TARGET_ACC_GAP = 3.0
+TARGET_FA_GAP = 10.0
+
+
+def tuned_at(res: dict) -> Optional[bool]:
+    """Whether every regularised method of a results file took β/γ tuned at the file's own K (`config.hparams_source`:
+    "K=<K>: ..." or, at the benchmark's tuning K, "default: ..."); None when the file has no regularised method."""
+    cfg = res["config"]
+    K, spec = cfg["K"], SPECS[cfg["benchmark"]]
+    src = cfg.get("hparams_source") or {}
+    regularised = [m for m in cfg["methods"] if any(m.startswith(r) for r in REGULARISERS)]
+    if not regularised:
+        return None
+    ok = (f"K={K}:",) + (("default:",) if K == spec.tuning_K else ())
+    return all(str(src.get(m) or "").startswith(ok) for m in regularised)
+
+
+def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -> list[dict[str, Any]]:
+    """One row per K of the benchmark (`specs.BenchmarkSpec.all_Ks`): the results file's seeds, whether its β/γ were
+    tuned at that K (`tuned_at`), the mean |ours − paper| ACC and the largest |ours − paper| FA of the regularised
+    methods against `TARGET_ACC_GAP` and `TARGET_FA_GAP` (None where the paper has no table), Spearman's ρ, and
+    whether every value chosen in the K's tuning file is interior to its grid (None without a tuning file)."""
+    from .store import load, load_results
+
+    folder = Path(results_dir) if results_dir else REPO_ROOT / "results"
+    rows = []
+    for K in SPECS[benchmark].all_Ks:
+        row: dict[str, Any] = {"K": K, "in_paper": K in SPECS[benchmark].paper_Ks, "exists": False, "seeds": None,
+                               "tuned_at_K": None, "acc_gap": None, "fa_max": None, "fa_method": None,
+                               "rho": None, "interior": None}
+        tuning = folder / f"tuning-{benchmark}-K{K}.json"
+        if tuning.exists():
+            row["interior"] = not any(load(tuning, "tuning").get("at_edge", {}).values())
+        path = folder / f"{benchmark}-K{K}.json"
+        if path.exists():
+            res = load_results(path)
+            g = gaps(res)
+            fa = [(abs(d), m) for m, d in g["FA"]["by_method"].items() if any(m.startswith(r) for r in REGULARISERS)]
+            row.update(exists=True, seeds=len(res["config"]["seeds"]), tuned_at_K=tuned_at(res),
+                       acc_gap=g["ACC"]["mean_abs"], rho=rank_agreement(res)["rho"])
+            if fa:
+                row["fa_max"], row["fa_method"] = max(fa)
+        rows.append(row)
+    return rows
+
+
+def targets_markdown(rows: list[dict[str, Any]]) -> str:
+    """The table of `target_rows`, each gap marked ✓ (target met) or ✗."""
+    def mark(v, ok):
+        return "–" if v is None else f"{_num(v)} {'✓' if ok else '✗'}"
+
+    lines = [f"| K | Seeds | β/γ tuned at this K | mean \\|ours − paper\\| ACC (≤ {TARGET_ACC_GAP:g}) | largest "
+             f"\\|ours − paper\\| FA of a regularised method (< {TARGET_FA_GAP:g}) | Spearman ρ | tuned values "
+             f"interior |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        yes = {True: "yes", False: "no", None: "–"}
+        if not r["exists"]:
+            lines.append(f"| {r['K']} | no results file yet | – | – | – | – | {yes[r['interior']]} |")
+            continue
+        fa = mark(r["fa_max"], r["fa_max"] is not None and r["fa_max"] < TARGET_FA_GAP)
+        fa += f" ({_labels()[r['fa_method']]})" if r["fa_method"] else ""
+        acc = mark(r["acc_gap"], r["acc_gap"] is not None and r["acc_gap"] <= TARGET_ACC_GAP)
+        if not r["in_paper"]:
+            acc = fa = "– (beyond the paper)"
+        rho = _num(r["rho"], 2) if r["rho"] is not None else "–"
+        lines.append(f"| {r['K']} | {r['seeds']} | {yes[r['tuned_at_K']]} | {acc} | {fa} | {rho} | "
+                     f"{yes[r['interior']]} |")
+    return "\n".join(lines)
+
+
 #: How to get each benchmark's data (data_scripts/fetch.py; checksums are verified before anything is replaced).
 FETCH = {"pmnist": "python data_scripts/fetch.py mnist          # raw MNIST (md5-checked), for K beyond the embedded subset",
          "cifar100": "python data_scripts/fetch.py cifar100       # or --from cifar-100-python.tar.gz (md5-checked)",

@@ -322,7 +322,8 @@ def results_stamp(benchmark: str, K: int, results_dir: Optional[Path] = None) ->
 
 def stamped_pages() -> dict[Path, list[str]]:
     """Pages other than the reproduction pages that read files of results/, and which: the overview of every setting
-    (each setting's results file and the speed benchmarks of the benchmarks we could not run), "Running this book"
+    (each setting's results file, the speed benchmarks of the benchmarks we could not run, and for the targets table
+    the Permuted MNIST files beyond the paper's K and every K's tuning file), "Running this book"
     (the page timings), the claims chapter (the results and control files) and the analysis chapter (the results
     files, the tuning file of every K, the lambda story)."""
     from .claims import CONTROLS, control_file
@@ -331,7 +332,9 @@ def stamped_pages() -> dict[Path, list[str]]:
     pmnist = [f"pmnist-K{K}.json" for K in SPECS["pmnist"].paper_Ks]
     controls = [control_file("pmnist", K, c) for K in SPECS["pmnist"].paper_Ks for c in CONTROLS]
     chapters = REPO_ROOT / "book" / "chapters"
-    return {TEMPLATE.parent / "overview.md": settings + ["bench-cifar100.json", "bench-cub.json"],
+    targets = ([f"pmnist-K{K}.json" for K in SPECS["pmnist"].extra_Ks]
+               + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks])
+    return {TEMPLATE.parent / "overview.md": settings + targets + ["bench-cifar100.json", "bench-cub.json"],
             REPO_ROOT / "book" / "running.md": ["book-timings.json"],
             chapters / "07_claims.md": pmnist + controls,
             chapters / "08_analysis.md": pmnist + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]

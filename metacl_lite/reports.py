@@ -190,7 +190,8 @@ def bench_summary(b: dict) -> str:
     return "\n".join(out)
 
 
-README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
+README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets) (\S+) -->\n)(.*?)(<!-- END \2 -->)",
+                         re.S)
 
 
 def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
@@ -208,6 +209,10 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
             from .choices import choices_markdown
 
             return mo.group(1) + choices_markdown(read_json(REPO_ROOT / mo.group(3), "decision file")) + "\n" + mo.group(5)
+        if mo.group(2) == "targets":
+            from .interpret import target_rows, targets_markdown
+
+            return mo.group(1) + targets_markdown(target_rows(mo.group(3))) + "\n" + mo.group(5)
         kind = "bench" if mo.group(2) == "bench" else "results"
         res = store.load(REPO_ROOT / mo.group(3), kind)
         body = {"table": lambda: format_table(res, "md"), "summary": lambda: comparison_summary(res),

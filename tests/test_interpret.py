@@ -379,7 +379,10 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
 
     pages = {p.name: names for p, names in stamped_pages().items()}
     assert pages["overview.md"] == [f"{b}-K{K}.json" for b, K in I.paper_settings()] + \
-        ["bench-cifar100.json", "bench-cub.json"]
+        ["pmnist-K1.json", "pmnist-K5.json", "pmnist-K10.json"] + \
+        [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + ["bench-cifar100.json", "bench-cub.json"]
+    assert pages["08_analysis.md"][-8:] == [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + \
+        ["lambda-story-pmnist.json"]
     assert pages["running.md"] == ["book-timings.json"]
     for page, names in stamped_pages().items():
         assert files_stamp(names) in page.read_text().splitlines(), page
@@ -411,3 +414,35 @@ def test_open_choices_decided_per_regulariser():
     same = doc(acc, config={"method_options": {m: latest for m in acc if m != "finetune"}})
     assert "the same for every regulariser, as recorded in the file (`config.method_options`): Ω accumulated " \
            "across tasks: `latest`" in I.interpretation_markdown(same)
+
+
+def test_targets_per_K_with_known_answers(tmp_path):
+    """Issue 10's targets per K: ACC gap <= 3 and every regularised FA gap < 10, whether β/γ were tuned at that K,
+    whether the tuning file's choices are interior; K beyond the paper has no gaps; a missing file says so."""
+    reg = [m for m in METHODS if any(m.startswith(r) for r in I.REGULARISERS)]
+    tuned = {m: "default: results/tuning-pmnist-K20.json" for m in reg}
+    res20 = doc(paper_plus({"pi": 4.0}, default=2.0), config={"hparams_source": tuned})
+    (tmp_path / "pmnist-K20.json").write_text(json.dumps(res20))
+    res50 = doc(paper_plus({}, default=-1.0, K=50), K=50, config={"hparams_source": tuned})  # K=20's values
+    (tmp_path / "pmnist-K50.json").write_text(json.dumps(res50))
+    res5 = doc({m: 40.0 for m in METHODS}, K=5, config={"hparams_source": {m: "K=5: x" for m in reg}})
+    (tmp_path / "pmnist-K5.json").write_text(json.dumps(res5))
+    for K, edge in ((20, False), (50, True)):
+        (tmp_path / f"tuning-pmnist-K{K}.json").write_text(json.dumps(
+            {"kind": "tuning", "grid": {}, "chosen": {}, "at_edge": {"pi": False, "ewc": edge}}))
+    rows = {r["K"]: r for r in I.target_rows("pmnist", tmp_path)}
+    assert list(rows) == [1, 5, 10, 20, 50, 200, 500]
+    paper20, paper50 = paper_table("pmnist", 20), paper_table("pmnist", 50)
+    n20 = len([m for m in paper20 if paper20[m].get("ACC")])
+    assert rows[20]["acc_gap"] == pytest.approx((4.0 + 2.0 * (n20 - 1)) / n20)
+    fa20 = max((abs(paper20[m]["FA"][0]), m) for m in reg)  # ours FA = 0 in these documents
+    assert (rows[20]["fa_max"], rows[20]["fa_method"]) == (pytest.approx(fa20[0]), fa20[1])
+    assert rows[20]["tuned_at_K"] is True and rows[20]["interior"] is True and rows[20]["seeds"] == 2
+    assert rows[50]["acc_gap"] == pytest.approx(1.0) and rows[50]["tuned_at_K"] is False
+    assert rows[50]["interior"] is False and rows[5]["tuned_at_K"] is True and rows[5]["interior"] is None
+    assert not rows[200]["exists"] and rows[200]["acc_gap"] is None
+    md = I.targets_markdown(list(rows.values())).splitlines()
+    assert md[3].startswith("| 5 | 2 | yes | – (beyond the paper) | – (beyond the paper) |")
+    assert md[5].startswith("| 20 | 2 | yes | ") and f"{rows[20]['acc_gap']:.1f} ✓" in md[5]
+    assert "| 50 | 2 | no | 1.0 ✓ |" in md[6] and md[6].endswith("| no |")
+    assert md[7] == "| 200 | no results file yet | – | – | – | – | – |"
