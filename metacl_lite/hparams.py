@@ -130,6 +130,16 @@ def _entry(hp: dict, benchmark: str, method: str, K: Optional[int]) -> tuple[dic
     return entry, "default"
 
 
+def tuned_at(benchmark: str, K: int, hp: Optional[dict] = None) -> dict[str, dict]:
+    """The values tuned at exactly this K ({method: {"beta" or "gamma": value}}): by_K's entry for K, or the top-level
+    entry when K is the benchmark's tuning K; {} when nothing was tuned at K (no fallback to another K)."""
+    hp = load() if hp is None else hp
+    entry = hp.get(benchmark, {})
+    if K == get_spec(benchmark).tuning_K:
+        return dict(entry.get("methods", {}))
+    return dict(entry.get("by_K", {}).get(str(K), {}).get("methods", {}))
+
+
 def method_hparams(benchmark: str, method: str, K: Optional[int] = None, hp: Optional[dict] = None) -> dict:
     """beta (plain and MetaCL-beta) or gamma (MetaCL-lambda) of a method: the values tuned at this K when there are
     any, else the default ones (tuned at the benchmark's tuning K). {} for methods without a penalty."""

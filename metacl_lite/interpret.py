@@ -520,7 +520,7 @@ TARGET_ACC_GAP = 3.0
 TARGET_FA_GAP = 10.0
 
 
-def tuned_at(res: dict) -> Optional[bool]:
+def tuned_at_its_K(res: dict) -> Optional[bool]:
     """Whether every regularised method of a results file took β/γ tuned at the file's own K (`config.hparams_source`:
     "K=<K>: ..." or, at the benchmark's tuning K, "default: ..."); None when the file has no regularised method."""
     cfg = res["config"]
@@ -535,7 +535,7 @@ def tuned_at(res: dict) -> Optional[bool]:
 
 def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -> list[dict[str, Any]]:
     """One row per K of the benchmark (`specs.BenchmarkSpec.all_Ks`): the results file's seeds, whether its β/γ were
-    tuned at that K (`tuned_at`), the mean |ours − paper| ACC and the largest |ours − paper| FA of the regularised
+    tuned at that K (`tuned_at_its_K`), the mean |ours − paper| ACC and the largest |ours − paper| FA of the regularised
     methods against `TARGET_ACC_GAP` and `TARGET_FA_GAP` (None where the paper has no table), Spearman's ρ, and
     whether every value chosen in the K's tuning file is interior to its grid (None without a tuning file)."""
     from .store import load, load_results
@@ -554,7 +554,7 @@ def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -
             res = load_results(path)
             g = gaps(res)
             fa = [(abs(d), m) for m, d in g["FA"]["by_method"].items() if any(m.startswith(r) for r in REGULARISERS)]
-            row.update(exists=True, seeds=len(res["config"]["seeds"]), tuned_at_K=tuned_at(res),
+            row.update(exists=True, seeds=len(res["config"]["seeds"]), tuned_at_K=tuned_at_its_K(res),
                        acc_gap=g["ACC"]["mean_abs"], rho=rank_agreement(res)["rho"])
             if fa:
                 row["fa_max"], row["fa_method"] = max(fa)

@@ -124,16 +124,13 @@ def window_grid(centre: float, param: str, half_decades: int = WINDOW) -> list[f
 
 def window_centres(benchmark: str, around: int, hp: Optional[dict] = None) -> dict[str, float]:
     """The values tuned at K = `around` (hparams.json) for every tunable method: the centres of a windowed search."""
-    hp = H.load() if hp is None else hp
-    spec = get_spec(benchmark)
-    out = {}
-    for m in TUNABLE:
-        values, where = H._entry(hp, benchmark, m, around)
-        if m not in values.get("methods", {}) or (where == "default" and around != spec.tuning_K):
-            raise UsageError(f"--around {around}: {H.HPARAMS_FILE.name} holds no value tuned at K={around} for {m}; "
-                             f"tune that K first (python -m metacl_lite tune --benchmark {benchmark} --K {around})")
-        out[m] = values["methods"][m][H.strength_key(m)]
-    return out
+    values = H.tuned_at(benchmark, around, hp)
+    absent = [m for m in TUNABLE if m not in values]
+    if absent:
+        raise UsageError(f"--around {around}: {H.HPARAMS_FILE.name} holds no value tuned at K={around} for "
+                         f"{', '.join(absent)}; tune that K first (python -m metacl_lite tune --benchmark {benchmark} "
+                         f"--K {around})")
+    return {m: values[m][H.strength_key(m)] for m in TUNABLE}
 
 
 def windowed_choice(full: dict, centre: float, half_decades: int = WINDOW) -> Optional[float]:

@@ -106,3 +106,12 @@ def test_bad_decided_options_are_refused_naming_the_key(hparams_file, options, n
     path = hparams_file({"pmnist": {"methods": {}, "options": options}})
     with pytest.raises(H.HparamsError, match=re.escape(needle)):
         H.load(path)
+
+
+def test_tuned_at_gives_only_the_values_tuned_at_that_K(hparams_file):
+    """No fallback: K=50's entry, the top-level entry at the tuning K (20), nothing for an untuned K."""
+    hparams_file({"pmnist": {"methods": {"ewc": {"beta": 100.0}}, "source": "a", "command": "b",
+                             "by_K": {"50": {"methods": {"pi": {"beta": 3.0}}, "source": "c", "command": "d"}}}})
+    assert H.tuned_at("pmnist", 20) == {"ewc": {"beta": 100.0}}
+    assert H.tuned_at("pmnist", 50) == {"pi": {"beta": 3.0}}
+    assert H.tuned_at("pmnist", 200) == {}

@@ -254,7 +254,7 @@ def test_a_windowed_search_of_the_default_protocol_is_the_default_file(repo, hpa
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--around", "30"], "--around 30: hparams.json holds no value tuned at K=30 for mas"),
+    (["--around", "30"], "--around 30: hparams.json holds no value tuned at K=30 for mas, mas-metacl-beta"),
     (["--window", "3"], "--window sets the width of an --around search"),
     (["--around", "50", "--window", "0"], "--window must be"),
 ])
