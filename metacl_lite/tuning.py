@@ -253,16 +253,17 @@ def committed_tunings(benchmark: str, results_dir: Optional[Path] = None) -> dic
 
 
 def validation_curves(docs: dict[int, dict]) -> list[dict]:
-    """One row per (K, method, searched value) of complete grids: the mean validation ACC over the tuning seeds and
-    whether the value is the one chosen (the data of the book's "how beta and gamma move with K")."""
+    """One row per (K, method, searched value) of complete grids: the mean validation ACC over the tuning seeds,
+    whether the value is the one chosen, and whether that choice lies on an edge of the search (the data of the book's
+    "how beta and gamma move with K")."""
     rows = []
     for K, doc in docs.items():
         for m, g in grid_of(doc).items():
             if not g["complete"]:
                 continue
-            chosen = choose(g)["value"]
-            rows += [{"K": K, "method": m, "param": g["param"], "value": v, "val_acc": a, "chosen": v == chosen}
-                     for v, a in zip(g["values"], g["mean_val_acc"])]
+            c = choose(g)
+            rows += [{"K": K, "method": m, "param": g["param"], "value": v, "val_acc": a, "chosen": v == c["value"],
+                      "at_edge": v == c["value"] and c["at_edge"]} for v, a in zip(g["values"], g["mean_val_acc"])]
     return rows
 
 
