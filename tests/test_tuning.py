@@ -296,3 +296,17 @@ def test_a_complete_grid_whose_best_is_on_an_edge_is_extended_when_tuning_resume
     fake_training.clear()
     doc = TU.tune("pmnist", **kw, out=out)
     assert sorted(b for _, b, _, _ in fake_training) == [1.0, 3.0] and doc["chosen"] == {"ewc": {"beta": 1.0}}
+
+
+def test_validation_curves_of_committed_tunings(repo, hparams_file, fake_training):
+    """The book's per-K curves: one row per searched value of each complete grid, the chosen value flagged (and
+    whether it is on an edge); files are found per K of the benchmark, others ignored."""
+    kw = dict(n_tasks=2, epochs=1, seeds=(100,), show_progress=False, write_hparams=False)
+    TU.tune("pmnist", K=5, methods=["ewc"], beta_grid=(0.1, 1.0, 10.0), out=repo / "results" / "tuning-pmnist-K5.json",
+            **kw)
+    (repo / "results" / "tuning-pmnist-K7.json").write_text("not read: 7 is no K of the benchmark")
+    docs = TU.committed_tunings("pmnist", repo / "results")
+    assert list(docs) == [5]
+    rows = TU.validation_curves(docs)
+    assert [(r["value"], r["val_acc"], r["chosen"], r["at_edge"]) for r in rows] == [
+        (0.1, 59.0, False, False), (1.0, 60.0, True, False), (10.0, 59.0, False, False)]
