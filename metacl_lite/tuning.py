@@ -139,12 +139,12 @@ def windowed_choice(full: dict, centre: float, half_decades: int = WINDOW) -> Op
     None when the replay needs a value the full grid did not search. This is the evidence that a windowed search finds
     the full grid's choice (`tune(around=...)`)."""
     known = dict(zip(full["values"], full["mean_val_acc"]))
-    values = window_grid(centre, full["param"], half_decades)
-    base = list(values)
+    base = window_grid(centre, full["param"], half_decades)
+    values = sorted(base)
     while True:
         if any(v not in known for v in values):
             return None
-        g = {"values": sorted(values), "mean_val_acc": [known[v] for v in sorted(values)]}
+        g = {"values": values, "mean_val_acc": [known[v] for v in values]}
         more = extension(g, base)
         if not more:
             return choose(g)["value"]
