@@ -102,6 +102,8 @@ def run_command(config: dict, out: Path) -> str:
     if config["train"]["epochs"] != spec.epochs:
         cmd += f" --epochs {config['train']['epochs']}"
     cmd += _option_flags(config["train"])
+    if config["train"].get("compile", "off") != "off":  # a file made compiled refuses eager units, and vice versa
+        cmd += f" --compile {config['train']['compile']}"
     if config.get("gamma_control") is not None:
         cmd += f" --gamma {config['gamma_control']}"
     if config.get("data_source", "auto") != "auto":

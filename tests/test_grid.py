@@ -77,6 +77,10 @@ def test_recorded_command_is_relative_inside_the_repository(hparams_file, spy):
     assert run_command(cfg, G.REPO_ROOT / "runs" / "x.json").endswith(" --seeds 3 --out runs/x.json")
     cfg.update(seeds=[3, 4], data_source="raw")
     assert run_command(cfg, G.default_out("pmnist", 50)).endswith("--K 50 --seed-list 3,4 --data raw")
+    cfg["train"]["compile"] = "auto"  # a compiled file refuses eager units: its command must say so
+    assert run_command(cfg, G.default_out("pmnist", 50)).endswith("--K 50 --seed-list 3,4 --compile auto --data raw")
+    cfg["train"]["compile"] = "off"
+    assert run_command(cfg, G.default_out("pmnist", 50)).endswith("--K 50 --seed-list 3,4 --data raw")
 
 
 @pytest.mark.parametrize("kw,needle", [
