@@ -399,8 +399,9 @@ def interpretation_markdown(res: dict, info: Optional[dict] = None) -> str:
         with_paper = [i for i, f in fam.items() if f["paper"] is not None]
         head = (f"**The paper's ordering plain < MetaCL-β < MetaCL-λ (ACC).** It holds in our table for "
                 f"{len(held_o)} of {len(with_ours)} regularisers" + (f" ({', '.join(held_o)})" if held_o else "")
-                + f" and in the paper's for {len(held_p)} of {len(with_paper)}"
-                + (f" ({', '.join(held_p)})" if held_p else "") + ".")
+                + ((f" and in the paper's for {len(held_p)} of {len(with_paper)}"
+                    + (f" ({', '.join(held_p)})" if held_p else "")) if with_paper else
+                   " (the paper publishes no numbers at this K)") + ".")
         out.append("\n".join([head] + [f"- {_family_sentence(i, f, labels)}." for i, f in fam.items()]))
     out.append("**What produced this table.** " + " ".join(_hparams_sentences(h, labels)))
     n = iv["n_seeds"]
@@ -454,12 +455,45 @@ def readme_summary(res: dict, info: Optional[dict] = None) -> str:
     return "\n".join(out)
 
 
+def _needs_download(benchmark: str, K: int) -> bool:
+    """Whether the run for (benchmark, K) needs data beyond the package (Permuted MNIST's embedded subset holds the
+    training and validation images of every K up to its validation offset)."""
+    return benchmark != "pmnist" or K > SPECS[benchmark].max_train_K
+
+
+def _why_missing(benchmark: str, K: int) -> str:
+    if _needs_download(benchmark, K):
+        return "the run needs data that was not on the machine that built this page"
+    return "it has not been run yet (it needs no download: the embedded MNIST subset has its data)"
+
+
 def missing_markdown(benchmark: str, K: int) -> str:
     """The sentence a page shows instead of the interpretation when there is no results file for (benchmark, K)."""
     spec = SPECS[benchmark]
     return (f"**No interpretation yet.** There is no committed results file for {spec.title}, K = {K} "
-            f"(`results/{benchmark}-K{K}.json`): the run needs data that was not on the machine that built this "
-            f"page. Once the file exists, this paragraph compares it with the paper's numbers.")
+            f"(`results/{benchmark}-K{K}.json`): {_why_missing(benchmark, K)}. Once the file exists, this paragraph "
+            f"interprets it" + (" beside the paper's numbers." if paper_table(benchmark, K) else "."))
+
+
+def missing_commands(benchmark: str, K: int, seeds: int = 5) -> list[str]:
+    """The commands that make the results file of (benchmark, K), from the repository's root: the data where the
+    package does not hold it, β/γ on the validation split (Permuted MNIST: at this K, as `make reproduce-pmnist`;
+    the other benchmarks: once, at their tuning K), the run."""
+    spec = SPECS[benchmark]
+    out = [FETCH[benchmark]] if _needs_download(benchmark, K) else []
+    if benchmark == "cub":
+        out.append(CUB_WEIGHTS)
+    tune_K = K if benchmark == "pmnist" else spec.tuning_K
+    out.append(f"python -m metacl_lite tune --benchmark {benchmark} --K {tune_K}")
+    out.append(f"python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds}")
+    return out
+
+
+def missing_results_markdown(benchmark: str, K: int) -> str:
+    """What a reproduction page shows in place of the committed table when there is no results file."""
+    return (f"**No results yet.** There is no committed results file for {SPECS[benchmark].title}, K = {K}: "
+            f"{_why_missing(benchmark, K)}. These commands make the file and its table:\n\n```\n"
+            + "\n".join(missing_commands(benchmark, K)) + "\n```")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -587,6 +621,7 @@ def targets_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 #: How to get each benchmark's data (data_scripts/fetch.py; checksums are verified before anything is replaced).
+CUB_WEIGHTS = "# ResNet-18 ImageNet weights: --weights FILE, $METACL_LITE_RESNET18 or the torch hub cache"
 FETCH = {"pmnist": "python data_scripts/fetch.py mnist          # raw MNIST (md5-checked), for K beyond the embedded subset",
          "cifar100": "python data_scripts/fetch.py cifar100       # or --from cifar-100-python.tar.gz (md5-checked)",
          "cub": "python data_scripts/fetch.py cub            # or --from CUB_200_2011.tgz (md5-checked)"}
@@ -598,7 +633,7 @@ def setting_commands(benchmark: str, seeds: int) -> list[str]:
     spec = SPECS[benchmark]
     out = [FETCH[benchmark]]
     if benchmark == "cub":
-        out.append("# ResNet-18 ImageNet weights: --weights FILE, $METACL_LITE_RESNET18 or the torch hub cache")
+        out.append(CUB_WEIGHTS)
     out.append(f"python -m metacl_lite tune --benchmark {benchmark}" + ("" if spec.tuning_K == 20 else
                                                                            f" --K {spec.tuning_K}"))
     out += [f"python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds}" for K in spec.paper_Ks]

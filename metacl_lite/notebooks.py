@@ -281,6 +281,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "pmnist-K50": ("Permuted MNIST, K = 50", {"K": 50, "live": False}),
     "pmnist-K200": ("Permuted MNIST, K = 200", {"K": 200, "live": False}),
     "pmnist-K500": ("Permuted MNIST, K = 500", {"K": 500, "live": False}),
+    # fewer shots than the paper's (its future work): our numbers only, same protocol (`specs.BenchmarkSpec.extra_Ks`)
+    "pmnist-K1": ("Permuted MNIST, K = 1 (beyond the paper)", {"K": 1, "live": False}),
+    "pmnist-K5": ("Permuted MNIST, K = 5 (beyond the paper)", {"K": 5, "live": False}),
+    "pmnist-K10": ("Permuted MNIST, K = 10 (beyond the paper)", {"K": 10, "live": False}),
     "cifar100-K20": ("Split CIFAR-100, K = 20", {"benchmark": "cifar100", "K": 20, "live": False}),
     "cifar100-K50": ("Split CIFAR-100, K = 50", {"benchmark": "cifar100", "K": 50, "live": False}),
     "cifar100-K200": ("Split CIFAR-100, K = 200", {"benchmark": "cifar100", "K": 200, "live": False}),

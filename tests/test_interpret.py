@@ -121,6 +121,13 @@ def test_family_ordering_of_the_paper_itself():
     assert I.glue_values(I.interpretation(doc(acc, K=200)))["order_pi_paper"] == "does not hold"
 
 
+def test_family_ordering_at_a_K_the_paper_has_no_numbers_for():
+    acc = dict(paper_plus({}, default=0.0), mas=50.0, **{"mas-metacl-beta": 51.0, "mas-metacl-lambda": 52.0})
+    text = I.interpretation_markdown(doc(acc, K=10))
+    assert "It holds in our table for 3 of 3 regularisers (MAS, PI, EWC) (the paper publishes no numbers at this K)." in text
+    assert "in the paper's for" not in text
+
+
 def test_chain_shows_two_decimals_where_one_would_hide_the_order():
     assert I._chain([49.41, 49.44, 41.1]) == "49.41 → 49.44 → 41.10"
     assert I._chain([49.4, 50.0, 51.0]) == "49.4 → 50.0 → 51.0"
@@ -271,6 +278,22 @@ def test_overview_lists_every_setting_and_handles_missing_files(tmp_path):
     assert "| Split CUB-200, K = 10 | not yet (needs the data) | – |" in md
     assert "(benchmark.md)" in md  # Permuted MNIST K = 20 is the template page
     assert "results/cub-K10.json" in I.missing_markdown("cub", 10)
+
+
+def test_a_missing_file_says_whether_it_needs_a_download_and_how_to_make_it():
+    """Permuted MNIST up to K = 500 runs on the embedded subset: no fetch, tuned at its own K; beyond it, and on the
+    other benchmarks, the data must be fetched first (CUB also needs the ResNet-18 weights)."""
+    assert I.missing_commands("pmnist", 10) == ["python -m metacl_lite tune --benchmark pmnist --K 10",
+                                                "python -m metacl_lite run --benchmark pmnist --K 10 --seeds 5"]
+    assert I.missing_commands("pmnist", 600)[0].startswith("python data_scripts/fetch.py mnist")
+    cub = I.missing_commands("cub", 10)
+    assert cub[0].startswith("python data_scripts/fetch.py cub") and cub[1].startswith("# ResNet-18")
+    assert cub[2:] == ["python -m metacl_lite tune --benchmark cub --K 10",
+                       "python -m metacl_lite run --benchmark cub --K 10 --seeds 5"]
+    assert I.missing_commands("cifar100", 200)[1] == "python -m metacl_lite tune --benchmark cifar100 --K 20"
+    assert "needs no download" in I.missing_results_markdown("pmnist", 10)
+    assert "needs data that was not on the machine" in I.missing_results_markdown("cifar100", 50)
+    assert "needs no download" in I.missing_markdown("pmnist", 5) and "beside the paper" not in I.missing_markdown("pmnist", 5)
 
 
 # --- time estimates, page timings, page stamps ----------------------------------------------------------------------
