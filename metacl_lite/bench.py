@@ -1,7 +1,8 @@
 """Speed benchmark (not a test): wall time and peak memory of one full Permuted MNIST run per method and of the
 whole Table 1 grid, next to a lower bound from the floating-point work of the evaluation.
 
-    python -m metacl_lite bench [--K 20] [--methods a,b] [--skip-grid]
+    python -m metacl_lite bench [--K 20] [--methods a,b] [--skip-grid | --skip-methods] [--grids 20,500]
+                                [--grid-seeds N] [--compile auto]
 
 Each measurement runs in its own process so that its peak resident memory (ru_maxrss) is its own. Results are
 printed and written to results/bench-pmnist-K<K>.json with provenance.
@@ -67,9 +68,9 @@ def _legacy(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _one(method: str, K: int, queue) -> None:
+def _one(method: str, K: int, compile: str, queue) -> None:
     """One full Permuted MNIST run of `method` (seed 0, tuned beta/gamma and decided options, one thread, today's
-    defaults: eager, index_select evaluation), in a child process of its own."""
+    defaults: index_select evaluation, task gradients as `compile` says), in a child process of its own."""
     from .data import permuted_mnist
     from .hparams import method_config
     from .training import run_stream
@@ -77,13 +78,14 @@ def _one(method: str, K: int, queue) -> None:
     torch.set_num_threads(1)
     bench = permuted_mnist(K, get_spec("pmnist").n_tasks, seed=0)
     t0 = time.perf_counter()
-    run_stream(bench, method, method_config("pmnist", method, K=K), seed=0, show_progress=False)
+    run_stream(bench, method, method_config("pmnist", method, K=K, compile=compile), seed=0, show_progress=False)
     queue.put({"method": method, "wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
 
 
-def _grid(K: int, seeds: int, out: str, legacy: bool, queue) -> None:
+def _grid(K: int, seeds: int, out: str, legacy: bool, compile: str, queue) -> None:
     """The whole grid of `K` (all eleven methods x seeds, references, oracle): today's defaults (worker processes, one
-    thread each), or the legacy path (one process, all threads, evaluation through `x[:, perm]` copies)."""
+    thread each, task gradients as `compile` says), or the legacy path (one process, all threads, evaluation through
+    `x[:, perm]` copies, eager)."""
     from .executors import check_plan, default_workers
     from .grid import run_experiment
 
@@ -93,7 +95,7 @@ def _grid(K: int, seeds: int, out: str, legacy: bool, queue) -> None:
     plan = check_plan("local", 1 if legacy else cores, cores if legacy else 1)
     t0 = time.perf_counter()
     run_experiment("pmnist", K, seeds=range(seeds), out=Path(out), show_progress=False, plan=plan,
-                   command=lambda c, o: "bench")
+                   command=lambda c, o: "bench", compile="off" if legacy else compile)
     queue.put({"wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
 
 
@@ -165,11 +167,13 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
 
 
 def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid: bool = False,
-                 grids: Sequence[int] = (20,), grid_seeds: int = 3, baseline: bool = True) -> int:
-    """In one run on one machine: the GEMM rate and the evaluation bound, each method's full run (today's defaults),
-    and for each K in `grids` the whole grid with today's defaults and (baseline) on the legacy path, with the ratios.
-    Every measurement runs in a process of its own."""
-    methods = list(methods or METHODS)
+                 grids: Sequence[int] = (20,), grid_seeds: int = 3, baseline: bool = True, compile: str = "off",
+                 skip_methods: bool = False) -> int:
+    """In one run on one machine: the GEMM rate and the evaluation bound, each method's full run at `K` (today's
+    defaults; none with `skip_methods`), and for each K in `grids` the whole grid with today's defaults and (baseline)
+    on the legacy path, with the ratios. `compile` is the task gradients of today's path (the legacy path is eager).
+    Every measurement runs in a process of its own; the figures go to results/bench-pmnist-K<K>.json."""
+    methods = [] if skip_methods else list(methods or METHODS)
     rate, rate1 = matmul_gflops(), matmul_gflops(threads=1)
     lb, lb1 = eval_flops() / (rate * 1e9), eval_flops() / (rate1 * 1e9)
     print(f"machine: {device()}; float32 GEMM {rate:.1f} GFLOP/s (all cores), {rate1:.1f} GFLOP/s (one thread)")
@@ -178,7 +182,7 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
     rows = []
     print(f"{'method':20s} {'wall s':>8s} {'peak MB':>8s} {'x 1-thread bound':>17s}")
     for m in methods:
-        r = in_child(_one, m, K)
+        r = in_child(_one, m, K, compile)
         rows.append(r)
         print(f"{m:20s} {r['wall_s']:8.1f} {r['peak_mb']:8.0f} {r['wall_s'] / lb1:17.2f}", flush=True)
     grid_rows = []
@@ -188,7 +192,7 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
                "oracle": grid_seeds, "lower_bound_s": lb * n_runs}
         for path in ("new", "legacy") if baseline else ("new",):
             with tempfile.TemporaryDirectory() as d:
-                g = in_child(_grid, Kg, grid_seeds, f"{d}/grid.json", path == "legacy")
+                g = in_child(_grid, Kg, grid_seeds, f"{d}/grid.json", path == "legacy", compile)
             row[path] = {"wall_s": g["wall_s"], "peak_mb": g["peak_mb"]}
             print(f"grid K={Kg} ({n_runs} runs + references + oracles), {path} path: {g['wall_s']:.0f} s "
                   f"({g['wall_s'] / row['lower_bound_s']:.2f} x the evaluation bound {row['lower_bound_s']:.0f} s)",
@@ -202,11 +206,15 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
         cmd += f" --grids {','.join(map(str, grids))}"
     if grid_seeds != 3:
         cmd += f" --grid-seeds {grid_seeds}"
-    prov = provenance(cmd + (" --skip-grid" if skip_grid else "") + ("" if baseline else " --no-baseline"))
+    if compile != "off":
+        cmd += f" --compile {compile}"
+    prov = provenance(cmd + (" --skip-grid" if skip_grid else "") + (" --skip-methods" if skip_methods else "")
+                      + ("" if baseline else " --no-baseline"))
     prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + sum(
         r[p]["wall_s"] for r in grid_rows for p in ("new", "legacy") if p in r)
     write_json(REPO_ROOT / "results" / f"bench-pmnist-K{K}.json",
                {"kind": "bench", "gemm_gflops": rate, "gemm_gflops_1thread": rate1,
                 "eval_tflop_per_run": eval_flops() / 1e12, "lower_bound_s_per_run": lb,
-                "lower_bound_s_per_run_1thread": lb1, "per_method": rows, "grids": grid_rows, "provenance": prov})
+                "lower_bound_s_per_run_1thread": lb1, "per_method": rows, "grids": grid_rows, "compile": compile,
+                "provenance": prov})
     return 0

@@ -281,11 +281,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="cifar100/cub: fewer tasks (CPU)")
     b.add_argument("--K", type=_positive("K"), default=20)
     b.add_argument("--methods", type=_method_list, default=None)
-    b.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
+    skip = b.add_mutually_exclusive_group()
+    skip.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
+    skip.add_argument("--skip-methods", action="store_true", help="pmnist: only the whole grids")
     b.add_argument("--grids", type=_int_list("--grids"), default=[20],
                    help="pmnist: the K of each whole grid to time (default 20; e.g. 20,500)")
     b.add_argument("--grid-seeds", type=_positive("--grid-seeds"), default=3, help="seeds per timed grid (default 3)")
     b.add_argument("--no-baseline", action="store_true", help="do not time the legacy path beside today's")
+    b.add_argument("--compile", choices=("auto", "on", "off"), default="off",
+                   help="pmnist: today's path with compiled task gradients (the legacy path stays eager)")
 
     s = sub.add_parser("assignments", help="course assignments (otter-grader): list, generate, check, grade")
     ssub = s.add_subparsers(dest="acmd", required=True)
@@ -452,7 +456,11 @@ def _bench(a) -> int:
 
     if a.suite == "pmnist":
         return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid, grids=a.grids, grid_seeds=a.grid_seeds,
-                            baseline=not a.no_baseline)
+                            baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods)
+    for flag, given in (("--skip-methods", a.skip_methods), ("--compile", a.compile != "off")):
+        if given:
+            raise UserError(f"{flag} applies to --suite pmnist only (the {a.suite} suite times synthetic tensors "
+                             f"per method); drop it")
     return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods)
 
 

@@ -168,8 +168,9 @@ def bench_summary(b: dict) -> str:
           + (f" and {one:.1f} s on one thread (each run below uses one thread, as the workers of a grid do)"
              if one else ""))
     out = [head, f"{rate}; the evaluation of one run ({b['eval_tflop_per_run']:.2f} TFLOP, 210 passes over 10 000 test "
-                 f"images) {lb}.", ""]
-    out += rows
+                 f"images) {lb}."]
+    if b["per_method"]:  # none with --skip-methods
+        out += [""] + rows
     if b.get("grids"):
         out += ["", "| whole grid | runs + references + oracles | today's defaults | × evaluation bound | legacy path "
                     "| speed-up |", "|---|---|---|---|---|---|"]
@@ -178,9 +179,11 @@ def bench_summary(b: dict) -> str:
             out.append(f"| K = {g['K']}, {g['seeds']} seed(s) | {g['runs']} + {g['references']} + {g['oracle']} | "
                        f"{new['wall_s'] / 60:.1f} min | {new['wall_s'] / g['lower_bound_s']:.2f} | "
                        + (f"{old['wall_s'] / 60:.1f} min | {g['speedup']:.2f}× |" if old else "– | – |"))
+        grads = ("eager gradients" if b.get("compile", "off") == "off" else
+                 f"task gradients compiled (`--compile {b['compile']}`; equal to eager within float rounding)")
         out += ["", "Today's defaults: one worker process per core with one intra-op thread each, evaluation through "
-                    "`index_select` (the same accuracies as the legacy path, bit for bit), eager gradients. Legacy "
-                    "path: one process using every core's threads, evaluation through `x[:, perm]` copies. The "
+                    f"`index_select` (the same accuracies as the legacy path, bit for bit), {grads}. Legacy "
+                    "path: one process using every core's threads, evaluation through `x[:, perm]` copies, eager. The "
                     "evaluation bound is the runs' evaluation FLOPs at the measured GEMM rate of all cores."]
     g = b.get("grid")  # files written before the side-by-side grids
     if g:

@@ -37,3 +37,46 @@ def test_summary_of_side_by_side_grids():
     assert "| finetune | 9.0 | 800 | 0.60 |" in one and "75 GFLOP/s on one thread" in one
     assert "at least 7.5 s on all cores and 15.0 s on one thread" in one
     assert "| K = 20, 3 seed(s) | 33 + 60 + 3 | 5.0 min | 1.20 | 9.9 min | 2.00× |" in text
+
+
+def test_grids_only_and_compiled_today_path_are_wired_and_recorded(monkeypatch, tmp_path):
+    """`--skip-methods --compile auto`: no per-method run, today's grid path gets the compile setting, the legacy path
+    stays eager; the file records the setting and the command that regenerates it, and its summary says so."""
+    calls = []
+
+    def fake_child(target, *args):
+        calls.append((target.__name__, args))
+        return {"wall_s": 600.0 if args[3] else 300.0, "peak_mb": 1.0}  # args: K, seeds, out, legacy, compile
+
+    monkeypatch.setattr(bench, "in_child", fake_child)
+    monkeypatch.setattr(bench, "matmul_gflops", lambda repeats=20, threads=None: 100.0)
+    monkeypatch.setattr(bench, "REPO_ROOT", tmp_path)
+    (tmp_path / "results").mkdir()
+    assert bench.bench_pmnist(500, grids=[500], grid_seeds=1, compile="auto", skip_methods=True) == 0
+    assert [(n, a[0], a[3], a[4]) for n, a in calls] == [("_grid", 500, False, "auto"), ("_grid", 500, True, "auto")]
+    import json
+
+    b = json.loads((tmp_path / "results" / "bench-pmnist-K500.json").read_text())
+    assert b["per_method"] == [] and b["compile"] == "auto" and b["grids"][0]["speedup"] == 2.0
+    assert b["provenance"]["command"] == ("python -m metacl_lite bench --K 500 --grids 500 --grid-seeds 1 "
+                                          "--compile auto --skip-methods")
+    text = bench_summary(b)
+    assert "| method |" not in text and "task gradients compiled (`--compile auto`" in text
+    assert "| K = 500, 1 seed(s) | 11 + 20 + 1 | 5.0 min |" in text and "| 10.0 min | 2.00× |" in text
+
+
+def test_the_legacy_grid_ignores_the_compile_setting(monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr(bench, "_legacy", lambda threads: None)
+    import metacl_lite.grid as G
+
+    monkeypatch.setattr(G, "run_experiment", lambda *a, **k: seen.update(k))
+
+    class Q:
+        def put(self, x):
+            pass
+
+    bench._grid(20, 1, str(tmp_path / "g.json"), True, "auto", Q())
+    assert seen["compile"] == "off"
+    bench._grid(20, 1, str(tmp_path / "g.json"), False, "auto", Q())
+    assert seen["compile"] == "auto"

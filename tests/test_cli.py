@@ -153,6 +153,24 @@ def test_bench_rejects_an_unknown_method(capsys):
     assert e.value.code == 2 and "unknown method 'bogus'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv,needle", [
+    (["--suite", "cub", "--skip-methods"], "--skip-methods applies to --suite pmnist only"),
+    (["--suite", "cifar100", "--compile", "auto"], "--compile applies to --suite pmnist only"),
+])
+def test_bench_refuses_pmnist_options_on_the_synthetic_suites(capsys, monkeypatch, argv, needle):
+    from metacl_lite import bench
+
+    monkeypatch.setattr(bench, "bench_multihead", lambda *a, **k: pytest.fail("ran"))
+    rc, err = _err(capsys, ["bench", *argv])
+    assert rc == 2 and needle in err
+
+
+def test_bench_skip_grid_and_skip_methods_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--skip-grid", "--skip-methods"])
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
 def test_bugs_keep_their_traceback(monkeypatch, tmp_path):
     """The CLI turns user errors into exit 2; a KeyError or RuntimeError from a bug is not disguised as one."""
     for exc in (KeyError("config"), RuntimeError("bug")):
