@@ -197,6 +197,16 @@ README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets) (\S
                          re.S)
 
 
+def _not_yet(benchmark: str, K: int) -> str:
+    """A README block whose results file (of a setting we reproduce) is not made yet: what makes it."""
+    from .interpret import missing_commands
+    from .specs import get_spec
+
+    get_spec(benchmark)  # a block naming an unknown benchmark is a typo, not a file to come
+    return (f"No results file yet (`results/{benchmark}-K{K}.json`); these commands make it:\n\n```bash\n"
+            + "\n".join(missing_commands(benchmark, K)) + "\n```")
+
+
 def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
     """Replace each `<!-- BEGIN table results/X.json -->...<!-- END table -->` block of the README with the table made
     from that results file (`summary` blocks: `comparison_summary`; `bench` blocks: `bench_summary`). Returns True
@@ -217,6 +227,11 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
 
             return mo.group(1) + targets_markdown(target_rows(mo.group(3))) + "\n" + mo.group(5)
         kind = "bench" if mo.group(2) == "bench" else "results"
+        setting = re.fullmatch(r"results/([a-z0-9]+)-K(\d+)\.json", mo.group(3))
+        if kind == "results" and setting and not (REPO_ROOT / mo.group(3)).exists():
+            body = (_not_yet(setting.group(1), int(setting.group(2))) if mo.group(2) == "table" else
+                    f"No summary yet: `{mo.group(3)}` does not exist.")
+            return mo.group(1) + body + "\n" + mo.group(5)
         res = store.load(REPO_ROOT / mo.group(3), kind)
         body = {"table": lambda: format_table(res, "md"), "summary": lambda: comparison_summary(res),
                 "bench": lambda: bench_summary(res)}[mo.group(2)]()

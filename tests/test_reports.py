@@ -1,5 +1,6 @@
 """Tables and generated comparison text, on synthetic results with known numbers; incomplete rows are marked."""
 import numpy as np
+import pytest
 
 from metacl_lite.paper import paper_table
 from metacl_lite.reports import comparison_rows, comparison_summary, format_table, summarize
@@ -80,6 +81,26 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
     assert "Measured by `python -m metacl_lite bench --suite cub --out results/b.json`" in text
     assert str(tmp_path) not in text
     assert not reports.update_readme(readme, check=True)
+
+
+def test_a_block_of_a_results_file_not_made_yet_says_how_to_make_it(tmp_path, monkeypatch):
+    from metacl_lite import reports
+    from metacl_lite.errors import UserError
+
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- BEGIN table results/pmnist-K5.json -->\nold\n<!-- END table -->\n")
+    monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
+    assert reports.update_readme(readme)
+    assert readme.read_text() == ("<!-- BEGIN table results/pmnist-K5.json -->\nNo results file yet "
+                                  "(`results/pmnist-K5.json`); these commands make it:\n\n```bash\n"
+                                  "python -m metacl_lite tune --benchmark pmnist --K 5\n"
+                                  "python -m metacl_lite run --benchmark pmnist --K 5 --seeds 5\n```\n<!-- END table -->\n")
+    readme.write_text("<!-- BEGIN summary results/pmnist-K5.json -->\nold\n<!-- END summary -->\n")
+    assert reports.update_readme(readme) and "No summary yet: `results/pmnist-K5.json` does not exist." in readme.read_text()
+    for name in ("pmnsit-K5.json", "notes.json"):  # a typo is an error, not a file to come
+        readme.write_text(f"<!-- BEGIN table results/{name} -->\nold\n<!-- END table -->\n")
+        with pytest.raises((UserError, FileNotFoundError)):
+            reports.update_readme(readme)
 
 
 def test_rows_made_from_fewer_seeds_are_marked_in_every_format():
