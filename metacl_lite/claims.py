@@ -90,6 +90,28 @@ def low_vs_standard(diffs_by_K: Mapping[int, Mapping[int, float]], low: Sequence
             for s in seeds}
 
 
+VARIANTS = {"-metacl-beta": "MetaCL-β", "-metacl-lambda": "MetaCL-λ"}
+
+
+def gain_by_K(results: Mapping[int, dict], metric: str = "ACC", benchmark: str = "pmnist") -> list[dict]:
+    """MetaCL's gain over its plain regulariser at every K with a results file, the paper's K and those beyond it
+    (claim 4 asks whether the gain is larger at low K): for each K, regulariser and variant (MetaCL-β, MetaCL-λ), the
+    `paired_test` of the per-seed difference variant − plain, its `verdict`, and the paper's own difference where
+    it publishes both numbers. Rows in order of K, regulariser, variant; pairs missing from a file are left out."""
+    rows = []
+    for K in sorted(results):
+        for imp in REGULARISERS:
+            for suffix, name in VARIANTS.items():
+                d = paired_differences(results[K], imp + suffix, imp, metric)
+                if not d:
+                    continue
+                t = paired_test(d)
+                rows.append({"K": K, "regulariser": imp.upper(), "variant": name, "mean": t["mean"],
+                             "ci95": t["ci95"], "n": t["n"], "n_agree": t["n_agree"], "verdict": verdict(t),
+                             "paper": _paper_diff(benchmark, K, imp + suffix, imp, metric)})
+    return rows
+
+
 def epoch_accuracy(log: dict) -> np.ndarray:
     """(tasks, epochs): the accuracy on the task being learnt after each of its epochs (Fig. 4), from
     log["epoch_acc"] = [[task, accuracy], ...] in training order (`TrainConfig.eval_every_epoch`)."""

@@ -341,7 +341,8 @@ def stamped_pages() -> dict[Path, list[str]]:
     return {TEMPLATE.parent / "overview.md": settings + targets + ["bench-cifar100.json", "bench-cub.json"],
             REPO_ROOT / "book" / "running.md": ["book-timings.json"],
             chapters / "07_claims.md": pmnist + controls,
-            chapters / "08_analysis.md": pmnist + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
+            chapters / "08_analysis.md": [f"pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
+            + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
             + ["lambda-story-pmnist.json"]}
 
 

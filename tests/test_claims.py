@@ -211,6 +211,20 @@ def test_claim7_controls():
         C.CLAIMS[7].evaluate(C.Evidence((20,), {20: main}, {"gamma=beta": {20: ctl}}))
 
 
+def test_gain_by_K_per_regulariser_and_variant_with_the_papers_difference():
+    """Seeds give MAS 50, 51, 52 and MAS-MetaCL-β 1, 2, 3 points more (mean +2, sd 1), MetaCL-λ 1 less on every seed
+    (sd 0: the interval is a point); at K = 10 the paper has no numbers, at K = 20 its MAS-MetaCL-β − MAS is
+    56.9 − 55.7 = +1.2."""
+    mats = {"mas": _acc([50, 51, 52]), "mas-metacl-beta": _acc([51, 53, 55]), "mas-metacl-lambda": _acc([49, 50, 51])}
+    rows = C.gain_by_K({20: _res(20, mats), 10: _res(10, {m: mats[m] for m in ("mas", "mas-metacl-beta")})})
+    assert [(r["K"], r["regulariser"], r["variant"]) for r in rows] == [
+        (10, "MAS", "MetaCL-β"), (20, "MAS", "MetaCL-β"), (20, "MAS", "MetaCL-λ")]
+    _close(rows[0], 2.0, 2.0 - HALF_SD1_N3, 2.0 + HALF_SD1_N3, 3, 3, C.INCONCLUSIVE)  # half-width 2.48 > 2
+    assert rows[0]["paper"] is None and rows[1]["paper"] == pytest.approx(1.2)
+    _close(rows[2], -1.0, -1.0, -1.0, 3, 0, C.REFUTED)
+    assert rows[2]["paper"] == pytest.approx(57.7 - 55.7)
+
+
 def test_load_evidence(tmp_path):
     (tmp_path / "pmnist-K20.json").write_text(json.dumps(_res(20, {"finetune": FT})))
     (tmp_path / "pmnist-K20-control-gamma-0.json").write_text(json.dumps(_res(20, {"finetune": FT})))
