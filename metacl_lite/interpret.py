@@ -570,8 +570,9 @@ def tuned_at_its_K(res: dict) -> Optional[bool]:
 def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -> list[dict[str, Any]]:
     """One row per K of the benchmark (`specs.BenchmarkSpec.all_Ks`): the results file's seeds, whether its β/γ were
     tuned at that K (`tuned_at_its_K`), the mean |ours − paper| ACC and the largest |ours − paper| FA of the regularised
-    methods against `TARGET_ACC_GAP` and `TARGET_FA_GAP` (None where the paper has no table), Spearman's ρ, and
-    whether every value chosen in the K's tuning file is interior to its grid (None without a tuning file)."""
+    methods against `TARGET_ACC_GAP` and `TARGET_FA_GAP` (None where the paper has no table), how many ACC rows have
+    the paper's mean outside our 95% interval with ours above it (`acc_above`) or below it (`acc_below`), Spearman's
+    ρ, and whether every value chosen in the K's tuning file is interior to its grid (None without a tuning file)."""
     from .store import load, load_results
 
     folder = Path(results_dir) if results_dir else REPO_ROOT / "results"
@@ -579,7 +580,7 @@ def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -
     for K in SPECS[benchmark].all_Ks:
         row: dict[str, Any] = {"K": K, "in_paper": K in SPECS[benchmark].paper_Ks, "exists": False, "seeds": None,
                                "tuned_at_K": None, "acc_gap": None, "fa_max": None, "fa_method": None,
-                               "rho": None, "interior": None}
+                               "rho": None, "interior": None, "acc_above": None, "acc_below": None}
         tuning = folder / f"tuning-{benchmark}-K{K}.json"
         if tuning.exists():
             row["interior"] = not any(load(tuning, "tuning").get("at_edge", {}).values())
@@ -590,6 +591,9 @@ def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -
             fa = [(abs(d), m) for m, d in g["FA"]["by_method"].items() if any(m.startswith(r) for r in REGULARISERS)]
             row.update(exists=True, seeds=len(res["config"]["seeds"]), tuned_at_K=tuned_at_its_K(res),
                        acc_gap=g["ACC"]["mean_abs"], rho=rank_agreement(res)["rho"])
+            if g["ACC"]["n"]:  # which way the ACC rows miss: the paper's mean outside our interval, above or below
+                row["acc_above"] = sum(g["ACC"]["by_method"][m] > 0 for m in g["ACC"]["outside"])
+                row["acc_below"] = sum(g["ACC"]["by_method"][m] < 0 for m in g["ACC"]["outside"])
             if fa:
                 row["fa_max"], row["fa_method"] = max(fa)
         rows.append(row)
@@ -602,12 +606,12 @@ def targets_markdown(rows: list[dict[str, Any]]) -> str:
         return "–" if v is None else f"{_num(v)} {'✓' if ok else '✗'}"
 
     lines = [f"| K | Seeds | β/γ tuned at this K | mean \\|ours − paper\\| ACC (≤ {TARGET_ACC_GAP:g}) | largest "
-             f"\\|ours − paper\\| FA of a regularised method (< {TARGET_FA_GAP:g}) | Spearman ρ | tuned values "
-             f"interior |", "|---|---|---|---|---|---|---|"]
+             f"\\|ours − paper\\| FA of a regularised method (< {TARGET_FA_GAP:g}) | ACC rows outside our interval: "
+             f"ours above / below the paper | Spearman ρ | tuned values interior |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         yes = {True: "yes", False: "no", None: "–"}
         if not r["exists"]:
-            lines.append(f"| {r['K']} | no results file yet | – | – | – | – | {yes[r['interior']]} |")
+            lines.append(f"| {r['K']} | no results file yet | – | – | – | – | – | {yes[r['interior']]} |")
             continue
         fa = mark(r["fa_max"], r["fa_max"] is not None and r["fa_max"] < TARGET_FA_GAP)
         fa += f" ({_labels()[r['fa_method']]})" if r["fa_method"] else ""
@@ -615,7 +619,8 @@ def targets_markdown(rows: list[dict[str, Any]]) -> str:
         if not r["in_paper"]:
             acc = fa = "– (beyond the paper)"
         rho = _num(r["rho"], 2) if r["rho"] is not None else "–"
-        lines.append(f"| {r['K']} | {r['seeds']} | {yes[r['tuned_at_K']]} | {acc} | {fa} | {rho} | "
+        way = "–" if r["acc_above"] is None else f"{r['acc_above']} / {r['acc_below']}"
+        lines.append(f"| {r['K']} | {r['seeds']} | {yes[r['tuned_at_K']]} | {acc} | {fa} | {way} | {rho} | "
                      f"{yes[r['interior']]} |")
     return "\n".join(lines)
 

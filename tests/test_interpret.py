@@ -468,4 +468,12 @@ def test_targets_per_K_with_known_answers(tmp_path):
     assert md[3].startswith("| 5 | 2 | yes | – (beyond the paper) | – (beyond the paper) |")
     assert md[5].startswith("| 20 | 2 | yes | ") and f"{rows[20]['acc_gap']:.1f} ✓" in md[5]
     assert "| 50 | 2 | no | 1.0 ✓ |" in md[6] and md[6].endswith("| no |")
-    assert md[7] == "| 200 | no results file yet | – | – | – | – | – |"
+    assert md[7] == "| 200 | no results file yet | – | – | – | – | – | – |"
+    # the half-width is 12.706 * 0.1 = 1.27: at K = 20 every row (2 and 4 points above) is outside, above the paper's;
+    # at K = 50 every row is 1 point below, inside the interval
+    assert (rows[20]["acc_above"], rows[20]["acc_below"]) == (n20, 0) and f"| {n20} / 0 |" in md[5]
+    assert (rows[50]["acc_above"], rows[50]["acc_below"]) == (0, 0) and rows[5]["acc_above"] is None
+    res50b = doc(paper_plus({"pi": -3.0, "mas": 2.0}, default=0.0, K=50), K=50)
+    (tmp_path / "pmnist-K50.json").write_text(json.dumps(res50b))
+    k50 = {r["K"]: r for r in I.target_rows("pmnist", tmp_path)}[50]
+    assert (k50["acc_above"], k50["acc_below"]) == (1, 1)
