@@ -183,7 +183,8 @@ def hparams_used(res: dict) -> dict[str, Any]:
     choices about Ω (`options`: the file-wide ones of `config.train`; `method_options`: per regularised method, from
     `config.method_options` where the file has it (choices decided per regulariser), else the file-wide ones;
     `options_where`: "method_options", "train", or None when the file predates the options and they are the
-    defaults the code then had), and the γ control, if the file is one (`gamma_control`)."""
+    defaults the code then had), the γ control, if the file is one (`gamma_control`), and whether the task gradients
+    were compiled (`compile`: "off" in files that predate the option)."""
     cfg = res["config"]
     mh = cfg.get("method_hparams") or {}
     values = {m: dict(mh[m]) for m in _method_order() if mh.get(m)}
@@ -200,7 +201,7 @@ def hparams_used(res: dict) -> dict[str, Any]:
                           if m in cfg.get("methods", []) and any(m.startswith(r) for r in REGULARISERS)}
     return {"values": values, "sources": {m: src.get(m) for m in values}, "options": options,
             "method_options": method_options, "options_where": where, "options_recorded": where is not None,
-            "gamma_control": cfg.get("gamma_control")}
+            "gamma_control": cfg.get("gamma_control"), "compile": train.get("compile", "off")}
 
 
 def interval(res: dict) -> dict[str, Any]:
@@ -357,6 +358,9 @@ def _hparams_sentences(h: dict, labels: dict[str, str]) -> list[str]:
         else:
             out.append(f"Open choices the paper leaves open: the file predates the options, so it was made with the "
                        f"only behaviour the code then had, today's defaults: {opts(o)}.")
+    if h.get("compile", "off") != "off":
+        out.append(f"Task gradients compiled (`--compile {h['compile']}`, `config.train.compile`): equal to eager "
+                   f"ones within float rounding, not bit for bit.")
     return out
 
 

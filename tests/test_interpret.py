@@ -156,6 +156,12 @@ def test_hparams_and_open_choices_as_recorded():
            "normalised: `minmax`; PI's ξ = 0.001" in text
 
 
+def test_a_compiled_file_says_so():
+    text = I.interpretation_markdown(doc(paper_plus({}), config={"train": {"epochs": 5, "compile": "auto"}}))
+    assert "Task gradients compiled (`--compile auto`, `config.train.compile`)" in text
+    assert "compiled" not in I.interpretation_markdown(doc(paper_plus({})))
+
+
 def test_hparams_of_a_file_made_before_sources_and_options_were_recorded():
     acc = {"finetune": 50.0, "ewc": 51.0, "ewc-metacl-beta": 52.0, "ewc-metacl-lambda": 53.0}
     res = doc(acc, config={"method_hparams": {"ewc": {"beta": 100.0}, "ewc-metacl-beta": {"beta": 100.0},
