@@ -288,7 +288,7 @@ def _top_gaps(largest: list[tuple[str, float]], labels: dict[str, str], n: int =
     return "; ".join(f"{labels.get(m, m)} ({_signed(d)})" for m, d in largest[:n])
 
 
-def _family_sentence(imp: str, f: dict, labels: dict[str, str]) -> str:
+def _family_sentence(imp: str, f: dict, labels: dict[str, str], no_paper: bool = False) -> str:
     name = imp.upper()
     parts = []
     if f["ours"] is not None:
@@ -298,7 +298,7 @@ def _family_sentence(imp: str, f: dict, labels: dict[str, str]) -> str:
     if f["paper"] is not None:
         parts.append(f"the paper's {_chain(f['paper'])} ({'holds' if f['holds_paper'] else 'does not hold'})")
     else:
-        parts.append("not in the paper's table")
+        parts.append("the paper has no numbers at this K" if no_paper else "not in the paper's table")
     return f"{name}: " + "; ".join(parts)
 
 
@@ -406,7 +406,7 @@ def interpretation_markdown(res: dict, info: Optional[dict] = None) -> str:
                 + ((f" and in the paper's for {len(held_p)} of {len(with_paper)}"
                     + (f" ({', '.join(held_p)})" if held_p else "")) if with_paper else
                    " (the paper publishes no numbers at this K)") + ".")
-        out.append("\n".join([head] + [f"- {_family_sentence(i, f, labels)}." for i, f in fam.items()]))
+        out.append("\n".join([head] + [f"- {_family_sentence(i, f, labels, not with_paper)}." for i, f in fam.items()]))
     out.append("**What produced this table.** " + " ".join(_hparams_sentences(h, labels)))
     n = iv["n_seeds"]
     what = ("the task permutations, the initial weights and the batch order" if iv["permuted"]
@@ -449,7 +449,8 @@ def readme_summary(res: dict, info: Optional[dict] = None) -> str:
                    f"{_num(r['rho'], 2)}.")
     if fam:
         out.append("- plain < MetaCL-β < MetaCL-λ in ACC:")
-        out += [f"  - {_family_sentence(i, f, labels)}." for i, f in fam.items()]
+        no_paper = all(f["paper"] is None for f in fam.values())
+        out += [f"  - {_family_sentence(i, f, labels, no_paper)}." for i, f in fam.items()]
     for s in _hparams_sentences(h, labels):
         out.append(f"- {s}")
     if iv["n_seeds"] > 1:

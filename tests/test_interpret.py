@@ -126,6 +126,9 @@ def test_family_ordering_at_a_K_the_paper_has_no_numbers_for():
     text = I.interpretation_markdown(doc(acc, K=10))
     assert "It holds in our table for 3 of 3 regularisers (MAS, PI, EWC) (the paper publishes no numbers at this K)." in text
     assert "in the paper's for" not in text
+    assert "- MAS: ours 50.0 → 51.0 → 52.0 (holds); the paper has no numbers at this K." in text
+    assert "  - MAS: ours 50.0 → 51.0 → 52.0 (holds); the paper has no numbers at this K." in I.readme_summary(doc(acc, K=10))
+    assert "EWC: ours" in text and "not in the paper's table" not in text
 
 
 def test_chain_shows_two_decimals_where_one_would_hide_the_order():
