@@ -269,11 +269,14 @@ def test_bad_windows_exit_2_before_any_work(repo, hparams_file, fake_training, c
 def test_the_window_finds_the_full_grids_choice_on_the_committed_files():
     """The evidence for --around: replayed on each committed full-grid search at K (the same units), a window of two
     half-decades either side of the value chosen at the previous K, extended as `tune` extends it, chooses what the
-    full grid chose, for every method."""
+    full grid chose, for every method, between consecutive K from the paper's smallest (20) up, the regime where
+    `make reproduce-pmnist` uses the window (K = 500 from 200). Below K = 20 full grids take minutes and are used at
+    every K; there some validation curves are flat within noise (PI-MetaCL-λ at K = 5 spans 49.5-49.7 from γ = 0 to
+    100), so a window centred on K = 1's value is no evidence either way."""
     docs = TU.committed_tunings("pmnist")
-    full_Ks = [K for K, d in docs.items() if "method_grids" not in d["protocol"]]
+    full_Ks = [K for K, d in docs.items() if "method_grids" not in d["protocol"] and K >= 20]
     pairs = list(zip(full_Ks, full_Ks[1:]))
-    assert (20, 50) in pairs
+    assert (20, 50) in pairs and (50, 200) in pairs
     for prev, K in pairs:
         hp_prev = docs[prev]["chosen"]
         full = TU.grid_of(docs[K])
