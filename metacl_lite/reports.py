@@ -165,8 +165,8 @@ def bench_summary(b: dict) -> str:
     rate = (f"float32 GEMM {b['gemm_gflops']:.0f} GFLOP/s on all cores"
             + (f", {b['gemm_gflops_1thread']:.0f} GFLOP/s on one thread" if one else ""))
     lb = (f"takes at least {b['lower_bound_s_per_run']:.1f} s on all cores"
-          + (f" and {one:.1f} s on one thread (each run below uses one thread, as the workers of a grid do)"
-             if one else ""))
+          + (f" and {one:.1f} s on one thread" + (" (each run below uses one thread, as the workers of a grid do)"
+                                                   if b["per_method"] else "") if one else ""))
     out = [head, f"{rate}; the evaluation of one run ({b['eval_tflop_per_run']:.2f} TFLOP, 210 passes over 10 000 test "
                  f"images) {lb}."]
     if b["per_method"]:  # none with --skip-methods

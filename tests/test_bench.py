@@ -62,6 +62,7 @@ def test_grids_only_and_compiled_today_path_are_wired_and_recorded(monkeypatch, 
                                           "--compile auto --skip-methods")
     text = bench_summary(b)
     assert "| method |" not in text and "task gradients compiled (`--compile auto`" in text
+    assert "each run below" not in text
     assert "| K = 500, 1 seed(s) | 11 + 20 + 1 | 5.0 min |" in text and "| 10.0 min | 2.00× |" in text
 
 
