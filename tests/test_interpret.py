@@ -482,7 +482,8 @@ def test_targets_per_K_with_known_answers(tmp_path):
     # at K = 50 every row is 1 point below, inside the interval
     assert (rows[20]["acc_above"], rows[20]["acc_below"]) == (n20, 0) and f"| {n20} / 0 |" in md[5]
     assert (rows[50]["acc_above"], rows[50]["acc_below"]) == (0, 0) and rows[5]["acc_above"] is None
-    res50b = doc(paper_plus({"pi": -3.0, "mas": 2.0}, default=0.0, K=50), K=50)
+    # MAS above and PI below, both outside the 1.27 half-width; MAS-MetaCL-β above but inside: not counted
+    res50b = doc(paper_plus({"pi": -3.0, "mas": 2.0, "mas-metacl-beta": 1.0}, default=0.0, K=50), K=50)
     (tmp_path / "pmnist-K50.json").write_text(json.dumps(res50b))
     k50 = {r["K"]: r for r in I.target_rows("pmnist", tmp_path)}[50]
     assert (k50["acc_above"], k50["acc_below"]) == (1, 1)
