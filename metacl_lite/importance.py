@@ -232,7 +232,9 @@ class Importance:
     """One task's Omega, estimated along the training loop: `begin_task(model)` before the first outer step,
     `after_step(model, g1, theta_before)` after each (`model` holds the new parameters, g1 is the task-loss gradient
     used at theta_before), `end_task(model, exp)` -> Omega for the task. The loop combines it with the running Omega
-    (`accumulate_importance`)."""
+    (`accumulate_importance`). `needs_theta`: whether `after_step` reads theta_before (else the loop may pass None)."""
+
+    needs_theta = False
 
     def begin_task(self, model: nn.Module) -> None:
         pass
@@ -263,6 +265,8 @@ class MAS(Importance):
 
 class PI(Importance):
     """The path integral over the task's outer updates (`PathIntegral`), with the task-loss gradient g1 only."""
+
+    needs_theta = True
 
     def __init__(self, xi: float = 0.1):
         self.xi = xi

@@ -24,8 +24,8 @@ from .atomic import check_writable
 from .errors import UsageError
 from .errors import UnitsFailed
 from .executors import Plan, check_plan, run_all
-from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, model_options,
-                   run_job)
+from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, longest_first,
+                   model_options, run_job)
 from .provenance import relative_to_repo
 from .specs import get_spec
 from . import store as store_mod
@@ -421,6 +421,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     jobs = [j for m in methods for j in jobs_for(m, grids[m])]
     g = grid_of(store.doc)  # a grid completed earlier may still need extending (e.g. after a change of the edge rule)
     jobs += [j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))]
+    jobs = longest_first(jobs, lambda j: j.unit)
     ran = bool(jobs) or reused > 0
     bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")
     while jobs:  # the grid, then two half-decades more wherever the best value lies on an edge
@@ -430,7 +431,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
             raise UnitsFailed(out, [(f"{f.job.unit.method}/{f.job.cfg}/{f.job.unit.seed}", f.error)
                                     for f in failures])
         g = grid_of(store.doc)
-        jobs = [j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))]
+        jobs = longest_first([j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))],
+                             lambda j: j.unit)
         bar.total += len(jobs)
     bar.close()
     doc = store.doc

@@ -62,7 +62,9 @@ def test_run_resume_after_kill_and_table(capsys, tmp_path, monkeypatch):
     assert main(argv) == 130
     assert "every finished unit is saved in" in capsys.readouterr().err
     saved = json.loads(out.read_text())
-    assert len(saved["runs"]) == 2 and set(saved["references"]) == {"0", "1"}  # seed 1: reference, oracle done
+    # seed 0 whole (its runs first, then its references and oracle); seed 1 killed at its first (longest) run
+    assert set(saved["runs"]) == {"finetune/0", "mas-metacl-lambda/0"}
+    assert set(saved["references"]) == set(saved["oracle"]) == {"0"}
     before = {k: v["acc_matrix"] for k, v in saved["runs"].items()}
 
     calls.clear()

@@ -42,12 +42,12 @@ def test_failed_units_are_reported_and_the_finished_ones_kept(hparams_file, tmp_
         return failures + [X.Failure(jobs[-1], "RuntimeError: boom")]
 
     monkeypatch.setattr(G, "run_all", some_fail)
-    with pytest.raises(UnitsFailed, match=r"1 unit\(s\) failed: runs/finetune/0: RuntimeError: boom") as e:
+    with pytest.raises(UnitsFailed, match=r"1 unit\(s\) failed: oracle/0: RuntimeError: boom") as e:  # the last
         G.run_experiment("pmnist", 5, seeds=[0], methods=["finetune"], out=out, n_tasks=2, epochs=1,
                          show_progress=False)
     assert str(out) in str(e.value)
     doc = json.loads(out.read_text())
-    assert set(doc["references"]) == {"0"} and set(doc["oracle"]) == {"0"} and doc["runs"] == {}
+    assert set(doc["references"]) == {"0"} and set(doc["runs"]) == {"finetune/0"} and doc["oracle"] == {}
 
 
 def _grid(out, plan):

@@ -194,3 +194,16 @@ def test_decided_options_reach_each_regularisers_units_and_a_change_is_refused(h
     from metacl_lite.errors import ConfigMismatch
     with pytest.raises(ConfigMismatch, match=r"method_options\[pi\]"):
         G.run_experiment("pmnist", seeds=[1], methods=["pi"], out=out, **TINY)
+
+
+def test_units_run_seed_by_seed_longest_first(hparams_file, spy, tmp_path):
+    """Each seed's units in one block (an interrupted grid keeps whole seeds); in the block MetaCL-lambda and -beta
+    first, then MetaCL, the plain regularisers, fine-tune, and the short references and oracle last, so that on a pool
+    of workers no long unit is left running alone at the end."""
+    hparams_file({"pmnist": {"methods": {"pi": {"beta": 1.0}, "pi-metacl-beta": {"beta": 1.0},
+                                         "pi-metacl-lambda": {"gamma": 1.0}}}})
+    G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune", "metacl", "pi", "pi-metacl-beta", "pi-metacl-lambda"],
+                     out=tmp_path / "r.json", **TINY)
+    block = ["run pi-metacl-lambda", "run pi-metacl-beta", "run metacl", "run pi", "run finetune", "reference None",
+             "joint None"]
+    assert [(f"{u.kind} {u.method}", u.seed) for u, _ in spy] == [(b, s) for s in (0, 1) for b in block]

@@ -214,3 +214,68 @@ def test_compiled_runs_equal_eager_runs_for_every_method():
             diff = (runs["on"][1] - runs["off"][1]).abs()
             assert int((diff > 1e-5).sum()) <= 5, name  # of 269 322 parameters
             assert float(diff.max()) <= 2 * cfg.outer_lr * 10, name
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The training loop's own overheads
+# ----------------------------------------------------------------------------------------------------------------
+def textbook_stream(bench, method, cfg, seed):
+    """The loop of `training.train_experience` as first written, without its shortcuts: theta at every step,
+    `x[idx]`, a copy of g in every `.grad`, and torch's default (for-loop) Adam. Returns the final parameters."""
+    from metacl_lite.balance import BALANCE, reg_gradient
+    from metacl_lite.importance import accumulate_importance
+
+    method = METHODS[method]
+    model = training._new_model(bench, seed)
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    reg = training.RegState()
+    for exp in bench.train_stream:
+        penalised = method.importance is not None and reg.omega is not None
+        balance = BALANCE[method.balance if penalised else "none"]
+        importance = training.IMPORTANCE[method.importance](cfg) if method.importance else None
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr, foreach=False)
+        x_all, y_all = exp.inputs(), exp.y
+        if importance is not None:
+            importance.begin_task(model)
+        for _ in range(cfg.epochs):
+            order = torch.randperm(len(y_all), generator=gen)
+            for s in range(0, len(order), cfg.batch_size):
+                idx = order[s: s + cfg.batch_size]
+                theta = params_vector(model)
+                g1 = training.TASK_GRADIENT[method.update](model, x_all[idx], y_all[idx], exp.task_id, cfg)
+                g2 = reg_gradient(theta, reg.anchor, reg.omega) if penalised else None
+                g, _ = balance(g1, g2, cfg.beta, cfg.gamma)
+                for p, gp in zip(model.parameters(), g.split([p.numel() for p in model.parameters()])):
+                    p.grad = gp.view_as(p).clone()
+                opt.step()
+                if importance is not None:
+                    importance.after_step(model, g1, theta)
+        if importance is not None:
+            reg.omega = accumulate_importance(reg.omega, importance.end_task(model, exp), cfg.omega_accumulate,
+                                              cfg.omega_normalise)
+            reg.anchor = params_vector(model)
+    return params_vector(model)
+
+
+@pytest.mark.parametrize("name", ["finetune", "metacl", "pi", "mas-metacl-beta", "ewc-metacl-lambda",
+                                  "pi-metacl-lambda"])
+def test_the_loops_shortcuts_change_no_bit(name, monkeypatch):
+    """`train_experience` skips theta where nothing reads it, gathers the mini-batch with index_select, hands Adam
+    views of g instead of copies, and runs Adam's foreach form: the final parameters equal the textbook loop's bit
+    for bit (so the committed results files stay reproducible by their commands)."""
+    three = permuted_mnist(K=5, n_tasks=3, seed=2, split="val")
+    cfg = TrainConfig(epochs=2, batch_size=20, bundle_size=5, beta=3.0, gamma=0.3)
+    finals = {}
+    real = training._new_model
+
+    def keep(b, seed):
+        finals["model"] = real(b, seed)
+        return finals["model"]
+
+    monkeypatch.setattr(training, "_new_model", keep)
+    run_stream(three, name, cfg, seed=1, show_progress=False)
+    got = params_vector(finals["model"])
+    want = textbook_stream(three, name, cfg, seed=1)
+    assert not torch.equal(want, params_vector(real(three, 1)))  # it trained
+    assert torch.equal(got, want)

@@ -100,6 +100,10 @@ def test_the_default_protocol_writes_hparams_once_a_grid_is_complete(repo, hpara
     kw = dict(n_tasks=2, epochs=1, seeds=(100,), beta_grid=tiny["beta_grid"], gamma_grid=tiny["gamma_grid"],
               show_progress=False)
     doc = TU.tune("pmnist", methods=["pi", "pi-metacl-lambda"], **kw)
+    # the longer MetaCL-lambda units first (`grid.longest_first`), then PI's; each in its grid's order
+    # (then two more gamma values below the smallest positive one, an edge: `choose`)
+    assert [c[0] for c in fake_training[:6]] == ["pi-metacl-lambda"] * 3 + ["pi"] * 3
+    assert [c[1] for c in fake_training[3:6]] == [0.1, 1.0, 10.0]
     assert (repo / "results" / "tuning-pmnist-K20.json").exists() and doc["hparams_written"]
     hp = json.loads(TU.H.HPARAMS_FILE.read_text())["pmnist"]
     assert hp["methods"]["pi"] == {"beta": 1.0} and hp["methods"]["pi-metacl-lambda"] == {"gamma": 1.0}
