@@ -193,8 +193,25 @@ def bench_summary(b: dict) -> str:
     return "\n".join(out)
 
 
-README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets) (\S+) -->\n)(.*?)(<!-- END \2 -->)",
-                         re.S)
+def elapsed_summary(doc: dict, name: str) -> str:
+    """How long a results or tuning file took to make, from its provenance: for each invocation that computed units,
+    the time from its start to its last saved unit (on a pool of workers this is the wall time; the units' own wall
+    times add up to about the workers times as much)."""
+    from datetime import datetime
+
+    invs = [i for i in doc["provenance"]["invocations"] if i.get("units") and i.get("finished")]
+    span = sum((datetime.fromisoformat(i["finished"]) - datetime.fromisoformat(i["started"])).total_seconds()
+               for i in invs)
+    units = sum(len(i["units"]) for i in invs)
+    last = invs[-1]
+    return (f"`{name}`: {units} units in {span / 60:.1f} min from the start of "
+            + ("its run to its last unit" if len(invs) == 1 else f"each of its {len(invs)} runs to its last unit")
+            + f" (the units' own wall times add up to {sum(float(i['wall_s']) for i in invs) / 60:.1f} min), on "
+              f"{last['device']}, commit `{(last.get('git_commit') or '?')[:10]}`.")
+
+
+README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets|elapsed) (\S+) -->\n)(.*?)"
+                         r"(<!-- END \2 -->)", re.S)
 
 
 def _not_yet(benchmark: str, K: int) -> str:
@@ -226,6 +243,11 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
             from .interpret import target_rows, targets_markdown
 
             return mo.group(1) + targets_markdown(target_rows(mo.group(3))) + "\n" + mo.group(5)
+        if mo.group(2) == "elapsed":
+            from .atomic import read_json
+
+            return mo.group(1) + elapsed_summary(read_json(REPO_ROOT / mo.group(3), "results file"), mo.group(3)) + \
+                "\n" + mo.group(5)
         kind = "bench" if mo.group(2) == "bench" else "results"
         setting = re.fullmatch(r"results/([a-z0-9]+)-K(\d+)\.json", mo.group(3))
         if kind == "results" and setting and not (REPO_ROOT / mo.group(3)).exists():

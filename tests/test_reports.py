@@ -120,3 +120,31 @@ def test_a_method_without_any_finished_seed_still_gets_a_row():
     res = _fake(0.0, seeds=(0,), missing={("mas", 0)})
     rows = {r["method"]: r for r in comparison_rows(res)}
     assert rows["mas"]["Seeds"] == "0 of 1 (incomplete)" and rows["mas"]["ACC ours"] == "–"
+
+
+def test_an_elapsed_block_gives_each_runs_start_to_last_unit(tmp_path, monkeypatch):
+    """`<!-- BEGIN elapsed results/X.json -->`: the time a file took, from its provenance (invocations that computed
+    nothing do not count)."""
+    import json
+
+    from metacl_lite import reports
+
+    inv = {"device": "cpu: X", "git_commit": "0123456789abcdef"}
+    doc = {"provenance": {"invocations": [
+        {**inv, "started": "2026-01-01T10:00:00+00:00", "finished": "2026-01-01T10:29:30+00:00",
+         "units": ["units/a", "units/b", "units/c"], "wall_s": 3000.0},
+        {**inv, "started": "2026-01-02T10:00:00+00:00", "units": [], "wall_s": 0.0}]}}
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "t.json").write_text(json.dumps(doc))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- BEGIN elapsed results/t.json -->\nold\n<!-- END elapsed -->\n")
+    monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
+    assert reports.update_readme(readme)
+    assert readme.read_text() == (
+        "<!-- BEGIN elapsed results/t.json -->\n`results/t.json`: 3 units in 29.5 min from the start of its run to its "
+        "last unit (the units' own wall times add up to 50.0 min), on cpu: X, commit `0123456789`.\n"
+        "<!-- END elapsed -->\n")
+    doc["provenance"]["invocations"][1].update(finished="2026-01-02T10:01:00+00:00", units=["units/d"], wall_s=60.0)
+    (tmp_path / "results" / "t.json").write_text(json.dumps(doc))
+    assert reports.update_readme(readme) and "4 units in 30.5 min from the start of each of its 2 runs" in \
+        readme.read_text()
