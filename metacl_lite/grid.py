@@ -13,12 +13,12 @@ from . import hparams as H
 from . import data as D
 from .data import REPO_ROOT, make_benchmark
 from .atomic import check_writable
-from .errors import UnitsFailed, UsageError
+from .errors import UnitsFailed, UsageError, UserError
 from .executors import Plan, check_plan, run_all
 from .paper import PAPER_SOURCES
 from .reports import summarize
 from .specs import get_spec
-from .store import UnitFile
+from .store import UnitFile, load_results
 from .training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
@@ -245,6 +245,41 @@ def longest_first(items: Sequence, unit: Callable = lambda x: x) -> list:
     return sorted(items, key=lambda x: -unit_cost(unit(x)))
 
 
+def _filled(config: dict) -> dict:
+    """A file's config with the training options added since it was made at their defaults."""
+    c = dict(config)
+    if isinstance(c.get("train"), dict):
+        c["train"] = {**TrainConfig().to_dict(), **c["train"]}
+    return c
+
+
+def reuse_shared_units(store: UnitFile, config: dict, main: Path) -> list[str]:
+    """A gamma control run's references and oracle are those of the main results file `main`: the same benchmark, K,
+    stream, data, seeds and fine-tune configuration (`COMPAT_KEYS`) give the same units, so those of the control's
+    seeds that `main` has are copied (marked `reused_from`, wall_s 0) instead of trained again, about a fifth of a
+    control's time. Nothing is copied when `main` is missing, unreadable or made with another configuration.
+    Returns the copied units."""
+    if not main.exists() or main.resolve() == store.path.resolve():
+        return []
+    try:
+        src = load_results(main)
+    except UserError:
+        return []
+    oc = _filled(src.get("config", {}))
+    if any(oc.get(k, {} if k == "model" else None) != config[k] for k in COMPAT_KEYS):
+        return []
+    from .provenance import relative_to_repo
+
+    copied = []
+    for section in ("references", "oracle"):
+        for key in map(str, config["seeds"]):
+            if key in src.get(section, {}) and key not in store.done(section):
+                store.add(section, key, {**src[section][key], "wall_s": 0.0, "reused_from": relative_to_repo(main)},
+                          info={"data_info": src["data_info"]} if "data_info" in src else None)
+                copied.append(f"{section}/{key}")
+    return copied
+
+
 def pending_units(config: dict, done: dict[str, set]) -> list[Unit]:
     """The units of `config` not yet in the file, seed by seed (an interrupted grid keeps whole seeds), each seed's
     longest first (`longest_first`: its MetaCL runs first, its references and oracle last)."""
@@ -319,9 +354,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         from .cli import run_command as command
 
     def compatible(old: dict) -> list:
-        oc = dict(old.get("config", {}))
-        if isinstance(oc.get("train"), dict):  # options added since the file was made have their default there
-            oc["train"] = {**TrainConfig().to_dict(), **oc["train"]}
+        oc = _filled(old.get("config", {}))  # options added since the file was made have their default there
         diff = [k for k in COMPAT_KEYS if oc.get(k, {} if k == "model" else None) != config[k]]
         diff += ["gamma_control"] if oc.get("gamma_control") != config.get("gamma_control") else []
         diff += [f"method_hparams[{m}]" for m in methods
@@ -361,6 +394,11 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         if gone:
             print(f"discarded {len(gone)} finished runs of {', '.join(redo)} from {out}; training them again")
     doc = store.open(force)
+    if gamma is not None:
+        copied = reuse_shared_units(store, config, default_out(benchmark, K))
+        if copied:
+            print(f"{len(copied)} reference/oracle units copied from {default_out(benchmark, K)} instead of trained "
+                  f"again (the same configuration)")
     todo = pending_units(config, {s: store.done(s) for s in store.sections})
     jobs = [Job(u, benchmark, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict())
             for u in todo]

@@ -207,3 +207,24 @@ def test_units_run_seed_by_seed_longest_first(hparams_file, spy, tmp_path):
     block = ["run pi-metacl-lambda", "run pi-metacl-beta", "run metacl", "run pi", "run finetune", "reference None",
              "joint None"]
     assert [(f"{u.kind} {u.method}", u.seed) for u, _ in spy] == [(b, s) for s in (0, 1) for b in block]
+
+
+def test_a_gamma_control_copies_the_references_and_oracle_of_the_main_file(hparams_file, spy, tmp_path, monkeypatch):
+    """The control's references and oracle are the main file's units (same configuration): copied, not trained
+    again, for the seeds the main file has; with another configuration (here 2 epochs) nothing is copied."""
+    monkeypatch.setattr(G, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr("metacl_lite.provenance.REPO_ROOT", tmp_path.resolve())
+    G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], **TINY)
+    main = json.loads((tmp_path / "results" / "pmnist-K5.json").read_text())
+    spy.clear()
+    G.run_experiment("pmnist", seeds=[0, 1, 2], methods=["mas-metacl-lambda"], gamma="0", **TINY)
+    assert sorted((u.kind, u.seed) for u, _ in spy) == [("joint", 2), ("reference", 2), ("run", 0), ("run", 1),
+                                                        ("run", 2)]
+    doc = json.loads((tmp_path / "results" / "pmnist-K5-control-gamma-0.json").read_text())
+    for section in ("references", "oracle"):
+        assert doc[section]["0"] == {**main[section]["0"], "wall_s": 0.0, "reused_from": "results/pmnist-K5.json"}
+        assert "reused_from" not in doc[section]["2"]
+    spy.clear()
+    G.run_experiment("pmnist", seeds=[0], methods=["mas-metacl-lambda"], gamma="0",
+                     **{**TINY, "epochs": 2}, out=tmp_path / "other.json")
+    assert sorted(u.kind for u, _ in spy) == ["joint", "reference", "run"]
