@@ -16,6 +16,7 @@ from .atomic import check_writable
 from .errors import UnitsFailed, UsageError, UserError
 from .executors import Plan, check_plan, run_all
 from .paper import PAPER_SOURCES
+from .provenance import relative_to_repo
 from .reports import summarize
 from .specs import get_spec
 from .store import UnitFile, load_results
@@ -253,6 +254,11 @@ def _filled(config: dict) -> dict:
     return c
 
 
+def _compat_diff(old_config: dict, config: dict) -> list[str]:
+    """The `COMPAT_KEYS` in which a file's config (`_filled`) differs from `config`."""
+    return [k for k in COMPAT_KEYS if old_config.get(k, {} if k == "model" else None) != config[k]]
+
+
 def reuse_shared_units(store: UnitFile, config: dict, main: Path) -> list[str]:
     """A gamma control run's references and oracle are those of the main results file `main`: the same benchmark, K,
     stream, data, seeds and fine-tune configuration (`COMPAT_KEYS`) give the same units, so those of the control's
@@ -265,11 +271,8 @@ def reuse_shared_units(store: UnitFile, config: dict, main: Path) -> list[str]:
         src = load_results(main)
     except UserError:
         return []
-    oc = _filled(src.get("config", {}))
-    if any(oc.get(k, {} if k == "model" else None) != config[k] for k in COMPAT_KEYS):
+    if _compat_diff(_filled(src.get("config", {})), config):
         return []
-    from .provenance import relative_to_repo
-
     copied = []
     for section in ("references", "oracle"):
         for key in map(str, config["seeds"]):
@@ -355,7 +358,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
 
     def compatible(old: dict) -> list:
         oc = _filled(old.get("config", {}))  # options added since the file was made have their default there
-        diff = [k for k in COMPAT_KEYS if oc.get(k, {} if k == "model" else None) != config[k]]
+        diff = _compat_diff(oc, config)
         diff += ["gamma_control"] if oc.get("gamma_control") != config.get("gamma_control") else []
         diff += [f"method_hparams[{m}]" for m in methods
                  if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
