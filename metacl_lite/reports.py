@@ -199,7 +199,15 @@ def elapsed_summary(doc: dict, name: str) -> str:
     times add up to about the workers times as much)."""
     from datetime import datetime
 
-    invs = [i for i in doc["provenance"]["invocations"] if i.get("units") and i.get("finished")]
+    from .errors import FileFormatError
+    from .store import upgrade
+
+    invs = [i for i in upgrade(doc, "results").get("provenance", {}).get("invocations", [])
+            if isinstance(i.get("units"), list) and i["units"] and i.get("started") and i.get("finished")]
+    if not invs:
+        raise FileFormatError(f"{name}: its provenance records no run with its start, end and units (files made "
+                              f"before each run was recorded, schema 1, have none); remove the elapsed block or "
+                              f"point it at a newer file")
     span = sum((datetime.fromisoformat(i["finished"]) - datetime.fromisoformat(i["started"])).total_seconds()
                for i in invs)
     units = sum(len(i["units"]) for i in invs)

@@ -148,3 +148,21 @@ def test_an_elapsed_block_gives_each_runs_start_to_last_unit(tmp_path, monkeypat
     (tmp_path / "results" / "t.json").write_text(json.dumps(doc))
     assert reports.update_readme(readme) and "4 units in 30.5 min from the start of each of its 2 runs" in \
         readme.read_text()
+
+
+@pytest.mark.parametrize("prov", [{"command": "x", "wall_s_total": 5.0, "device": "cpu"},  # schema 1: no invocations
+                                  {"invocations": [{"units": [], "started": "2026-01-01T10:00:00+00:00"}]}])
+def test_an_elapsed_block_of_a_file_without_a_timed_run_is_a_clear_error(tmp_path, monkeypatch, prov):
+    import json
+
+    from metacl_lite import reports
+    from metacl_lite.errors import FileFormatError
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "t.json").write_text(json.dumps({"provenance": prov}))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- BEGIN elapsed results/t.json -->\nold\n<!-- END elapsed -->\n")
+    monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
+    with pytest.raises(FileFormatError, match="results/t.json: its provenance records no run"):
+        reports.update_readme(readme)
+    assert readme.read_text() == "<!-- BEGIN elapsed results/t.json -->\nold\n<!-- END elapsed -->\n"
