@@ -22,7 +22,8 @@ import time
 
 import torch
 
-from metacl_lite import compiled, training
+from metacl_lite import compiled
+from metacl_lite import training
 from metacl_lite.data import permuted_mnist
 from metacl_lite.models import cifar_cnn, mlp, resnet18_multihead
 

@@ -105,8 +105,8 @@ def main(argv=None) -> int:
         print(f"{t}  {r['page']}  ({r['status']})")
     if a.check:
         return 1 if any(r["status"].startswith(("no ", "no execution")) for r in rows) else 0
-    from metacl_lite.atomic import write_json
-    from metacl_lite.provenance import invocation, relative_to_repo
+    from metacl_lite.lab.atomic import write_json
+    from metacl_lite.lab.provenance import invocation, relative_to_repo
 
     import jupyter_cache
     import myst_nb

@@ -78,71 +78,7 @@ def _method_list(text: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The command lines recorded in results files (relative paths: no machine path in committed files)
 # ----------------------------------------------------------------------------------------------------------------
-def _out_flag(out: Path, default: Path) -> str:
-    from .provenance import relative_to_repo
-
-    return "" if Path(out).resolve() == Path(default).resolve() else f" --out {relative_to_repo(out)}"
-
-
-def run_command(config: dict, out: Path) -> str:
-    """The `run` command that regenerates a results file with this config (all its methods and seeds)."""
-    from .grid import default_out
-    from .training import METHODS
-
-    b, spec = config["benchmark"], get_spec(config["benchmark"])
-    seeds = config["seeds"]
-    cmd = f"python -m metacl_lite run --benchmark {b} --K {config['K']}"
-    cmd += f" --seeds {len(seeds)}" if seeds == list(range(len(seeds))) else f" --seed-list {','.join(map(str, seeds))}"
-    if list(config["methods"]) != list(METHODS):
-        cmd += f" --methods {','.join(config['methods'])}"
-    if config["n_tasks"] != spec.n_tasks:
-        cmd += f" --n-tasks {config['n_tasks']}"
-    if config["train"]["epochs"] != spec.epochs:
-        cmd += f" --epochs {config['train']['epochs']}"
-    cmd += _option_flags(config["train"])
-    if config["train"].get("compile", "off") != "off":  # a file made compiled refuses eager units, and vice versa
-        cmd += f" --compile {config['train']['compile']}"
-    if config.get("gamma_control") is not None:
-        cmd += f" --gamma {config['gamma_control']}"
-    if config.get("data_source", "auto") != "auto":
-        cmd += f" --data {config['data_source']}"
-    model = config.get("model") or {}
-    if model.get("random_init"):
-        cmd += " --random-init"
-    return cmd + _out_flag(out, default_out(b, config["K"], config.get("gamma_control")))
-
-
-def tune_command(doc: dict, out: Path) -> str:
-    """The `tune` command that regenerates a tuning file (its protocol and all its methods)."""
-    from .tuning import TUNABLE, WINDOW, default_protocol, default_tuning_out
-
-    p = doc["protocol"]
-    d = default_protocol(p["benchmark"], p["K"])
-    cmd = f"python -m metacl_lite tune --benchmark {p['benchmark']} --K {p['K']}"
-    if doc["methods"] != list(TUNABLE):
-        cmd += f" --methods {','.join(doc['methods'])}"
-    if p["n_tasks"] != d["n_tasks"]:
-        cmd += f" --n-tasks {p['n_tasks']}"
-    if p["epochs"] != d["epochs"]:
-        cmd += f" --epochs {p['epochs']}"
-    if p["seeds"] != d["seeds"]:
-        cmd += f" --seed-list {','.join(map(str, p['seeds']))}"
-    for g in ("beta_grid", "gamma_grid"):
-        if p[g] != d[g]:
-            cmd += f" --{g.replace('_', '-')} {','.join(f'{v:g}' for v in p[g])}"
-    cmd += _option_flags(p.get("options", {}))
-    if "window" in p:
-        cmd += f" --around {p['window']['around_K']}"
-        cmd += "" if p["window"]["half_decades"] == WINDOW else f" --window {p['window']['half_decades']}"
-    if p.get("compile", "off") != "off":
-        cmd += f" --compile {p['compile']}"
-    if (p.get("model") or {}).get("random_init"):
-        cmd += " --random-init"
-    return cmd + _out_flag(out, default_tuning_out(p))
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The parser
 # ----------------------------------------------------------------------------------------------------------------
@@ -172,17 +108,8 @@ def _options(a) -> dict:
                               ("pi_xi", a.pi_xi)) if v is not None}
 
 
-def _option_flags(train: dict) -> str:
-    from .training import TrainConfig
-
-    d = TrainConfig().to_dict()
-    return "".join(f" --{k.replace('_', '-')} {train[k]:g}" if isinstance(train[k], float) else
-                   f" --{k.replace('_', '-')} {train[k]}"
-                   for k in ("omega_accumulate", "omega_normalise", "pi_xi") if k in train and train[k] != d[k])
-
-
 def _plan(a):
-    from .executors import check_plan, default_workers
+    from .lab.executors import check_plan, default_workers
 
     return check_plan(a.executor, a.workers or (None if a.executor == "ray" else default_workers()), a.threads,
                       a.address)
@@ -311,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _assignments(a) -> int:
-    from . import assignments as A
+    from .report import assignments as A
 
     if a.acmd == "list":
         for name in A.list_assignments():
@@ -354,8 +281,8 @@ def _assignments(a) -> int:
 # Commands
 # ----------------------------------------------------------------------------------------------------------------
 def _run(a) -> int:
-    from .grid import run_experiment
-    from .reports import format_table
+    from .lab.grid import run_experiment
+    from .report.tables import format_table
 
     seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
     res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
@@ -367,8 +294,8 @@ def _run(a) -> int:
 
 
 def _table(a) -> int:
-    from . import store
-    from .reports import format_table
+    from .lab import store
+    from .report.tables import format_table
 
     if not a.results.exists():
         raise UserError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
@@ -377,7 +304,7 @@ def _table(a) -> int:
 
 
 def _tune(a) -> int:
-    from .tuning import BETA_GRID, GAMMA_GRID, TUNING_SEEDS, WINDOW, tune
+    from .lab.tuning import BETA_GRID, GAMMA_GRID, TUNING_SEEDS, WINDOW, tune
 
     if a.window is not None and a.around is None:
         raise UserError("--window sets the width of an --around search; give --around K too")
@@ -395,21 +322,14 @@ def _tune(a) -> int:
     return 0
 
 
-def choices_command(benchmark: str, Ks) -> str:
-    from .choices import DECISION_KS
-
-    return (f"python -m metacl_lite choices --benchmark {benchmark}"
-            + ("" if tuple(Ks) == DECISION_KS else f" --K {','.join(map(str, Ks))}"))
-
-
 def _choices(a) -> int:
-    from . import choices as CH
+    from .lab import choices as CH
 
     Ks = a.K or list(CH.DECISION_KS)
     if not a.summary_only:
         for K in Ks:
             CH.execute(a.benchmark, K, _plan(a), show_progress=False if a.no_progress else None)
-    doc = CH.write_summary(a.benchmark, choices_command(a.benchmark, CH.DECISION_KS))  # decided at every decision K
+    doc = CH.write_summary(a.benchmark, CH.choices_command(a.benchmark, CH.DECISION_KS))  # decided at every decision K
     for r, d in doc["decisions"].items():
         print(f"{r:4s} {d['decision']}" + (f" (missing: {', '.join(d['missing'])})" if d.get("missing") else
                                            f" (candidate: {d['candidate']}; margin over base per K: "
@@ -425,7 +345,7 @@ def _choices(a) -> int:
 
 
 def _notebook(a) -> int:
-    from .notebooks import run_cli
+    from .report.notebooks import run_cli
 
     for path in run_cli(a.notebook, a.param, a.grid, a.out_dir):
         print(path)
@@ -433,7 +353,7 @@ def _notebook(a) -> int:
 
 
 def _pages(a) -> int:
-    from .notebooks import write_variants
+    from .report.notebooks import write_variants
 
     stale = write_variants(check=a.check)
     for p in stale:
@@ -442,7 +362,7 @@ def _pages(a) -> int:
 
 
 def _readme(a) -> int:
-    from .reports import update_readme
+    from .report.readme import update_readme
 
     stale = update_readme(check=a.check)
     if a.check and stale:
@@ -452,7 +372,7 @@ def _readme(a) -> int:
 
 
 def _bench(a) -> int:
-    from .bench import bench_multihead, bench_pmnist
+    from .lab.bench import bench_multihead, bench_pmnist
 
     if a.suite == "pmnist":
         return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid, grids=a.grids, grid_seeds=a.grid_seeds,
@@ -470,7 +390,7 @@ COMMANDS = {"run": _run, "table": _table, "tune": _tune, "choices": _choices, "n
 
 def _hint(e: UserError, a) -> str:
     """What to do next, in terms of this command's flags (the lower modules do not know them)."""
-    from .hparams import MissingHparams
+    from .lab.hparams import MissingHparams
 
     if isinstance(e, ConfigMismatch):
         return "write elsewhere with --out FILE, or start over with --force (which discards what the file holds)"

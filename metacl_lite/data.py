@@ -11,6 +11,7 @@ command that fixes it; `check_data` runs the same checks without loading images,
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import os
@@ -25,7 +26,6 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from .atomic import copy_file
 from .errors import UsageError, UserError
 from .specs import BENCHMARKS, SPECS, BenchmarkSpec, get_spec  # noqa: F401 (BENCHMARKS is re-exported)
 
@@ -72,6 +72,25 @@ class ChecksumError(DataError, ValueError):
 # ----------------------------------------------------------------------------------------------------------------
 # Where data lives, checksums, fetching MNIST
 # ----------------------------------------------------------------------------------------------------------------
+def copy_file(src: Path, dst: Path) -> None:
+    """Copy `src` to `dst` through a temporary file in `dst`'s folder (atomic at the destination), with the
+    permissions of a new file under the current umask (not the temporary file's 0600)."""
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, dst)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 def data_root() -> Path:
     """Root folder for downloaded data: $METACL_LITE_DATA, else `data/` in a source checkout, else ~/.cache."""
     env = os.environ.get("METACL_LITE_DATA")

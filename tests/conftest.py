@@ -13,7 +13,7 @@ os.environ.setdefault("METACL_LITE_PROGRESS", "0")
 @pytest.fixture
 def hparams_file(tmp_path, monkeypatch):
     """An isolated hparams.json (the committed one is never touched by tests); returns a writer."""
-    from metacl_lite import hparams as H
+    from metacl_lite.lab import hparams as H
 
     path = tmp_path / "hparams.json"
     monkeypatch.setattr(H, "HPARAMS_FILE", path)

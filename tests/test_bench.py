@@ -2,8 +2,8 @@
 the measured figures."""
 import torch
 
-from metacl_lite import bench
-from metacl_lite.reports import bench_summary
+from metacl_lite.lab import bench
+from metacl_lite.report.readme import bench_summary
 
 
 def test_the_legacy_path_evaluates_through_advanced_indexing(monkeypatch):
@@ -69,7 +69,7 @@ def test_grids_only_and_compiled_today_path_are_wired_and_recorded(monkeypatch, 
 def test_the_legacy_grid_ignores_the_compile_setting(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr(bench, "_legacy", lambda threads: None)
-    import metacl_lite.grid as G
+    import metacl_lite.lab.grid as G
 
     monkeypatch.setattr(G, "run_experiment", lambda *a, **k: seen.update(k))
 

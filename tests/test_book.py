@@ -59,8 +59,8 @@ def _intro_lists_every_page_once_titled(html: Path):
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
     files += [s["file"] for part in toc["parts"] for c in part["chapters"] for s in c.get("sections", [])]
-    from metacl_lite.assignments import list_assignments
-    from metacl_lite.notebooks import VARIANTS
+    from metacl_lite.report.assignments import list_assignments
+    from metacl_lite.report.notebooks import VARIANTS
 
     assert {f"reproduce/{stem}" for stem in VARIANTS} | {f"assignments/{a}" for a in list_assignments()} <= set(files)
     assert [f for f in files if f'href="{f}.html"' not in body] == []
@@ -82,7 +82,7 @@ def test_book_renders_in_browser(book_build):
 def _assignment_pages_hide_solutions(html: Path):
     from html import unescape
 
-    from metacl_lite.assignments import list_assignments, secret_lines
+    from metacl_lite.report.assignments import list_assignments, secret_lines
 
     assert "Course assignments" in (html / "assignments" / "index.html").read_text()
     for name in list_assignments():
@@ -119,7 +119,7 @@ def test_failing_cell_fails_the_build(tmp_path):
 def test_reproduction_pages_in_the_toc_follow_the_variants():
     """The table of contents lists the overview of every setting, then chapter 8's template and, under it, every
     variant page in the order of notebooks.VARIANTS (the order their section numbers follow)."""
-    from metacl_lite.notebooks import VARIANTS
+    from metacl_lite.report.notebooks import VARIANTS
 
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
     part = next(p for p in toc["parts"] if p["caption"] == "Reproductions")

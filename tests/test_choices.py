@@ -1,9 +1,9 @@
-"""The open-choice decision (metacl_lite.choices) on hand-made tuning files with known answers."""
+"""The open-choice decision (metacl_lite.lab.choices) on hand-made tuning files with known answers."""
 import json
 
 import pytest
 
-from metacl_lite import choices as CH
+from metacl_lite.lab import choices as CH
 from metacl_lite.cli import main
 from metacl_lite.errors import UsageError
 
@@ -16,11 +16,11 @@ def test_around_is_five_half_decades_centred_on_the_value():
 
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
-    from metacl_lite import tuning as TU
+    from metacl_lite.lab import tuning as TU
     monkeypatch.setattr(CH, "FOLDER", tmp_path / "results" / "open-choices")
     monkeypatch.setattr(CH, "REPO_ROOT", tmp_path)
     monkeypatch.setattr(TU, "REPO_ROOT", tmp_path)
-    monkeypatch.setattr("metacl_lite.provenance.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("metacl_lite.lab.provenance.REPO_ROOT", tmp_path)
     (tmp_path / "results" / "open-choices").mkdir(parents=True)
     return tmp_path
 
@@ -94,7 +94,7 @@ def test_undecided_while_files_are_missing_and_k200_needs_k20_first(folder):
 
 def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, hparams_file, capsys, monkeypatch):
     tuned = []  # the canonical K=20 tuning that apply() makes from the winners' units (tuning.tune's own test: reuse)
-    monkeypatch.setattr("metacl_lite.tuning.tune", lambda b, K, **kw: tuned.append((b, K, kw)) or {"K": K})
+    monkeypatch.setattr("metacl_lite.lab.tuning.tune", lambda b, K, **kw: tuned.append((b, K, kw)) or {"K": K})
     _write_all({"latest": 1.0}, {"latest": 1.0})
     CH.variant_file("pmnist", 200, "latest", "mas").unlink()  # undecided: hparams.json is left alone
     before = CH.H.HPARAMS_FILE.read_bytes()
@@ -133,7 +133,7 @@ def test_running_only_k20_never_decides_on_k20_alone(folder, hparams_file, monke
 
 
 def test_the_readme_block_shows_scores_candidates_and_per_seed_margins(folder, hparams_file, monkeypatch):
-    monkeypatch.setattr("metacl_lite.tuning.tune", lambda b, K, **kw: {"K": K})
+    monkeypatch.setattr("metacl_lite.lab.tuning.tune", lambda b, K, **kw: {"K": K})
     _write_all({"max": 3.0}, {"max": 0.2}, spread200={"max": 0.5})
     CH.variant_file("pmnist", 200, "latest", "ewc").unlink()  # not a candidate: not run at K=200
     assert main(["choices", "--summary-only"]) == 0
@@ -144,6 +144,6 @@ def test_the_readme_block_shows_scores_candidates_and_per_seed_margins(folder, h
            "+0.70 (not better on every seed at every K: base kept)." in md
     readme = folder / "README.md"
     readme.write_text("x\n<!-- BEGIN choices results/open-choices-pmnist.json -->\nold\n<!-- END choices -->\n")
-    from metacl_lite import reports
+    from metacl_lite.report import readme as reports
     monkeypatch.setattr(reports, "REPO_ROOT", folder)
     assert reports.update_readme(readme) and md in readme.read_text() and "\nold\n" not in readme.read_text()

@@ -1,4 +1,4 @@
-"""The claims machinery (metacl_lite.claims) on hand-made results files and logs whose statistics are worked out by
+"""The claims machinery (metacl_lite.report.claims) on hand-made results files and logs whose statistics are worked out by
 hand here, and the verdict rule: the verdict must follow the data (swap the methods: confirmed becomes refuted; add
 noise: inconclusive)."""
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metacl_lite import claims as C
+from metacl_lite.report import claims as C
 from metacl_lite.errors import FileFormatError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -363,7 +363,7 @@ def test_quotes_are_the_papers_words():
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_chapter_executes(tmp_path):
-    from metacl_lite.notebooks import glued_values, run_notebook
+    from metacl_lite.report.notebooks import glued_values, run_notebook
 
     out = run_notebook(REPO_ROOT / "book" / "chapters" / "07_claims.md",
                        {"live_seeds": 2, "speed_tasks": 2, "angle_K": 20, "angle_tasks": 3}, tmp_path)

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from metacl_lite import grid as G
-from metacl_lite import hparams as H
+from metacl_lite.lab import grid as G
+from metacl_lite.lab import hparams as H
 from metacl_lite import training as T
 from metacl_lite.cli import main
 
@@ -160,7 +160,7 @@ def test_bench_rejects_an_unknown_method(capsys):
     (["--suite", "cifar100", "--compile", "auto"], "--compile applies to --suite pmnist only"),
 ])
 def test_bench_refuses_pmnist_options_on_the_synthetic_suites(capsys, monkeypatch, argv, needle):
-    from metacl_lite import bench
+    from metacl_lite.lab import bench
 
     monkeypatch.setattr(bench, "bench_multihead", lambda *a, **k: pytest.fail("ran"))
     rc, err = _err(capsys, ["bench", *argv])

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from metacl_lite import executors as X
-from metacl_lite import grid as G
+from metacl_lite.lab import executors as X
+from metacl_lite.lab import grid as G
 from metacl_lite.cli import main
 from metacl_lite.errors import UnitsFailed, UsageError
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from metacl_lite import grid as G
+from metacl_lite.lab import grid as G
 from metacl_lite.errors import ConfigMismatch
 from metacl_lite.training import TrainConfig
 
@@ -69,7 +69,7 @@ def test_every_contributing_invocation_is_recorded(hparams_file, spy, tmp_path):
 
 
 def test_recorded_command_is_relative_inside_the_repository(hparams_file, spy):
-    from metacl_lite.cli import run_command
+    from metacl_lite.lab.grid import run_command
 
     cfg = {"benchmark": "pmnist", "K": 50, "seeds": [0, 1, 2], "methods": list(G.METHODS), "n_tasks": 20,
            "train": {"epochs": 5}, "data_source": "auto", "model": {}}
@@ -213,7 +213,7 @@ def test_a_gamma_control_copies_the_references_and_oracle_of_the_main_file(hpara
     """The control's references and oracle are the main file's units (same configuration): copied, not trained
     again, for the seeds the main file has; with another configuration (here 2 epochs) nothing is copied."""
     monkeypatch.setattr(G, "REPO_ROOT", tmp_path)
-    monkeypatch.setattr("metacl_lite.provenance.REPO_ROOT", tmp_path.resolve())
+    monkeypatch.setattr("metacl_lite.lab.provenance.REPO_ROOT", tmp_path.resolve())
     G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], **TINY)
     main = json.loads((tmp_path / "results" / "pmnist-K5.json").read_text())
     spy.clear()

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from metacl_lite import hparams as H
+from metacl_lite.lab import hparams as H
 from metacl_lite.cli import main
 from metacl_lite.errors import HparamsError
 
@@ -44,7 +44,7 @@ def test_bad_structure_is_refused(hparams_file):
 
 
 def test_a_bad_file_stops_a_run_before_any_work(hparams_file, tmp_path, capsys, monkeypatch):
-    from metacl_lite import grid
+    from metacl_lite.lab import grid
 
     hparams_file({"pmnist": {"methods": {"ewc": {"betta": 100.0}}}})
     trained = []

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from metacl_lite import interpret as I
+from metacl_lite.report import interpret as I
 from metacl_lite.data import REPO_ROOT
-from metacl_lite.paper import paper_table
-from metacl_lite.reports import summarize
+from metacl_lite.report.paper import paper_table
+from metacl_lite.lab.summary import summarize
 from metacl_lite.training import METHODS
 
 PAPER20 = paper_table("pmnist", 20)
@@ -354,7 +354,7 @@ def test_timings_markdown():
 
 
 def test_page_stamp_follows_the_results_file(tmp_path):
-    from metacl_lite.notebooks import STAMP, make_variant, results_stamp
+    from metacl_lite.report.notebooks import STAMP, make_variant, results_stamp
 
     assert results_stamp("cub", 10, tmp_path) == f"{STAMP}results/cub-K10.json, absent"
     (tmp_path / "cub-K10.json").write_text("{}")
@@ -407,7 +407,7 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
     """The overview reads every setting's results file and the CIFAR-100/CUB speed benchmarks, the Running page the
     timings; `pages` writes their digests into the pages, so a changed file changes the page's code (and the cache
     runs it again), and `pages --check` is clean only when every stamp is current."""
-    from metacl_lite.notebooks import STAMP, files_stamp, stamped_pages, write_variants
+    from metacl_lite.report.notebooks import STAMP, files_stamp, stamped_pages, write_variants
 
     pages = {p.name: names for p, names in stamped_pages().items()}
     assert pages["overview.md"] == [f"{b}-K{K}.json" for b, K in I.paper_settings()] + \

@@ -12,7 +12,7 @@ import pytest
 
 from metacl_lite.cli import main
 from metacl_lite.errors import FileFormatError, OutputError, UsageError
-from metacl_lite.notebooks import (VARIANTS, ParameterError, check_parameters, declared_parameters, expand_grid, glued_values,
+from metacl_lite.report.notebooks import (VARIANTS, ParameterError, check_parameters, declared_parameters, expand_grid, glued_values,
                                    make_variant, plan_runs, run_cli, run_notebook, tag, validate, write_variants,
                                    TEMPLATE)
 
@@ -250,7 +250,7 @@ def _first_epoch_accuracy_finetune(n_tasks: int, seeds: int) -> float:
     epoch, mean over the tasks of a K = 20 stream (permutation seed 0, as the chapter's live runs) and over run seeds
     0..seeds-1."""
     from metacl_lite.data import permuted_mnist
-    from metacl_lite.hparams import method_config
+    from metacl_lite.lab.hparams import method_config
     from metacl_lite.training import run_stream
 
     cfg = method_config("pmnist", "finetune")

@@ -1,5 +1,5 @@
-"""Fig. 3 (metacl_lite.plots.plot_fig3 and its data): families and variants by name, per-seed curves whose mean is
-reports.average_accuracy_curves, and the drawn lines and bands equal to the data."""
+"""Fig. 3 (metacl_lite.report.plots.plot_fig3 and its data): families and variants by name, per-seed curves whose mean is
+tables.average_accuracy_curves, and the drawn lines and bands equal to the data."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from metacl_lite import plots  # noqa: E402
-from metacl_lite.reports import average_accuracy_curves  # noqa: E402
+from metacl_lite.report import plots  # noqa: E402
+from metacl_lite.report.tables import average_accuracy_curves  # noqa: E402
 
 
 def _res(mats):
@@ -41,7 +41,7 @@ def test_seed_curves_by_hand():
 
 def test_seed_curves_average_to_the_reports_curve_on_a_committed_file():
     from metacl_lite.data import REPO_ROOT
-    from metacl_lite.store import load_results
+    from metacl_lite.lab.store import load_results
 
     res = load_results(REPO_ROOT / "results" / "pmnist-K20.json")
     mean = plots.seed_accuracy_curves(res).groupby(["method", "task"])["average accuracy (%)"].mean()

@@ -2,8 +2,10 @@
 import numpy as np
 import pytest
 
-from metacl_lite.paper import paper_table
-from metacl_lite.reports import comparison_rows, comparison_summary, format_table, summarize
+from metacl_lite.report.paper import paper_table
+from metacl_lite.report.tables import comparison_rows, format_table
+from metacl_lite.report.readme import comparison_summary
+from metacl_lite.lab.summary import summarize
 from metacl_lite.training import METHODS
 
 
@@ -56,7 +58,7 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
     (check=True) a README that is out of date without writing it."""
     import json
 
-    from metacl_lite import reports
+    from metacl_lite.report import readme as reports
 
     res = _fake(1.0)
     res["provenance"] = {"command": f"python -m metacl_lite run --out {tmp_path}/results/x.json"}
@@ -73,7 +75,7 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
              "<!-- BEGIN bench results/b.json -->\nold\n<!-- END bench -->\n")
     readme.write_text(stale)
     monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
-    monkeypatch.setattr("metacl_lite.interpret.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("metacl_lite.report.interpret.REPO_ROOT", tmp_path)
     assert reports.update_readme(readme, check=True) and readme.read_text() == stale
     assert reports.update_readme(readme)
     text = readme.read_text()
@@ -84,7 +86,7 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
 
 
 def test_a_block_of_a_results_file_not_made_yet_says_how_to_make_it(tmp_path, monkeypatch):
-    from metacl_lite import reports
+    from metacl_lite.report import readme as reports
     from metacl_lite.errors import UserError
 
     readme = tmp_path / "README.md"
@@ -127,7 +129,7 @@ def test_an_elapsed_block_gives_each_runs_start_to_last_unit(tmp_path, monkeypat
     nothing do not count)."""
     import json
 
-    from metacl_lite import reports
+    from metacl_lite.report import readme as reports
 
     inv = {"device": "cpu: X", "git_commit": "0123456789abcdef"}
     doc = {"provenance": {"invocations": [
@@ -155,7 +157,7 @@ def test_an_elapsed_block_gives_each_runs_start_to_last_unit(tmp_path, monkeypat
 def test_an_elapsed_block_of_a_file_without_a_timed_run_is_a_clear_error(tmp_path, monkeypatch, prov):
     import json
 
-    from metacl_lite import reports
+    from metacl_lite.report import readme as reports
     from metacl_lite.errors import FileFormatError
 
     (tmp_path / "results").mkdir()

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from metacl_lite import compiled, training
+from metacl_lite import compiled
+from metacl_lite import training
 from metacl_lite.data import Experience, permuted_mnist
 from metacl_lite.errors import UsageError
 from metacl_lite.models import MultiHeadNet, mlp

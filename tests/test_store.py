@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from metacl_lite import atomic, store
+from metacl_lite.lab import atomic
+from metacl_lite.lab import store
 from metacl_lite.errors import ConfigMismatch, FileFormatError, LockedError, OutputError
 
 

@@ -7,9 +7,9 @@ import shlex
 import numpy as np
 import pytest
 
-from metacl_lite import grid as G
-from metacl_lite import store
-from metacl_lite import tuning as TU
+from metacl_lite.lab import grid as G
+from metacl_lite.lab import store
+from metacl_lite.lab import tuning as TU
 from metacl_lite.cli import main
 
 SMOKE = dict(methods=["ewc"], n_tasks=2, epochs=1, seeds=(100,), beta_grid=(0.1, 1.0, 10.0), show_progress=False)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from .atomic import check_writable, jsonable, locked, read_json, write_json
-from .errors import ConfigMismatch, FileFormatError
+from ..errors import ConfigMismatch, FileFormatError
 from .provenance import invocation, now
 
 SCHEMA = 2

@@ -18,19 +18,20 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from . import hparams as H
-from . import data as D
-from .data import REPO_ROOT
+from .. import data as D
+from ..data import REPO_ROOT
 from .atomic import check_writable
-from .errors import UsageError
-from .errors import UnitsFailed
+from .commands import option_flags, out_flag
+from ..errors import UsageError
+from ..errors import UnitsFailed
 from .executors import Plan, check_plan, run_all
 from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, longest_first,
                    model_options, run_job)
 from .provenance import relative_to_repo
-from .specs import get_spec
+from ..specs import get_spec
 from . import store as store_mod
 from .store import UnitFile
-from .training import METHODS, TrainConfig, progress
+from ..training import METHODS, TrainConfig, progress
 
 PROTOCOL = (
     "a stream of n_tasks tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4), training "
@@ -168,6 +169,33 @@ def default_tuning_out(protocol: dict) -> Path:
     if is_default(protocol):
         return REPO_ROOT / "results" / f"tuning-{b}-K{K}.json"
     return REPO_ROOT / "runs" / f"tuning-{b}-K{K}-{protocol_tag(protocol)}.json"
+
+
+def tune_command(doc: dict, out: Path) -> str:
+    """The `tune` command that regenerates a tuning file (its protocol and all its methods)."""
+    p = doc["protocol"]
+    d = default_protocol(p["benchmark"], p["K"])
+    cmd = f"python -m metacl_lite tune --benchmark {p['benchmark']} --K {p['K']}"
+    if doc["methods"] != list(TUNABLE):
+        cmd += f" --methods {','.join(doc['methods'])}"
+    if p["n_tasks"] != d["n_tasks"]:
+        cmd += f" --n-tasks {p['n_tasks']}"
+    if p["epochs"] != d["epochs"]:
+        cmd += f" --epochs {p['epochs']}"
+    if p["seeds"] != d["seeds"]:
+        cmd += f" --seed-list {','.join(map(str, p['seeds']))}"
+    for g in ("beta_grid", "gamma_grid"):
+        if p[g] != d[g]:
+            cmd += f" --{g.replace('_', '-')} {','.join(f'{v:g}' for v in p[g])}"
+    cmd += option_flags(p.get("options", {}))
+    if "window" in p:
+        cmd += f" --around {p['window']['around_K']}"
+        cmd += "" if p["window"]["half_decades"] == WINDOW else f" --window {p['window']['half_decades']}"
+    if p.get("compile", "off") != "off":
+        cmd += f" --compile {p['compile']}"
+    if (p.get("model") or {}).get("random_init"):
+        cmd += " --random-init"
+    return cmd + out_flag(out, default_tuning_out(p))
 
 
 def unit_key(method: str, param: str, value: float, seed: int) -> str:
@@ -358,7 +386,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     out = check_writable(Path(out) if out else default_tuning_out(protocol))
     canonical = is_default(protocol)
     if command is None:
-        from .cli import tune_command as command
+        command = tune_command
 
     def compatible(old: dict) -> list:
         old = _upgrade_schema1(old)

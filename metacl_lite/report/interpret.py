@@ -22,9 +22,9 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from .data import REPO_ROOT
+from ..data import REPO_ROOT
 from .paper import PAPER_SOURCES, paper_table
-from .specs import SPECS
+from ..specs import SPECS
 
 METRICS = ("ACC", "BT", "FA")
 REGULARISERS = ("mas", "pi", "ewc")
@@ -37,13 +37,13 @@ OPTION_DEFAULTS = {"omega_accumulate": "sum", "omega_normalise": "none", "pi_xi"
 
 
 def _labels() -> dict[str, str]:
-    from .training import METHODS
+    from ..training import METHODS
 
     return {**{m: METHODS[m].label for m in METHODS}, "joint": "Joint training (oracle)"}
 
 
 def _method_order() -> list[str]:
-    from .training import METHODS
+    from ..training import METHODS
 
     return list(METHODS)
 
@@ -96,7 +96,7 @@ def provenance_commands(res: dict, root: Optional[Path | str] = None) -> dict[st
 
 
 def _rows(res: dict) -> list[dict]:
-    from .reports import comparison_rows
+    from .tables import comparison_rows
 
     return comparison_rows(res)
 
@@ -104,7 +104,7 @@ def _rows(res: dict) -> list[dict]:
 def _summary(res: dict) -> dict:
     if "summary" in res:
         return res["summary"]
-    from .reports import summarize
+    from ..lab.summary import summarize
 
     return summarize(res)
 
@@ -231,7 +231,7 @@ def interval(res: dict) -> dict[str, Any]:
 
 def interpretation(res: dict) -> dict[str, Any]:
     """Every number the prose uses, in one dict (for glue and tests)."""
-    from .reports import incomplete_note
+    from .tables import incomplete_note
 
     cfg = res["config"]
     return {"benchmark": cfg["benchmark"], "K": cfg["K"], "paper_source": PAPER_SOURCES.get((cfg["benchmark"], cfg["K"])),
@@ -518,7 +518,7 @@ def page_stem(benchmark: str, K: int) -> str:
 def overview_rows(results_dir: Optional[Path] = None) -> list[dict[str, Any]]:
     """One row per setting of the paper: whether the committed results file exists, its seeds (and whether every row
     has them all), the mean |ours − paper| in ACC, ρ, and the page."""
-    from .store import load_results
+    from ..lab.store import load_results
 
     results_dir = Path(results_dir) if results_dir else REPO_ROOT / "results"
     rows = []
@@ -578,7 +578,7 @@ def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -
     methods against `TARGET_ACC_GAP` and `TARGET_FA_GAP` (None where the paper has no table), how many ACC rows have
     the paper's mean outside our 95% interval with ours above it (`acc_above`) or below it (`acc_below`), Spearman's
     ρ, and whether every value chosen in the K's tuning file is interior to its grid (None without a tuning file)."""
-    from .store import load, load_results
+    from ..lab.store import load, load_results
 
     folder = Path(results_dir) if results_dir else REPO_ROOT / "results"
     rows = []
@@ -666,7 +666,7 @@ def bench_estimate(bench: dict, seeds: int) -> dict[str, Any]:
 
 def bench_markdown(est: dict[str, Any], seeds: int) -> str:
     """The estimate in words, saying what kind of estimate it is."""
-    from .training import METHODS
+    from ..training import METHODS
 
     spec = SPECS[est["suite"]]
     kind = ("a rough linear extrapolation from a reduced run (fewer epochs and tasks) on the "

@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from . import hparams as H
-from . import data as D
-from .data import REPO_ROOT, make_benchmark
+from .. import data as D
+from ..data import REPO_ROOT, make_benchmark
 from .atomic import check_writable
-from .errors import UnitsFailed, UsageError, UserError
+from .commands import option_flags, out_flag
+from ..errors import UnitsFailed, UsageError, UserError
 from .executors import Plan, check_plan, run_all
-from .paper import PAPER_SOURCES
 from .provenance import relative_to_repo
-from .reports import summarize
-from .specs import get_spec
+from .summary import summarize
+from ..specs import get_spec
 from .store import UnitFile, load_results
-from .training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
+from ..training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
 COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model")
@@ -58,6 +58,31 @@ GAMMA_CONTROLS = ("beta", "0")
 def control_file(benchmark: str, K: int, gamma: str) -> str:
     """The file name of a gamma control run (`GAMMA_CONTROLS`)."""
     return f"{benchmark}-K{K}-control-gamma-{gamma}.json"
+
+
+def run_command(config: dict, out: Path) -> str:
+    """The `run` command that regenerates a results file with this config (all its methods and seeds)."""
+    b, spec = config["benchmark"], get_spec(config["benchmark"])
+    seeds = config["seeds"]
+    cmd = f"python -m metacl_lite run --benchmark {b} --K {config['K']}"
+    cmd += f" --seeds {len(seeds)}" if seeds == list(range(len(seeds))) else f" --seed-list {','.join(map(str, seeds))}"
+    if list(config["methods"]) != list(METHODS):
+        cmd += f" --methods {','.join(config['methods'])}"
+    if config["n_tasks"] != spec.n_tasks:
+        cmd += f" --n-tasks {config['n_tasks']}"
+    if config["train"]["epochs"] != spec.epochs:
+        cmd += f" --epochs {config['train']['epochs']}"
+    cmd += option_flags(config["train"])
+    if config["train"].get("compile", "off") != "off":  # a file made compiled refuses eager units, and vice versa
+        cmd += f" --compile {config['train']['compile']}"
+    if config.get("gamma_control") is not None:
+        cmd += f" --gamma {config['gamma_control']}"
+    if config.get("data_source", "auto") != "auto":
+        cmd += f" --data {config['data_source']}"
+    model = config.get("model") or {}
+    if model.get("random_init"):
+        cmd += " --random-init"
+    return cmd + out_flag(out, default_out(b, config["K"], config.get("gamma_control")))
 
 
 def check_gamma_control(gamma: Optional[str], methods: Sequence[str]) -> None:
@@ -165,7 +190,7 @@ def model_options(benchmark: str, weights: Optional[str] = None, random_init: bo
         return {}
     if random_init:
         return {"weights": None, "random_init": True}
-    from .models import find_resnet18_weights
+    from ..models import find_resnet18_weights
 
     return {"weights": str(find_resnet18_weights(weights)), "random_init": False}
 
@@ -354,7 +379,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     if gamma is not None:
         config["gamma_control"] = gamma
     if command is None:
-        from .cli import run_command as command
+        command = run_command
 
     def compatible(old: dict) -> list:
         oc = _filled(old.get("config", {}))  # options added since the file was made have their default there
@@ -376,7 +401,6 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         merged["method_options"] = {**{m: effective_options(old, m) for m in old.get("methods", [])
                                        if H.regulariser(m)}, **config["method_options"]}
         doc["config"] = merged
-        doc["paper_source"] = PAPER_SOURCES.get((benchmark, K))
 
     def finalize(doc: dict) -> None:
         doc["summary"] = summarize(doc)

@@ -1,132 +1,14 @@
-"""Reports made from results files: per-seed metrics and their summary, our table beside the paper's, the generated
-comparison sentences, the speed-benchmark summary and the README blocks. Nothing here is typed by hand: every number
-comes from a results file or from `paper.py`."""
+"""The README's generated blocks: our table beside the paper's, the generated comparison, the speed-benchmark figures,
+the open choices, the reproduction targets and the time a file took, each made from its results file
+(`python -m metacl_lite readme`). Nothing here is typed by hand."""
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
-
-from .data import REPO_ROOT
-from .metrics import all_metrics, average_accuracy_curve, mean_ci95
-from .paper import PAPER_SOURCES, paper_table
-from .training import METHODS
-
-
-def matrix_from_json(rows: list) -> np.ndarray:
-    return np.array([[np.nan if v is None else v for v in r] for r in rows], dtype=np.float64)
-
-
-def summarize(res: dict) -> dict:
-    """Per method: each seed's ACC, BT, FA (FA needs that seed's references) and the mean ± 95% t-interval."""
-    summary: dict = {}
-    for m in res["config"]["methods"] + ["joint"]:
-        per: dict[str, list] = {"ACC": [], "BT": [], "FA": [], "seeds": []}
-        for s in res["config"]["seeds"]:
-            if m == "joint":
-                if str(s) in res["oracle"]:
-                    per["ACC"].append(float(np.mean(res["oracle"][str(s)]["acc"])))
-                    per["seeds"].append(s)
-                continue
-            run, ref = res["runs"].get(f"{m}/{s}"), res["references"].get(str(s))
-            if run is None or ref is None:
-                continue
-            met = all_metrics(matrix_from_json(run["acc_matrix"]), ref["acc"])
-            for k in ("ACC", "BT", "FA"):
-                per[k].append(met[k])
-            per["seeds"].append(s)
-        if not per["seeds"]:
-            continue
-        entry = {"seeds": per["seeds"]}
-        for k in ("ACC", "BT", "FA"):
-            if per[k]:
-                mean, ci = mean_ci95(per[k])
-                entry[k] = {"mean": mean, "ci95": ci, "values": per[k]}
-        summary[m] = entry
-    return summary
-
-
-def average_accuracy_curves(res: dict) -> dict[str, np.ndarray]:
-    """Fig. 3: the average accuracy after each task, mean over seeds, per method."""
-    out = {}
-    for m in res["config"]["methods"]:
-        mats = [matrix_from_json(r["acc_matrix"]) for k, r in res["runs"].items() if k.split("/")[0] == m]
-        if mats:
-            out[m] = np.mean([average_accuracy_curve(a) for a in mats], axis=0)
-    return out
-
-
-def _fmt(mean: Optional[float], ci: Optional[float]) -> str:
-    if mean is None:
-        return "–"
-    return f"{mean:.1f}" if ci is None or (isinstance(ci, float) and math.isnan(ci)) else f"{mean:.1f} ± {ci:.1f}"
-
-
-def _seed_cell(n: int, total: int) -> str:
-    return str(n) if n == total else f"{n} of {total} (incomplete)"
-
-
-def comparison_rows(res: dict) -> list[dict]:
-    """One row per method of the file or the paper: ours and the paper's ACC/BT/FA (strings), the numeric
-    differences, and how many seeds our row is made of (`n`, of `n_total`; `complete`)."""
-    cfg = res["config"]
-    paper = paper_table(cfg["benchmark"], cfg["K"]) or {}
-    total = len(cfg["seeds"])
-    rows = []
-    for m in list(METHODS) + ["joint"]:
-        ours = res.get("summary", {}).get(m)
-        pap = paper.get(m)
-        in_file = m in cfg["methods"] or m == "joint"
-        if ours is None and pap is None and not (in_file and m != "joint"):
-            continue
-        n = len(ours["seeds"]) if ours else 0
-        row = {"method": m, "label": METHODS[m].label if m in METHODS else "Joint training (oracle)",
-               "n": n, "n_total": total if in_file else 0, "complete": (n == total) if in_file else True,
-               "Seeds": _seed_cell(n, total) if in_file else "–"}
-        for k in ("ACC", "BT", "FA"):
-            o = (ours or {}).get(k)
-            p = (pap or {}).get(k)
-            row[f"{k} ours"] = _fmt(o["mean"], o["ci95"]) if o else "–"
-            row[f"{k} paper"] = _fmt(*p) if p else "–"
-            row[f"{k} diff"] = (o["mean"] - p[0]) if (o and p) else None
-        rows.append(row)
-    return rows
-
-
-def incomplete_note(res: dict) -> Optional[str]:
-    """A sentence saying which rows are made from fewer seeds than the file asks for (None when complete)."""
-    short = [r for r in comparison_rows(res) if not r["complete"]]
-    if not short:
-        return None
-    return (f"INCOMPLETE: {len(short)} row(s) are made from fewer than the {len(res['config']['seeds'])} seeds of the "
-            f"file ({', '.join(r['label'] for r in short)}); rerun the file's command to finish them.")
-
-
-COLUMNS = ["label", "Seeds"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
-HEADS = ["Method", "Seeds"] + COLUMNS[2:]
-
-
-def format_table(res: dict, fmt: str = "text") -> str:
-    """Our table beside the paper's (fmt: "text" or "md"), with each row's seed count and a visible mark on rows made
-    from fewer seeds than the file asks for."""
-    cfg = res["config"]
-    rows = comparison_rows(res)
-    note = incomplete_note(res)
-    if fmt == "md":
-        lines = ([f"**{note}**", ""] if note else [])
-        lines += ["| " + " | ".join(HEADS) + " |", "|" + "---|" * len(HEADS)]
-        lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in rows]
-        return "\n".join(lines)
-    title = (f"{cfg['benchmark']} K={cfg['K']}, {cfg['n_tasks']} tasks, {len(cfg['seeds'])} seed(s); ours: mean ± 95% "
-             f"CI (t-interval over seeds); paper: {PAPER_SOURCES.get((cfg['benchmark'], cfg['K']), 'no published numbers')}")
-    widths = [max(len(h), *(len(str(r[c])) for r in rows)) for h, c in zip(HEADS, COLUMNS)]
-    line = lambda vals: "  ".join(str(v).ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
-    out = [title] + ([note] if note else []) + [line(HEADS), line("-" * w for w in widths)]
-    out += [line([r[c] for c in COLUMNS]) for r in rows]
-    return "\n".join(out)
+from ..data import REPO_ROOT
+from .tables import format_table
 
 
 def comparison_summary(res: dict) -> str:
@@ -199,8 +81,8 @@ def elapsed_summary(doc: dict, name: str) -> str:
     times add up to about the workers times as much)."""
     from datetime import datetime
 
-    from .errors import FileFormatError
-    from .store import upgrade
+    from ..errors import FileFormatError
+    from ..lab.store import upgrade
 
     invs = [i for i in upgrade(doc, "results").get("provenance", {}).get("invocations", [])
             if isinstance(i.get("units"), list) and i["units"] and i.get("started") and i.get("finished")]
@@ -225,7 +107,7 @@ README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets|elap
 def _not_yet(benchmark: str, K: int) -> str:
     """A README block whose results file (of a setting we reproduce) is not made yet: what makes it."""
     from .interpret import missing_commands
-    from .specs import get_spec
+    from ..specs import get_spec
 
     get_spec(benchmark)  # a block naming an unknown benchmark is a typo, not a file to come
     return (f"No results file yet (`results/{benchmark}-K{K}.json`); these commands make it:\n\n```bash\n"
@@ -236,15 +118,15 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
     """Replace each `<!-- BEGIN table results/X.json -->...<!-- END table -->` block of the README with the table made
     from that results file (`summary` blocks: `comparison_summary`; `bench` blocks: `bench_summary`). Returns True
     when something was (or, with check, would be) changed."""
-    from . import store
+    from ..lab import store
 
     path = Path(path) if path else REPO_ROOT / "README.md"
     text = path.read_text()
 
     def repl(mo):
         if mo.group(2) == "choices":
-            from .atomic import read_json
-            from .choices import choices_markdown
+            from ..lab.atomic import read_json
+            from ..lab.choices import choices_markdown
 
             return mo.group(1) + choices_markdown(read_json(REPO_ROOT / mo.group(3), "decision file")) + "\n" + mo.group(5)
         if mo.group(2) == "targets":
@@ -252,7 +134,7 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
 
             return mo.group(1) + targets_markdown(target_rows(mo.group(3))) + "\n" + mo.group(5)
         if mo.group(2) == "elapsed":
-            from .atomic import read_json
+            from ..lab.atomic import read_json
 
             return mo.group(1) + elapsed_summary(read_json(REPO_ROOT / mo.group(3), "results file"), mo.group(3)) + \
                 "\n" + mo.group(5)
@@ -269,7 +151,7 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
 
     new = README_MARK.sub(repl, text)
     if new != text and not check:
-        from .atomic import write_text
+        from ..lab.atomic import write_text
 
         write_text(path, new)
     return new != text

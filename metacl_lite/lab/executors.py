@@ -17,7 +17,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from .errors import UsageError
+from ..errors import UsageError
 
 EXECUTORS = ("local", "ray")
 

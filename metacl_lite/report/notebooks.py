@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from .atomic import check_writable, write_text
-from .data import REPO_ROOT
-from .errors import FileFormatError, UsageError
-from .specs import SPECS
+from ..lab.atomic import check_writable, write_text
+from ..data import REPO_ROOT
+from ..errors import FileFormatError, UsageError
+from ..specs import SPECS
 
 
 class ParameterError(UsageError):
@@ -62,7 +62,7 @@ def _n_tasks(v: int, point: dict[str, Any]) -> Optional[str]:
 
 
 def _methods(v: str, point: dict[str, Any]) -> Optional[str]:
-    from .training import METHODS
+    from ..training import METHODS
 
     if v == "all":
         return None

@@ -24,9 +24,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .data import REPO_ROOT
-from .atomic import write_text
-from .errors import UsageError
+from ..data import REPO_ROOT
+from ..lab.atomic import write_text
+from ..errors import UsageError
 
 SOURCE_DIR = REPO_ROOT / "book" / "assignments" / "source"
 PAGES_DIR = REPO_ROOT / "book" / "assignments"

@@ -15,13 +15,13 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .data import REPO_ROOT
-from .errors import FileFormatError
-from .metrics import mean_ci95
+from ..data import REPO_ROOT
+from ..errors import FileFormatError
+from ..metrics import mean_ci95
 from .paper import paper_table
-from .reports import summarize
-from .store import load_results
-from .training import METHODS
+from ..lab.summary import summarize
+from ..lab.store import load_results
+from ..training import METHODS
 
 CONFIRMED, REFUTED, INCONCLUSIVE, NOT_RUN = "confirmed", "refuted", "inconclusive", "not yet run"
 
@@ -41,7 +41,7 @@ REGULARISERS = ("mas", "pi", "ewc")
 # Statistics
 # ----------------------------------------------------------------------------------------------------------------
 def seed_values(res: dict, method: str, metric: str) -> dict[int, float]:
-    """{seed: the method's ACC, BT or FA on that seed} from a results file (`reports.summarize`); {} if absent."""
+    """{seed: the method's ACC, BT or FA on that seed} from a results file (`lab.summary.summarize`); {} if absent."""
     entry = summarize(res).get(method)
     if entry is None or metric not in entry:
         return {}
@@ -161,7 +161,7 @@ CONTROL_COMMAND = ("python -m metacl_lite run --benchmark {benchmark} --K {K} --
 
 def control_file(benchmark: str, K: int, control: str) -> str:
     """results/ file of a control ("gamma=beta" or "gamma=0"): the file `run --gamma` writes by default."""
-    from .grid import control_file as grid_control_file
+    from ..lab.grid import control_file as grid_control_file
 
     return grid_control_file(benchmark, K, control.split("=")[1])
 
@@ -199,9 +199,9 @@ LIVE_RUNS = {"speed": ([m for p in SPEED_PAIRS for m in p], "eval_every_epoch"),
 def run_logs(kind: str, K: int, n_tasks: int, seeds: Sequence[int], benchmark: str = "pmnist") -> dict:
     """Train the methods of claim 5 (kind="speed", with `eval_every_epoch`) or claim 6 ("angles", with
     `record_angles`) on a short stream, one run per method and seed: {"K", "n_tasks", "runs": {"method/seed": log}}."""
-    from .data import make_benchmark
-    from .hparams import method_config
-    from .training import run_stream
+    from ..data import make_benchmark
+    from ..lab.hparams import method_config
+    from ..training import run_stream
 
     methods, record = LIVE_RUNS[kind]
     bench = make_benchmark(benchmark, K, n_tasks=n_tasks)  # permutations of seed 0, as in results files

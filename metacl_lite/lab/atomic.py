@@ -14,14 +14,13 @@ import fcntl
 import json
 import math
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from .errors import FileFormatError, LockedError, OutputError
+from ..errors import FileFormatError, LockedError, OutputError
 
 
 def jsonable(x: Any) -> Any:
@@ -74,21 +73,6 @@ def write_text(path: Path, text: str) -> None:
 def write_json(path: Path, obj: Any) -> None:
     """JSON (indent 1, NaN as null) written atomically."""
     write_text(path, json.dumps(jsonable(obj), indent=1, allow_nan=False) + "\n")
-
-
-def copy_file(src: Path, dst: Path) -> None:
-    """Copy `src` to `dst` through a temporary file in `dst`'s folder (atomic at the destination)."""
-    dst = Path(dst)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def read_json(path: Path, what: str = "JSON file") -> Any:

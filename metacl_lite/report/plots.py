@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 import torch
 
-from .balance import dynamic_balance, fixed_balance
+from ..balance import dynamic_balance, fixed_balance
 
 
 def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[plt.Axes] = None) -> plt.Axes:
@@ -56,7 +56,7 @@ def plot_accuracy_curves(curves: dict[str, np.ndarray], labels: Optional[dict[st
 
 
 def plot_differences(rows: list[dict], ax: Optional[plt.Axes] = None) -> plt.Axes:
-    """Ours minus the paper's, per method and metric (rows from reports.comparison_rows)."""
+    """Ours minus the paper's, per method and metric (rows from tables.comparison_rows)."""
     ax = ax or plt.gca()
     data = [{"method": r["label"], "metric": k, "ours − paper (points)": r[f"{k} diff"]}
             for r in rows for k in ("ACC", "BT", "FA") if r[f"{k} diff"] is not None]
@@ -88,9 +88,9 @@ def family_variant(method: str) -> tuple[str, str]:
 def seed_accuracy_curves(res: dict) -> pd.DataFrame:
     """Fig. 3's data in long form: one row per method, seed and task i, with the average accuracy over the tasks
     seen so far after task i (`metrics.average_accuracy_curve` of each seed's matrix); the mean over seeds of a
-    method is `reports.average_accuracy_curves`."""
-    from .metrics import average_accuracy_curve
-    from .reports import matrix_from_json
+    method is `tables.average_accuracy_curves`."""
+    from ..metrics import average_accuracy_curve
+    from ..lab.summary import matrix_from_json
 
     rows = []
     for key, run in res["runs"].items():

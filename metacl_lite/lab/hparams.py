@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .atomic import locked, read_json, write_json
-from .errors import HparamsError
-from .specs import SPECS, get_spec
-from .training import METHODS, TrainConfig, get_method
+from ..errors import HparamsError
+from ..specs import SPECS, get_spec
+from ..training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
 ENTRY_KEYS = {"methods", "source", "command", "by_K", "options", "options_source"}

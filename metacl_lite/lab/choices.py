@@ -38,10 +38,10 @@ import numpy as np
 
 from . import hparams as H
 from .atomic import read_json, write_json
-from .data import REPO_ROOT
-from .errors import UsageError
+from ..data import REPO_ROOT
+from ..errors import UsageError
 from .provenance import invocation, relative_to_repo
-from .specs import get_spec
+from ..specs import get_spec
 
 REGULARISERS = ("ewc", "mas", "pi")
 FAMILY = {r: (r, f"{r}-metacl-beta", f"{r}-metacl-lambda") for r in REGULARISERS}
@@ -67,6 +67,11 @@ VARIANTS = {v.name: v for v in (
 )}
 
 DECISION_KS = (20, 200)
+
+
+def choices_command(benchmark: str, Ks) -> str:
+    return (f"python -m metacl_lite choices --benchmark {benchmark}"
+            + ("" if tuple(Ks) == DECISION_KS else f" --K {','.join(map(str, Ks))}"))
 FOLDER = REPO_ROOT / "results" / "open-choices"
 
 

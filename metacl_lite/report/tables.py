@@ -1,0 +1,94 @@
+"""Our numbers beside the paper's: the rows of a results file's table (mean ± 95% interval per metric, the seeds
+behind each row), the average-accuracy curves of Fig. 3, and the table as text or Markdown. Every number comes from a
+results file or from `paper.py`."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+
+from ..lab.summary import matrix_from_json
+from ..metrics import average_accuracy_curve
+from ..training import METHODS
+from .paper import PAPER_SOURCES, paper_table
+
+
+def average_accuracy_curves(res: dict) -> dict[str, np.ndarray]:
+    """Fig. 3: the average accuracy after each task, mean over seeds, per method."""
+    out = {}
+    for m in res["config"]["methods"]:
+        mats = [matrix_from_json(r["acc_matrix"]) for k, r in res["runs"].items() if k.split("/")[0] == m]
+        if mats:
+            out[m] = np.mean([average_accuracy_curve(a) for a in mats], axis=0)
+    return out
+
+
+def _fmt(mean: Optional[float], ci: Optional[float]) -> str:
+    if mean is None:
+        return "–"
+    return f"{mean:.1f}" if ci is None or (isinstance(ci, float) and math.isnan(ci)) else f"{mean:.1f} ± {ci:.1f}"
+
+
+def _seed_cell(n: int, total: int) -> str:
+    return str(n) if n == total else f"{n} of {total} (incomplete)"
+
+
+def comparison_rows(res: dict) -> list[dict]:
+    """One row per method of the file or the paper: ours and the paper's ACC/BT/FA (strings), the numeric
+    differences, and how many seeds our row is made of (`n`, of `n_total`; `complete`)."""
+    cfg = res["config"]
+    paper = paper_table(cfg["benchmark"], cfg["K"]) or {}
+    total = len(cfg["seeds"])
+    rows = []
+    for m in list(METHODS) + ["joint"]:
+        ours = res.get("summary", {}).get(m)
+        pap = paper.get(m)
+        in_file = m in cfg["methods"] or m == "joint"
+        if ours is None and pap is None and not (in_file and m != "joint"):
+            continue
+        n = len(ours["seeds"]) if ours else 0
+        row = {"method": m, "label": METHODS[m].label if m in METHODS else "Joint training (oracle)",
+               "n": n, "n_total": total if in_file else 0, "complete": (n == total) if in_file else True,
+               "Seeds": _seed_cell(n, total) if in_file else "–"}
+        for k in ("ACC", "BT", "FA"):
+            o = (ours or {}).get(k)
+            p = (pap or {}).get(k)
+            row[f"{k} ours"] = _fmt(o["mean"], o["ci95"]) if o else "–"
+            row[f"{k} paper"] = _fmt(*p) if p else "–"
+            row[f"{k} diff"] = (o["mean"] - p[0]) if (o and p) else None
+        rows.append(row)
+    return rows
+
+
+def incomplete_note(res: dict) -> Optional[str]:
+    """A sentence saying which rows are made from fewer seeds than the file asks for (None when complete)."""
+    short = [r for r in comparison_rows(res) if not r["complete"]]
+    if not short:
+        return None
+    return (f"INCOMPLETE: {len(short)} row(s) are made from fewer than the {len(res['config']['seeds'])} seeds of the "
+            f"file ({', '.join(r['label'] for r in short)}); rerun the file's command to finish them.")
+
+
+COLUMNS = ["label", "Seeds"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
+HEADS = ["Method", "Seeds"] + COLUMNS[2:]
+
+
+def format_table(res: dict, fmt: str = "text") -> str:
+    """Our table beside the paper's (fmt: "text" or "md"), with each row's seed count and a visible mark on rows made
+    from fewer seeds than the file asks for."""
+    cfg = res["config"]
+    rows = comparison_rows(res)
+    note = incomplete_note(res)
+    if fmt == "md":
+        lines = ([f"**{note}**", ""] if note else [])
+        lines += ["| " + " | ".join(HEADS) + " |", "|" + "---|" * len(HEADS)]
+        lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in rows]
+        return "\n".join(lines)
+    title = (f"{cfg['benchmark']} K={cfg['K']}, {cfg['n_tasks']} tasks, {len(cfg['seeds'])} seed(s); ours: mean ± 95% "
+             f"CI (t-interval over seeds); paper: {PAPER_SOURCES.get((cfg['benchmark'], cfg['K']), 'no published numbers')}")
+    widths = [max(len(h), *(len(str(r[c])) for r in rows)) for h, c in zip(HEADS, COLUMNS)]
+    line = lambda vals: "  ".join(str(v).ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+    out = [title] + ([note] if note else []) + [line(HEADS), line("-" * w for w in widths)]
+    out += [line([r[c] for c in COLUMNS]) for r in rows]
+    return "\n".join(out)
