@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: all venv test test-fast book assignments results tune bench data data-check clean reproduce-pmnist
+.PHONY: all venv test test-gpu test-fast book assignments results tune bench data data-check clean reproduce-pmnist
 
 all: test
 
@@ -20,11 +20,15 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP) mnist-raw
-	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q
+	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q -m "not gpu"
+
+# On a machine with a CUDA GPU: the GPU tests (tests/test_gpu.py), written with provenance to results/gpu-check.json.
+test-gpu: $(STAMP)
+	METACL_LITE_PROGRESS=0 $(PY) data_scripts/gpu_check.py
 
 # For development: the unit tests only (no book build, no notebooks, no training of real streams), under a minute.
 test-fast: $(STAMP)
-	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q -m "not slow"
+	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q -m "not slow and not gpu"
 
 book: $(STAMP)
 	$(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder html

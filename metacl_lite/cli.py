@@ -82,9 +82,25 @@ def _method_list(text: str) -> list[str]:
 # ----------------------------------------------------------------------------------------------------------------
 # The parser
 # ----------------------------------------------------------------------------------------------------------------
+def _device(text: str) -> str:
+    text = text.strip()
+    if text in ("auto", "cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"--device {text!r}: choose auto, cpu, cuda or cuda:N")
+
+
+def _device_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", type=_device, default=None,
+                   help="auto, cpu, cuda or cuda:N (default: cpu for pmnist, whose committed files were made on the "
+                        "CPU; auto for cifar100 and cub); recorded in the file, which refuses units from another "
+                        "device kind or GPU model")
+
+
 def _executor_options(p: argparse.ArgumentParser) -> None:
+    _device_option(p)
     p.add_argument("--workers", type=_positive("--workers"), default=None,
-                   help="worker processes (default: the number of cores; 1 runs every unit in this process)")
+                   help="worker processes (default: the number of cores; on a GPU at most 8, sharing the card; 1 "
+                        "runs every unit in this process)")
     p.add_argument("--threads", type=_positive("--threads"), default=None,
                    help="intra-op threads per worker (default 1)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -108,11 +124,19 @@ def _options(a) -> dict:
                               ("pi_xi", a.pi_xi)) if v is not None}
 
 
+def _on_gpu(a) -> bool:
+    """Whether this command trains on a GPU (its --device, else the benchmark's default, resolved)."""
+    from .device import kind, resolve
+
+    return kind(resolve(a.device or get_spec(getattr(a, "benchmark", None) or getattr(a, "suite", "pmnist")).device)) \
+        == "cuda"
+
+
 def _plan(a):
     from .lab.executors import check_plan, default_workers
 
-    return check_plan(a.executor, a.workers or (None if a.executor == "ray" else default_workers()), a.threads,
-                      a.address)
+    return check_plan(a.executor, a.workers or (None if a.executor == "ray" else default_workers(_on_gpu(a))),
+                      a.threads, a.address)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,10 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
     skip.add_argument("--skip-methods", action="store_true", help="pmnist: only the whole grids")
     b.add_argument("--grids", type=_int_list("--grids"), default=[20],
                    help="pmnist: the K of each whole grid to time (default 20; e.g. 20,500)")
-    b.add_argument("--grid-seeds", type=_positive("--grid-seeds"), default=3, help="seeds per timed grid (default 3)")
+    b.add_argument("--grid-seeds", type=_positive("--grid-seeds"), default=None,
+                   help="seeds per timed grid (default 3; with --device cuda 5, as the targets)")
     b.add_argument("--no-baseline", action="store_true", help="do not time the legacy path beside today's")
     b.add_argument("--compile", choices=("auto", "on", "off"), default="off",
                    help="pmnist: today's path with compiled task gradients (the legacy path stays eager)")
+    _device_option(b)
+    b.add_argument("--workers", type=_positive("--workers"), default=None,
+                   help="--device cuda: units sharing the GPU (default 8, or the cores if fewer)")
+    b.add_argument("--measured-seeds", type=_positive("--measured-seeds"), default=None,
+                   help="--device cuda: time this many of the --grid-seeds and scale to all (each seed is the same "
+                        "work; the file says so)")
 
     s = sub.add_parser("assignments", help="course assignments (otter-grader): list, generate, check, grade")
     ssub = s.add_subparsers(dest="acmd", required=True)
@@ -288,7 +319,7 @@ def _run(a) -> int:
     res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
                          show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
                          random_init=a.random_init, plan=_plan(a), compile=a.compile, options=_options(a),
-                         gamma=a.gamma, redo=a.redo or ())
+                         gamma=a.gamma, redo=a.redo or (), device=a.device)
     print(format_table(res))
     return 0
 
@@ -314,7 +345,7 @@ def _tune(a) -> int:
                show_progress=False if a.no_progress else None, beta_grid=a.beta_grid or BETA_GRID,
                gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs, weights=a.weights,
                random_init=a.random_init, force=a.force, plan=_plan(a), compile=a.compile, options=_options(a),
-               around=a.around, window=a.window or WINDOW)
+               around=a.around, window=a.window or WINDOW, device=a.device)
     for m, v in res["chosen"].items():
         print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
     print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")
@@ -328,7 +359,7 @@ def _choices(a) -> int:
     Ks = a.K or list(CH.DECISION_KS)
     if not a.summary_only:
         for K in Ks:
-            CH.execute(a.benchmark, K, _plan(a), show_progress=False if a.no_progress else None)
+            CH.execute(a.benchmark, K, _plan(a), show_progress=False if a.no_progress else None, device=a.device)
     doc = CH.write_summary(a.benchmark, CH.choices_command(a.benchmark, CH.DECISION_KS))  # decided at every decision K
     for r, d in doc["decisions"].items():
         print(f"{r:4s} {d['decision']}" + (f" (missing: {', '.join(d['missing'])})" if d.get("missing") else
@@ -337,7 +368,7 @@ def _choices(a) -> int:
                                            + ")"))
     print(f"wrote {CH.relative_to_repo(CH.summary_file(a.benchmark))}")
     if not any(d["decision"] == "undecided" for d in doc["decisions"].values()):
-        t = CH.apply(a.benchmark, doc, _plan(a), show_progress=False if a.no_progress else None)
+        t = CH.apply(a.benchmark, doc, _plan(a), show_progress=False if a.no_progress else None, device=a.device)
         if t is not None:
             print(f"hparams.json: the decided options, and the K={t['K']} values of its canonical tuning file "
                   f"(made from the winning variants' units, nothing trained again)")
@@ -372,10 +403,22 @@ def _readme(a) -> int:
 
 
 def _bench(a) -> int:
-    from .lab.bench import bench_multihead, bench_pmnist
+    from .lab.bench import bench_gpu, bench_multihead, bench_pmnist
 
+    if a.device not in (None, "cpu"):
+        for flag, given in (("--epochs", a.epochs), ("--n-tasks", a.n_tasks), ("--skip-grid", a.skip_grid),
+                            ("--grids", a.grids != [20]), ("--no-baseline", a.no_baseline)):
+            if given:
+                raise UserError(f"{flag} does not apply with --device {a.device} (the GPU bench times whole grids at "
+                                f"full size); drop it")
+        bench_gpu(a.suite, a.device, seeds=a.grid_seeds or 5,
+                  measured_seeds=a.measured_seeds, workers=a.workers, methods=a.methods, compile=a.compile)
+        return 0
+    for flag, given in (("--workers", a.workers), ("--measured-seeds", a.measured_seeds)):
+        if given:
+            raise UserError(f"{flag} applies to bench --device cuda only; drop it")
     if a.suite == "pmnist":
-        return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid, grids=a.grids, grid_seeds=a.grid_seeds,
+        return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid, grids=a.grids, grid_seeds=a.grid_seeds or 3,
                             baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods)
     for flag, given in (("--skip-methods", a.skip_methods), ("--compile", a.compile != "off")):
         if given:

@@ -449,8 +449,8 @@ def load_cifar100(root: Optional[Path] = None) -> dict[str, np.ndarray]:
 
 
 def _normalise(x: torch.Tensor, mean, std) -> torch.Tensor:
-    m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    m = torch.tensor(mean, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=torch.float32, device=x.device).view(1, -1, 1, 1)
     return (x.float() / 255.0 - m) / s
 
 

@@ -42,7 +42,7 @@ def _per_sample(model: nn.Module, exp: Experience, fn: Callable, chunk: int) -> 
     n_params = sum(p.numel() for p in params.values())
     chunk = max(1, min(chunk, int(5e7 // n_params)))  # per-sample gradients of a chunk stay below ~200 MB each
     first = next(iter(params.values()))
-    total = torch.zeros(n_params, dtype=first.dtype)
+    total = torch.zeros(n_params, dtype=first.dtype, device=first.device)
     for s in range(0, len(y_all), chunk):
         total += fn(params, buffers, x_all[s: s + chunk], y_all[s: s + chunk])
     model.train(was_training)

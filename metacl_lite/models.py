@@ -38,7 +38,7 @@ class MultiHeadNet(nn.Module):
         if isinstance(task, int):
             return self.heads[task](h)
         out = torch.stack([head(h) for head in self.heads], dim=1)  # (B, H, C)
-        return out[torch.arange(len(h)), task]
+        return out[torch.arange(len(h), device=h.device), task]
 
 
 ACTIVATIONS = {"relu": nn.ReLU, "softplus": nn.Softplus, "tanh": nn.Tanh}

@@ -25,6 +25,7 @@ from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
 from . import compiled
+from .device import DEVICE_KINDS, benchmark_on
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .data import Benchmark, Experience
 from .errors import UsageError
@@ -56,10 +57,11 @@ class TrainConfig:
     eval_every_epoch: bool = False  # accuracy on the current task after each epoch (Fig. 4)
     record_penalty: bool = False  # record lambda, gamma and l_reg before/after every penalised step (lambda_story.py)
     compile: str = "off"  # task gradients under torch.compile: "on", "off" or "auto" (long runs; compiled.py)
+    device: str = "cpu"  # where the run trains: "cpu" or "cuda" (the current GPU; device.py says what carries over)
 
     def __post_init__(self):
         for name, allowed in (("omega_accumulate", OMEGA_ACCUMULATE), ("omega_normalise", OMEGA_NORMALISE),
-                              ("compile", compiled.COMPILE_CHOICES)):
+                              ("compile", compiled.COMPILE_CHOICES), ("device", DEVICE_KINDS)):
             if getattr(self, name) not in allowed:
                 raise UsageError(f"{name}={getattr(self, name)!r} is not an option; choose one of "
                                  f"{', '.join(allowed)}")
@@ -339,7 +341,8 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
     # theta (before the step) is needed by the penalty (and its log) and by an importance that follows the path (PI)
     need_theta = penalised or (importance is not None and importance.needs_theta)
     for _ in range(cfg.epochs):
-        order = torch.randperm(len(y_all), generator=gen)
+        # the batch order comes from the CPU generator on every device (the same mini-batches), moved once per epoch
+        order = torch.randperm(len(y_all), generator=gen).to(y_all.device)
         for s in range(0, len(order), cfg.batch_size):
             idx = order[s: s + cfg.batch_size]
             theta = params_vector(model) if need_theta else None
@@ -365,10 +368,11 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
         reg.anchor = params_vector(model)
 
 
-def _new_model(bench: Benchmark, seed: int) -> MultiHeadNet:
-    """The benchmark's network; `bench.info["model"]` may carry model options (CUB: weights, random_init)."""
+def _new_model(bench: Benchmark, seed: int, device: str = "cpu") -> MultiHeadNet:
+    """The benchmark's network on `device`, initialised on the CPU from `seed` (the same initial weights on every
+    device); `bench.info["model"]` may carry model options (CUB: weights, random_init)."""
     return build_model(bench.name, bench.n_classes, bench.n_tasks if bench.multi_head else 1, seed,
-                       **bench.info.get("model", {}))
+                       **bench.info.get("model", {})).to(device)
 
 
 def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: int,
@@ -384,7 +388,8 @@ def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: i
     `seed`, and the global torch RNG (dropout) is seeded with `seed` too.
     """
     method = get_method(method) if isinstance(method, str) else method
-    model = _new_model(bench, seed)
+    bench = benchmark_on(bench, cfg.device)  # the streams on the run's device, once
+    model = _new_model(bench, seed, cfg.device)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     n = bench.n_tasks
@@ -406,7 +411,8 @@ def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: i
 def train_reference(bench: Benchmark, task: int, cfg: TrainConfig, seed: int) -> float:
     """a*_i for FA: a model from the same random init as the seed's runs, trained on task i only with the fine-tune
     procedure and the same budget (cfg.epochs), evaluated on task i."""
-    model = _new_model(bench, seed)
+    bench = benchmark_on(bench, cfg.device)
+    model = _new_model(bench, seed, cfg.device)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     exp, method = bench.train_stream[task], METHODS["finetune"]
@@ -417,16 +423,18 @@ def train_reference(bench: Benchmark, task: int, cfg: TrainConfig, seed: int) ->
 def train_joint(bench: Benchmark, cfg: TrainConfig, seed: int) -> list[float]:
     """The joint-training oracle: all tasks' low-shot training data at once (Eq. 1), Adam, cfg.epochs epochs over the
     union (the same number of outer steps as the sequential stream). Returns the accuracy on each task."""
-    model = _new_model(bench, seed)
+    bench = benchmark_on(bench, cfg.device)
+    model = _new_model(bench, seed, cfg.device)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     x = torch.cat([e.inputs() for e in bench.train_stream])
     y = torch.cat([e.y for e in bench.train_stream])
-    tasks = torch.cat([torch.full((len(e),), e.task_id, dtype=torch.long) for e in bench.train_stream])
+    tasks = torch.cat([torch.full((len(e),), e.task_id, dtype=torch.long, device=e.y.device)
+                       for e in bench.train_stream])
     opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr, foreach=True)
     model.train()
     for _ in range(cfg.epochs):
-        order = torch.randperm(len(y), generator=gen)
+        order = torch.randperm(len(y), generator=gen).to(y.device)
         for s in range(0, len(order), cfg.batch_size):
             idx = order[s: s + cfg.batch_size]
             opt.zero_grad()

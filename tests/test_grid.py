@@ -115,7 +115,7 @@ def test_a_file_made_before_new_training_options_existed_can_be_continued(hparam
     assert set(json.loads(out.read_text())["runs"]) == {"finetune/0", "finetune/1"}
     doc["config"]["train"]["pi_xi"] = 0.5  # a real difference is still refused
     out.write_text(json.dumps(doc))
-    with pytest.raises(ConfigMismatch, match=r"\(train\)"):
+    with pytest.raises(ConfigMismatch, match=r"\(train.pi_xi: 0.5 in the file, 0.1 here\)"):
         G.run_experiment("pmnist", seeds=[0, 2], methods=["finetune"], out=out, **TINY)
 
 

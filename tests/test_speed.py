@@ -198,8 +198,8 @@ def test_compiled_runs_equal_eager_runs_for_every_method():
     finals = {}
     real = training._new_model
 
-    def keep(b, seed):
-        finals["model"] = real(b, seed)
+    def keep(b, seed, device="cpu"):
+        finals["model"] = real(b, seed, device)
         return finals["model"]
 
     with pytest.MonkeyPatch.context() as mp:
@@ -270,8 +270,8 @@ def test_the_loops_shortcuts_change_no_bit(name, monkeypatch):
     finals = {}
     real = training._new_model
 
-    def keep(b, seed):
-        finals["model"] = real(b, seed)
+    def keep(b, seed, device="cpu"):
+        finals["model"] = real(b, seed, device)
         return finals["model"]
 
     monkeypatch.setattr(training, "_new_model", keep)

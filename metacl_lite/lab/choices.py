@@ -128,15 +128,16 @@ def candidate(per_variant: dict) -> str:
 
 
 def execute(benchmark: str, K: int, tune_plan=None, show_progress: Optional[bool] = None,
-            log: Callable[[str], None] = print) -> None:
-    """Run (or resume) every tuning run of `plan` at K, one after another, each over the workers of `tune_plan`."""
+            log: Callable[[str], None] = print, device: Optional[str] = None) -> None:
+    """Run (or resume) every tuning run of `plan` at K, one after another, each over the workers of `tune_plan`, on
+    `device` (`tune`'s)."""
     from .tuning import tune
 
     for r in plan(benchmark, K):
         log(f"{r.variant} K={K} {','.join(r.methods)} -> {relative_to_repo(r.out)}")
         kw = {} if r.beta_grid is None else {"beta_grid": r.beta_grid}
         tune(benchmark, K, methods=list(r.methods), out=r.out, write_hparams=False, show_progress=show_progress,
-             plan=tune_plan, options=VARIANTS[r.variant].options, decided=False, **kw)
+             plan=tune_plan, options=VARIANTS[r.variant].options, decided=False, device=device, **kw)
 
 
 def _best(doc: dict, method: str) -> Optional[tuple[float, list[float]]]:
@@ -224,7 +225,8 @@ def write_summary(benchmark: str, command: str, Ks: Sequence[int] = DECISION_KS)
     return doc
 
 
-def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[bool] = None) -> Optional[dict]:
+def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[bool] = None,
+          device: Optional[str] = None) -> Optional[dict]:
     """Once every regulariser is decided: record the decisions in hparams.json and make the canonical tuning file of
     the tuning K (with the decided options) from the winning variants' units (nothing is trained again). Returns the
     tuning document, or None while something is undecided."""
@@ -245,7 +247,7 @@ def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[boo
             return doc  # already applied: nothing to rewrite
     H.store_options(benchmark, options, relative_to_repo(summary_file(benchmark)))
     reuse = {m: variant_file(benchmark, K, decisions[H.regulariser(m)]["decision"]) for m in TUNABLE}
-    return tune(benchmark, K, reuse=reuse, plan=tune_plan, show_progress=show_progress, force=True)
+    return tune(benchmark, K, reuse=reuse, plan=tune_plan, show_progress=show_progress, force=True, device=device)
 
 
 def choices_markdown(doc: dict) -> str:

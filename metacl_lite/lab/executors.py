@@ -37,10 +37,19 @@ class Plan:
     threads: int = 1
     address: Optional[str] = None
     failures: list = field(default_factory=list)
+    gpu_share: float = 0.0  # the fraction of a GPU each unit asks Ray for (`num_gpus`; 0: CPU units)
 
 
-def default_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+#: Units that share one GPU by default: a unit of these small-batch streams keeps a GPU's launch queue busy for a
+#: small part of the time (measured: `python -m metacl_lite bench --device cuda`), so several worker processes on one
+#: card, or Ray tasks asking for 1/GPU_UNITS_PER_CARD of a GPU each, keep it busy.
+GPU_UNITS_PER_CARD = 8
+
+
+def default_workers(gpu: bool = False) -> int:
+    """The cores this process may use; on a GPU, at most `GPU_UNITS_PER_CARD` worker processes sharing the card."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cores, GPU_UNITS_PER_CARD) if gpu else cores
 
 
 def check_plan(executor: str = "local", workers: Optional[int] = None, threads: Optional[int] = None,
@@ -133,7 +142,7 @@ def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[
     if plan.executor == "ray":
         import ray
 
-        remote = ray.remote(num_cpus=1)(_call)
+        remote = ray.remote(num_cpus=1, num_gpus=plan.gpu_share)(_call)  # a GPU unit: a share of one card
         refs = {remote.remote(fn, job, plan.threads): job for job in jobs}
         try:
             while refs:

@@ -14,8 +14,9 @@ from .. import data as D
 from ..data import REPO_ROOT, make_benchmark
 from .atomic import check_writable
 from .commands import option_flags, out_flag
+from ..device import accelerator, deterministic, kind, resolve
 from ..errors import UnitsFailed, UsageError, UserError
-from .executors import Plan, check_plan, run_all
+from .executors import GPU_UNITS_PER_CARD, Plan, check_plan, run_all
 from .provenance import relative_to_repo
 from .summary import summarize
 from ..specs import get_spec
@@ -23,7 +24,8 @@ from .store import UnitFile, load_results
 from ..training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
-COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model")
+#: "accelerator": the GPU model (None on the CPU; files made before it was recorded are CPU files).
+COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model", "accelerator")
 
 
 
@@ -75,6 +77,8 @@ def run_command(config: dict, out: Path) -> str:
     cmd += option_flags(config["train"])
     if config["train"].get("compile", "off") != "off":  # a file made compiled refuses eager units, and vice versa
         cmd += f" --compile {config['train']['compile']}"
+    if config["train"].get("device", "cpu") != spec.device:  # a file made on a GPU refuses CPU units, and vice versa
+        cmd += f" --device {config['train'].get('device', 'cpu')}"
     if config.get("gamma_control") is not None:
         cmd += f" --gamma {config['gamma_control']}"
     if config.get("data_source", "auto") != "auto":
@@ -208,7 +212,12 @@ def unit_benchmark(benchmark: str, K: int, n_tasks: int, seed: int, source: str,
     key = (benchmark, K, n_tasks, seed if spec.permuted else None, source, split)
     if key not in _BENCH_CACHE:
         _BENCH_CACHE.clear()
-        b = make_benchmark(benchmark, K, seed=seed, n_tasks=n_tasks, source=source, split=split)
+        if source == "synthetic":  # the speed benchmark's tensors of the real shapes (CIFAR-100, CUB)
+            from ..synthetic import synthetic_benchmark
+
+            b = synthetic_benchmark(benchmark, K, n_tasks)
+        else:
+            b = make_benchmark(benchmark, K, seed=seed, n_tasks=n_tasks, source=source, split=split)
         _BENCH_CACHE[key] = b
     b = _BENCH_CACHE[key]
     b.info["model"] = model
@@ -228,10 +237,13 @@ class Job:
     cfg: dict
     split: str = "test"
     evaluate_rows: str = "all"  # "last": only the final row of the accuracy matrix (tuning; see run_stream)
+    device: str = "cpu"  # the resolved device (`device.resolve`: cpu, cuda or cuda:N); cfg["device"] is its kind
 
 
 def run_job(job: Job) -> dict:
-    """Build (or reuse) the unit's benchmark in this process and train the unit."""
+    """Build (or reuse) the unit's benchmark in this process and train the unit (on a GPU: with the determinism
+    settings of `device.deterministic`)."""
+    deterministic(job.device)
     bench = unit_benchmark(job.benchmark, job.K, job.n_tasks, job.unit.seed, job.source, job.model, job.split)
     return {"value": execute_unit(job.unit, bench, TrainConfig(**job.cfg), job.evaluate_rows),
             "data_info": dict(bench.info)}
@@ -280,8 +292,18 @@ def _filled(config: dict) -> dict:
 
 
 def _compat_diff(old_config: dict, config: dict) -> list[str]:
-    """The `COMPAT_KEYS` in which a file's config (`_filled`) differs from `config`."""
-    return [k for k in COMPAT_KEYS if old_config.get(k, {} if k == "model" else None) != config[k]]
+    """The `COMPAT_KEYS` in which a file's config (`_filled`) differs from `config`; for the training configuration,
+    each field that differs, with the file's value and this run's (e.g. "train.device: cpu in the file, cuda here")."""
+    out = []
+    for k in COMPAT_KEYS:
+        old, new = old_config.get(k, {} if k == "model" else None), config[k]
+        if old == new:
+            continue
+        if k == "train" and isinstance(old, dict):
+            out += [f"train.{f}: {old.get(f)!r} in the file, {new.get(f)!r} here" for f in new if old.get(f) != new[f]]
+        else:
+            out.append(f"{k}: {old!r} in the file, {new!r} here" if k in ("accelerator", "K", "n_tasks") else k)
+    return out
 
 
 def reuse_shared_units(store: UnitFile, config: dict, main: Path) -> list[str]:
@@ -324,7 +346,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                    weights: Optional[str] = None, random_init: bool = False,
                    command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None,
                    compile: str = "off", options: Optional[dict] = None, gamma: Optional[str] = None,
-                   redo: Sequence[str] = ()) -> dict:
+                   redo: Sequence[str] = (), device: Optional[str] = None) -> dict:
     """Train every unit of the grid still missing from `out` and save each as it finishes.
 
     Everything is checked before any compute: the options, the output path, the data, the tuned beta/gamma of every
@@ -336,6 +358,9 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     `gamma` makes a control run of MetaCL-lambda methods (`GAMMA_CONTROLS`): "beta" trains each with gamma equal to
     the tuned beta of its MetaCL-beta counterpart, "0" with gamma = 0; recorded as config["gamma_control"] and in
     method_hparams, written by default to `control_file`.
+    `device`: auto, cpu, cuda or cuda:N (default: the benchmark's, `BenchmarkSpec.device`), resolved here before any
+    work; its kind is recorded in config["train"]["device"] and the GPU model in config["accelerator"], so a file
+    refuses units trained on another kind of device or another GPU model.
     `redo`: methods whose finished runs in `out` are discarded first and trained again (after their beta/gamma or
     options changed); the file records what was discarded (provenance.discarded)."""
     methods = check_methods(methods)
@@ -348,6 +373,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     n = check_n_tasks(benchmark, n_tasks)
     check_epochs(epochs)
     plan = plan or check_plan()
+    where = resolve(get_spec(benchmark).device if device is None else device)
     out = check_writable(Path(out) if out else default_out(benchmark, K, gamma))
     D.check_data(benchmark, K, source=source)
     model = model_options(benchmark, weights, random_init)
@@ -356,7 +382,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     absent = H.missing(benchmark, needed if gamma != "0" else [], K, hp)
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}")
-    options = check_options(options)
+    options = {**check_options(options), "device": kind(where)}
     if gamma is None:
         cfgs = {m: H.method_config(benchmark, m, epochs, K, hp, compile=compile, **options) for m in methods}
         method_hp = {m: H.method_hparams(benchmark, m, K, hp) for m in methods}
@@ -375,7 +401,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": method_hp, "hparams_source": hp_source,
               "method_options": {m: option_values(cfgs[m].to_dict()) for m in methods if H.regulariser(m)},
-              "data_source": source, "model": model}
+              "data_source": source, "model": model, "accelerator": accelerator(where)}
     if gamma is not None:
         config["gamma_control"] = gamma
     if command is None:
@@ -406,7 +432,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         doc["summary"] = summarize(doc)
         doc.setdefault("provenance", {})["command"] = command(doc["config"], out)
 
-    store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize)
+    store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize, where)
     if redo and not force:
         def forget(doc: dict) -> None:
             c = doc.get("config", {})
@@ -427,8 +453,11 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
             print(f"{len(copied)} reference/oracle units copied from {default_out(benchmark, K)} instead of trained "
                   f"again (the same configuration)")
     todo = pending_units(config, {s: store.done(s) for s in store.sections})
-    jobs = [Job(u, benchmark, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict())
-            for u in todo]
+    if kind(where) == "cuda" and plan.executor == "ray":
+        plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD  # Ray gives each unit its GPU ("cuda" there)
+    unit_device = "cuda" if kind(where) == "cuda" and plan.executor == "ray" else where
+    jobs = [Job(u, benchmark, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict(),
+                device=unit_device) for u in todo]
     bar = progress(None, show_progress, total=len(jobs), desc=f"{benchmark} K={K}", unit="run")
     failures = run_all(run_job, jobs, lambda job, r: store.add(job.unit.section, job.unit.key, r["value"],
                                                                 info={"data_info": r["data_info"]}),

@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 
 from ..data import REPO_ROOT
+from ..device import describe
 
 
 def _git(*args: str) -> Optional[str]:
@@ -23,28 +24,19 @@ def _git(*args: str) -> Optional[str]:
         return None
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def device() -> str:
-    if torch.cuda.is_available():
-        return f"cuda: {torch.cuda.get_device_name(0)}"
-    return f"cpu: {cpu_name()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+def device(where: str = "cpu") -> str:
+    """Where the work of this process really ran (`where`: the resolved device of the run): the GPU's model and
+    software, or the CPU's model, cores and threads. A visible GPU that the run did not use is not named."""
+    return describe(where)
 
 
-def invocation() -> dict:
-    """This process: git commit, packages (torch's version matters: 2.14 and 2.15 give different numbers), device."""
+def invocation(where: str = "cpu") -> dict:
+    """This process: git commit, packages (torch's version matters: 2.14 and 2.15 give different numbers), and the
+    device the run uses (`where`)."""
     pkgs = {}
     for name in ("metacl-lite", "torch", "torchvision", "numpy", "scipy"):
         try:
@@ -53,7 +45,7 @@ def invocation() -> dict:
             pkgs[name] = None
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(status) if status is not None else None,
-            "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(), "device": device(),
+            "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(), "device": device(where),
             "started": now()}
 
 

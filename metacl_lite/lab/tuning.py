@@ -22,9 +22,10 @@ from .. import data as D
 from ..data import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
+from ..device import accelerator, kind, resolve
 from ..errors import UsageError
 from ..errors import UnitsFailed
-from .executors import Plan, check_plan, run_all
+from .executors import GPU_UNITS_PER_CARD, Plan, check_plan, run_all
 from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, longest_first,
                    model_options, run_job)
 from .provenance import relative_to_repo
@@ -61,7 +62,7 @@ TUNING_SEEDS = (100, 101)
 WINDOW = 2
 #: Protocol fields that do not make a protocol other than the default one (`is_default`): the model options, the
 #: compiled task gradients, and a windowed search of the default lattice.
-NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids")
+NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator")
 
 #: Methods with a strength to tune (the nine regularised ones).
 TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
@@ -193,6 +194,8 @@ def tune_command(doc: dict, out: Path) -> str:
         cmd += "" if p["window"]["half_decades"] == WINDOW else f" --window {p['window']['half_decades']}"
     if p.get("compile", "off") != "off":
         cmd += f" --compile {p['compile']}"
+    if p.get("device", "cpu") != get_spec(p["benchmark"]).device:
+        cmd += f" --device {p.get('device', 'cpu')}"
     if (p.get("model") or {}).get("random_init"):
         cmd += " --random-init"
     return cmd + out_flag(out, default_tuning_out(p))
@@ -338,13 +341,15 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
          force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
          plan: Optional[Plan] = None, compile: str = "off", options: Optional[dict] = None,
          decided: bool = True, reuse: Optional[dict] = None, around: Optional[int] = None,
-         window: int = WINDOW) -> dict:
+         window: int = WINDOW, device: Optional[str] = None) -> dict:
     """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
 
     around: search each method in a window of the half-decade lattice (`window_grid`: `window` half-decades either
     side, and 0 for gamma) centred on its value tuned at K = around, instead of the whole beta/gamma grid; extended
     like the full grid wherever the best value lies on an edge. The protocol records the centres' K, the window and
     every method's grid. compile: recorded in the protocol unless "off" (compiled and eager runs round differently).
+    device: auto, cpu, cuda or cuda:N (default: the benchmark's); a GPU's kind and model are recorded in the protocol
+    (a file refuses units from another device, as from another compile setting).
 
     Each method trains with the open choices decided for its regulariser (hparams.json "options", see `choices`)
     overridden by `options`; decided=False starts from the defaults instead (how `choices` tunes its variants). The
@@ -368,6 +373,9 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 "options": check_options(options)}
     if compile != "off":
         protocol["compile"] = compile
+    where = resolve(spec.device if device is None else device)
+    if kind(where) != "cpu":
+        protocol["device"], protocol["accelerator"] = kind(where), accelerator(where)
     if around is not None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise UsageError(f"--window {window!r}: give a whole number of half-decades >= 1")
@@ -412,15 +420,16 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 doc["at_edge"][m] = c["at_edge"]
         doc.setdefault("provenance", {})["command"] = command(doc, out)
 
-    store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize)
+    store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize, where)
     doc = store.open(force)
 
     def jobs_for(m: str, values: Sequence[float]) -> list[Job]:
         param = H.strength_key(m)
         done = store.done("units")
         return [Job(Unit("run", s, m), benchmark, K, n, "auto", model,
-                    TrainConfig(epochs=protocol["epochs"], compile=compile, **protocol["method_options"][m],
-                                **{param: v}).to_dict(), split="val", evaluate_rows="last")
+                    TrainConfig(epochs=protocol["epochs"], compile=compile, device=kind(where),
+                                **protocol["method_options"][m], **{param: v}).to_dict(), split="val",
+                    evaluate_rows="last", device="cuda" if kind(where) == "cuda" and plan.executor == "ray" else where)
                 for v in values for s in seeds if unit_key(m, param, v, s) not in done]
 
     def save(job: Job, r: dict) -> None:
@@ -445,6 +454,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 reused += 1
 
     plan = plan or check_plan()
+    if kind(where) == "cuda" and plan.executor == "ray":
+        plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD
     grids = {m: searched_grid(protocol, m) for m in methods}
     jobs = [j for m in methods for j in jobs_for(m, grids[m])]
     g = grid_of(store.doc)  # a grid completed earlier may still need extending (e.g. after a change of the edge rule)

@@ -1,0 +1,153 @@
+"""Where a run trains: the device option (`auto`, `cpu`, `cuda`, `cuda:N`), resolved and checked before any work; the
+settings that make a GPU run repeat itself bit for bit; and a benchmark's tensors placed on the device once.
+
+What carries over, and what does not:
+- The same seed, configuration, software (torch, CUDA, cuDNN) and GPU model give bit-identical accuracy matrices:
+  cuDNN and the other kernels run their deterministic algorithms (`torch.use_deterministic_algorithms`, cuDNN
+  `deterministic`, no cuDNN autotuning, cuBLAS with a fixed workspace, `CUBLAS_WORKSPACE_CONFIG`), TF32 is off
+  (float32 matrix products in full float32, as on the CPU), and dropout draws from the CUDA generator seeded with
+  the run's seed.
+- Another GPU model, CUDA or torch version may choose other kernels, which sum in another order: the numbers differ
+  within float rounding per step, and, as between any two roundings, the differences grow over a long stream. A CPU
+  and a GPU run of the same seed agree to float rounding per step, not bit for bit. So a results file records the
+  device kind (`TrainConfig.device`) and the GPU model (`config["accelerator"]`), and refuses units made elsewhere.
+- Batch order and initial weights come from CPU generators on every device (the same mini-batches everywhere).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from .errors import UsageError
+
+#: What `--device` accepts besides `cuda:N`.
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+#: The kinds a results file records (`TrainConfig.device`).
+DEVICE_KINDS = ("cpu", "cuda")
+#: cuBLAS's deterministic workspace (NVIDIA's cuBLAS documentation, "Results reproducibility").
+CUBLAS_WORKSPACE = ":4096:8"
+
+
+def resolve(choice: str) -> str:
+    """`auto` -> `cuda` when a GPU is usable, else `cpu`; `cpu`, `cuda` and `cuda:N` as given, after checking that
+    the GPU exists (a UsageError before any work, naming the option and the fix)."""
+    choice = str(choice).strip()
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cpu":
+        return "cpu"
+    index = None
+    if choice.startswith("cuda:"):
+        try:
+            index = int(choice[5:])
+        except ValueError:
+            index = -1
+        if index < 0:
+            raise UsageError(f"--device {choice!r}: write cuda:N with N a GPU index (0, 1, ...)")
+    elif choice != "cuda":
+        raise UsageError(f"--device {choice!r} is not a device; choose auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise UsageError(f"--device {choice}: no CUDA GPU is usable here (torch {torch.__version__}, built with "
+                         f"CUDA {torch.version.cuda or 'none'}); use --device cpu, or install a CUDA build of torch "
+                         f"on a machine with an NVIDIA GPU")
+    if index is not None and index >= torch.cuda.device_count():
+        raise UsageError(f"--device {choice}: this machine has {torch.cuda.device_count()} GPU(s), cuda:0 to "
+                         f"cuda:{torch.cuda.device_count() - 1}")
+    return choice
+
+
+def kind(device: str) -> str:
+    """`cpu` or `cuda` (what a results file records)."""
+    return "cuda" if str(device).startswith("cuda") else "cpu"
+
+
+def accelerator(device: str) -> Optional[str]:
+    """The GPU model a run on `device` uses (recorded in the results file's config and refused when mixed), or None
+    on the CPU."""
+    if kind(device) != "cuda":
+        return None
+    return torch.cuda.get_device_name(torch.device(device))
+
+
+def describe(device: str) -> str:
+    """Where work really ran, for provenance: the GPU with torch's CUDA and cuDNN versions, or the CPU."""
+    if kind(device) == "cuda":
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        return (f"cuda: {accelerator(device)} (CUDA {torch.version.cuda}, cuDNN {cudnn}, torch "
+                f"{torch.__version__})")
+    return f"cpu: {cpu_name()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+
+
+def cpu_name() -> str:
+    """The processor's model name (Linux: /proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def deterministic(device: str) -> None:
+    """The settings that make a GPU run repeat itself bit for bit (see the module docstring); set before any CUDA work
+    in this process. On the CPU nothing changes (its kernels are deterministic for a fixed thread count)."""
+    if kind(device) != "cuda":
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    # warn_only: an op without a deterministic kernel warns instead of stopping a run; the GPU tests check that two
+    # runs of every network are bit-identical, so such an op would not go unnoticed.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    if str(device).startswith("cuda:"):
+        torch.cuda.set_device(torch.device(device))
+
+
+def determinism_settings() -> dict:
+    """The settings `deterministic` makes, as this process has them (recorded by the GPU check)."""
+    return {"cudnn_deterministic": torch.backends.cudnn.deterministic,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+            "matmul_tf32": torch.backends.cuda.matmul.allow_tf32, "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+            "cublas_workspace": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}
+
+
+def to_device(obj, device: str, _memo: Optional[dict] = None):
+    """A copy of a dataclass (an Experience, a Benchmark and its streams) with every tensor moved to `device`, each
+    tensor once (Permuted MNIST's tasks share their test images: they stay shared). On the CPU, `obj` itself."""
+    if kind(device) == "cpu":
+        return obj
+    memo = {} if _memo is None else _memo
+
+    def move(v):
+        if isinstance(v, torch.Tensor):
+            if id(v) not in memo:
+                memo[id(v)] = v.to(device)
+            return memo[id(v)]
+        if isinstance(v, list):
+            return [move(x) for x in v]
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return to_device(v, device, memo)
+        return v
+
+    changes = {f.name: move(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+    return dataclasses.replace(obj, **changes)
+
+
+def benchmark_on(bench, device: str):
+    """`bench` with its streams on `device`, made once per benchmark and device (kept on the benchmark object)."""
+    if kind(device) == "cpu":
+        return bench
+    cache = bench.__dict__.setdefault("_on_device", {})
+    if device not in cache:
+        cache[device] = to_device(bench, device)
+        cache[device].__dict__["_on_device"] = {device: cache[device]}
+    return cache[device]

@@ -1,0 +1,152 @@
+"""The device option on a machine without a GPU (CI): `--device cpu` gives the committed numbers bit for bit, `cuda`
+without a GPU stops before any work, `auto` resolves and is recorded, a file refuses units from another device, the
+determinism settings are made, and provenance names the device the work really ran on."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from metacl_lite import device as DV
+from metacl_lite.cli import main
+from metacl_lite.errors import ConfigMismatch, UsageError
+from metacl_lite.lab import grid as G
+from metacl_lite.lab import provenance
+from metacl_lite.lab.hparams import method_config
+from metacl_lite.lab.store import load_results
+
+TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture
+def fake_units(monkeypatch):
+    calls = []
+
+    def fake(unit, bench, cfg, evaluate_rows="all"):
+        calls.append(cfg)
+        n = bench.n_tasks
+        if unit.kind == "run":
+            return {"acc_matrix": [[50.0 if j <= i else None for j in range(n)] for i in range(n)], "wall_s": 1.0}
+        return {"acc": [50.0] * n, "wall_s": 1.0}
+
+    monkeypatch.setattr(G, "execute_unit", fake)
+    return calls
+
+
+def test_resolve_checks_before_any_work(no_gpu):
+    assert DV.resolve("cpu") == "cpu" and DV.resolve("auto") == "cpu"
+    for bad, needle in (("cuda", "no CUDA GPU is usable here"), ("cuda:0", "no CUDA GPU is usable here"),
+                        ("cuda:x", "write cuda:N"), ("gpu", "is not a device")):
+        with pytest.raises(UsageError, match=needle):
+            DV.resolve(bad)
+
+
+def test_cuda_without_a_gpu_exits_2_before_any_work(no_gpu, hparams_file, fake_units, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "--benchmark", "pmnist", "--K", "5", "--device", "cuda", "--n-tasks", "2", "--epochs", "1",
+                 "--seeds", "1", "--out", str(out), "--no-progress"]) == 2
+    assert "--device cuda: no CUDA GPU is usable here" in capsys.readouterr().err
+    assert fake_units == [] and not out.exists()
+    for argv in (["tune", "--benchmark", "pmnist", "--K", "5", "--device", "cuda", "--out", str(out)],
+                 ["bench", "--suite", "cifar100", "--device", "cuda"]):
+        assert main(argv) == 2 and not out.exists()
+
+
+def test_auto_resolves_and_is_recorded_and_the_default_is_the_benchmarks(no_gpu, hparams_file, fake_units, tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, device="auto", **TINY)
+    doc = json.loads(out.read_text())
+    assert doc["config"]["train"]["device"] == "cpu" and doc["config"]["accelerator"] is None
+    assert [c.device for c in fake_units] == ["cpu"] * 3
+    assert doc["provenance"]["invocations"][0]["device"].startswith("cpu: ")
+    assert "--device" not in doc["provenance"]["command"]  # cpu is Permuted MNIST's default
+    from metacl_lite.specs import get_spec
+
+    assert (get_spec("pmnist").device, get_spec("cifar100").device, get_spec("cub").device) == ("cpu", "auto", "auto")
+
+
+def test_a_file_refuses_units_from_another_device(hparams_file, fake_units, tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, device="cpu", **TINY)
+    doc = json.loads(out.read_text())
+    doc["config"]["train"]["device"], doc["config"]["accelerator"] = "cuda", "NVIDIA H100 80GB HBM3"
+    out.write_text(json.dumps(doc))
+    with pytest.raises(ConfigMismatch, match=r"train.device: 'cuda' in the file, 'cpu' here.*accelerator: "
+                                             r"'NVIDIA H100 80GB HBM3' in the file, None here"):
+        G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], out=out, device="cpu", **TINY)
+    assert main(["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--seeds", "2",
+                 "--methods", "finetune", "--out", str(out), "--no-progress"]) == 2
+    # the command that extends a GPU file names its device
+    doc["config"]["accelerator"] = None
+    assert G.run_command(doc["config"], out).endswith(f"--device cuda --out {out}")
+
+
+def test_device_cpu_changes_no_bit():
+    """--device cpu trains exactly the loop as first written (`test_speed.textbook_stream`), through the device
+    plumbing (`benchmark_on` leaves a CPU benchmark as it is). The committed files themselves reproduce bit for bit
+    only on the CPU model that made them: BLAS kernels round differently on other processors."""
+    from metacl_lite.data import permuted_mnist
+    from metacl_lite.training import TrainConfig, params_vector
+    from test_speed import textbook_stream
+
+    from metacl_lite import training
+
+    bench = permuted_mnist(K=5, n_tasks=3, seed=2, split="val")
+    assert DV.benchmark_on(bench, "cpu") is bench
+    cfg = TrainConfig(epochs=2, batch_size=20, bundle_size=5, beta=3.0, gamma=0.3, device="cpu")
+    models = []
+    real = training._new_model
+    for name in ("finetune", "pi-metacl-lambda"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(training, "_new_model", lambda b, s, d="cpu": models.append(real(b, s, d)) or models[-1])
+            training.run_stream(bench, name, cfg, seed=1, show_progress=False)
+        assert torch.equal(params_vector(models[-1]), textbook_stream(bench, name, cfg, seed=1))
+
+def test_determinism_settings_are_made_for_a_gpu_and_left_alone_for_the_cpu(monkeypatch):
+    before = DV.determinism_settings()
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    DV.deterministic("cpu")
+    assert DV.determinism_settings() == {**before, "cublas_workspace": None}
+    try:
+        DV.deterministic("cuda")  # sets flags only; nothing here touches a GPU
+        assert DV.determinism_settings() == {"cudnn_deterministic": True, "cudnn_benchmark": False,
+                                             "deterministic_algorithms": True, "matmul_tf32": False,
+                                             "cudnn_tf32": False, "cublas_workspace": ":4096:8"}
+    finally:
+        torch.use_deterministic_algorithms(before["deterministic_algorithms"])
+        torch.backends.cudnn.deterministic = before["cudnn_deterministic"]
+        torch.backends.cudnn.benchmark = before["cudnn_benchmark"]
+        torch.backends.cuda.matmul.allow_tf32 = before["matmul_tf32"]
+        torch.backends.cudnn.allow_tf32 = before["cudnn_tf32"]
+
+
+def test_provenance_names_the_device_the_work_ran_on(monkeypatch):
+    """A visible GPU that the run did not use is not named (the bench and results files said `cuda` before)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    assert provenance.device("cpu").startswith("cpu: ") and "H100" not in provenance.device("cpu")
+    assert provenance.invocation("cpu")["device"].startswith("cpu: ")
+    assert provenance.invocation()["device"].startswith("cpu: ")  # the default: where a run without --device trains
+
+
+def test_to_device_keeps_shared_tensors_shared(monkeypatch):
+    """Permuted MNIST's tasks share their test images: moved once, still shared (checked with a stand-in move)."""
+    from metacl_lite.data import permuted_mnist
+
+    bench = permuted_mnist(K=2, n_tasks=3, seed=0)
+    moved = []
+    monkeypatch.setattr(DV, "kind", lambda d: "cuda")
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *a, **k: moved.append(1) or self.clone())
+    b = DV.benchmark_on(bench, "cuda")
+    assert b is DV.benchmark_on(bench, "cuda")  # made once per benchmark and device
+    xs = {id(e.x) for e in b.test_stream}
+    assert len(xs) == 1 and id(bench.test_stream[0].x) not in xs
+    distinct = {id(v) for e in bench.train_stream + bench.test_stream for v in (e.x, e.y, e.perm) if v is not None}
+    assert len(moved) == len(distinct) < 3 * 2 * 3  # each tensor once, however many tasks share it
