@@ -279,6 +279,11 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
         def save(job, r):
             units.append({"unit": f"{job.unit.section}/{job.unit.key}", "wall_s": r["value"]["wall_s"]})
             print(f"  {job.unit.section}/{job.unit.key}: {r['value']['wall_s']:.1f} s", flush=True)
+            # a run stopped before its grid is done keeps what it measured (complete: false, no grid time)
+            write_json(REPO_ROOT / "results" / f"bench-{suite}-cuda.json",
+                       {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": False,
+                        "K": K, "workers": workers, "units_planned": len(jobs), "units": units,
+                        "elapsed_s": time.perf_counter() - t0})
 
         failures = run_all(run_job, jobs, save, plan)
         if failures:
@@ -297,7 +302,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     cmd += "" if compile == "off" else f" --compile {compile}"
     cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"
     prov = provenance(cmd, where)
-    doc = {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "K": K, "n_tasks": spec.n_tasks,
+    doc = {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": True, "K": K,
+           "n_tasks": spec.n_tasks,
            "epochs": spec.epochs, "data": data, "synthetic": suite != "pmnist", "workers": workers,
            "compile": compile, "seeds": seeds, "measured_seeds": measured, "methods": methods,
            "wall_s_measured": wall, "grid_s": grid_s, "target_s": target, "units": units,
