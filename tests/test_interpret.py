@@ -7,7 +7,7 @@ import math
 import pytest
 
 from metacl_lite.report import interpret as I
-from metacl_lite.data import REPO_ROOT
+from metacl_lite.datafiles import REPO_ROOT
 from metacl_lite.report.paper import paper_table
 from metacl_lite.lab.summary import summarize
 from metacl_lite.training import METHODS

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from .paper import PAPER_SOURCES, paper_table
 from ..specs import SPECS
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from .tables import format_table
 
 
