@@ -24,7 +24,7 @@ import torch
 
 from metacl_lite import compiled
 from metacl_lite import training
-from metacl_lite.data import permuted_mnist
+from metacl_lite.mnist import permuted_mnist
 from metacl_lite.models import cifar_cnn, mlp, resnet18_multihead
 
 #: arch -> (model builder, input shape, heads); the batch is 100 images (bundles of 10), as in Appendix B.

@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from metacl_lite.data import fetch_cifar100, fetch_cub, fetch_mnist  # noqa: E402
+from metacl_lite.cifar100 import fetch_cifar100  # noqa: E402
+from metacl_lite.cub import fetch_cub  # noqa: E402
+from metacl_lite.mnist import fetch_mnist  # noqa: E402
 from metacl_lite.errors import UserError  # noqa: E402
 
 

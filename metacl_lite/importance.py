@@ -29,7 +29,7 @@ from torch.func import functional_call, grad, jacrev, vmap
 from torch.nn.utils import parameters_to_vector
 
 from .balance import flatten
-from .data import Experience
+from .streams import Experience
 
 
 def _per_sample(model: nn.Module, exp: Experience, fn: Callable, chunk: int) -> torch.Tensor:

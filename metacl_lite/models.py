@@ -88,7 +88,7 @@ class WeightsError(UserError, RuntimeError):
 @lru_cache(maxsize=8)
 def _sha256(path: str, mtime_ns: int, size: int) -> str:
     """The file's sha256, computed once per version of the file (every CUB model build looks the weights up)."""
-    from .data import file_digest
+    from .datafiles import file_digest
 
     return file_digest(Path(path), "sha256")
 

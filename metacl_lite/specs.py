@@ -19,7 +19,7 @@ class BenchmarkSpec:
     multi_head: bool
     input_shape: tuple[int, ...]
     model: str  # models.build_model's architecture: "mlp" | "cifar_cnn" | "resnet18"
-    loader: str  # data.make_benchmark's builder: "permuted_mnist" | "split_cifar100" | "split_cub"
+    loader: str  # benchmarks.make_benchmark's builder: "permuted_mnist" | "split_cifar100" | "split_cub"
     # validation: training images [val_offset, val_offset + val_per_class) of each class, never trained on at
     # K <= val_offset. Permuted MNIST: 500-599, beyond every K the paper uses (the embedded subset holds them);
     # CIFAR-100 has only 500 training images per class, so 400-499 (tuning there needs K <= 400).
@@ -63,7 +63,11 @@ SPECS: dict[str, BenchmarkSpec] = {
 BENCHMARKS: tuple[str, ...] = tuple(SPECS)
 
 
-def get_spec(name: str) -> BenchmarkSpec:
+def get_spec(name: str | BenchmarkSpec) -> BenchmarkSpec:
+    """The specification of the benchmark `name`; a specification is returned as it is (so that a caller can resolve
+    it once and hand it down)."""
+    if isinstance(name, BenchmarkSpec):
+        return name
     if name not in SPECS:
         raise UsageError(f"unknown benchmark {name!r}; choose one of {', '.join(SPECS)}")
     return SPECS[name]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from .data import Benchmark, Experience, NormalisedExperience
+from .cub import NormalisedExperience
+from .streams import Benchmark, Experience
 
 #: classes per task, image shape, test images per task (CIFAR-100: 1 000; CUB: ~5 794 / 10 tasks, rounded to 580)
 SHAPES = {"cifar100": (10, (3, 32, 32), 1000), "cub": (20, (3, 224, 224), 580)}

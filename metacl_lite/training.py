@@ -27,7 +27,7 @@ from torch.nn.utils import parameters_to_vector
 from . import compiled
 from .device import DEVICE_KINDS, benchmark_on
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
-from .data import Benchmark, Experience
+from .streams import Benchmark, Experience
 from .errors import UsageError
 from .importance import EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, PI, Importance, accumulate_importance
 from .models import MultiHeadNet, build_model

@@ -7,15 +7,15 @@ from metacl_lite.report.readme import bench_summary
 
 
 def test_the_legacy_path_evaluates_through_advanced_indexing(monkeypatch):
-    from metacl_lite import data
+    from metacl_lite import streams
 
-    monkeypatch.setattr(data.Experience, "inputs", data.Experience.inputs)  # restored after the test
+    monkeypatch.setattr(streams.Experience, "inputs", streams.Experience.inputs)  # restored after the test
     seen = []
     monkeypatch.setattr(torch, "index_select", lambda *a, **k: seen.append("index_select"))
     threads = torch.get_num_threads()
     try:
         bench._legacy(1)
-        e = data.Experience(0, torch.arange(6.0).view(2, 3), torch.zeros(2), perm=torch.tensor([2, 0, 1]))
+        e = streams.Experience(0, torch.arange(6.0).view(2, 3), torch.zeros(2), perm=torch.tensor([2, 0, 1]))
         assert e.inputs().tolist() == [[2.0, 0.0, 1.0], [5.0, 3.0, 4.0]] and seen == []
         assert torch.get_num_threads() == 1
     finally:

@@ -92,7 +92,7 @@ def test_device_cpu_changes_no_bit():
     """--device cpu trains exactly the loop as first written (`test_speed.textbook_stream`), through the device
     plumbing (`benchmark_on` leaves a CPU benchmark as it is). The committed files themselves reproduce bit for bit
     only on the CPU model that made them: BLAS kernels round differently on other processors."""
-    from metacl_lite.data import permuted_mnist
+    from metacl_lite.mnist import permuted_mnist
     from metacl_lite.training import TrainConfig, params_vector
     from test_speed import textbook_stream
 
@@ -138,7 +138,7 @@ def test_provenance_names_the_device_the_work_ran_on(monkeypatch):
 
 def test_to_device_keeps_shared_tensors_shared(monkeypatch):
     """Permuted MNIST's tasks share their test images: moved once, still shared (checked with a stand-in move)."""
-    from metacl_lite.data import permuted_mnist
+    from metacl_lite.mnist import permuted_mnist
 
     bench = permuted_mnist(K=2, n_tasks=3, seed=0)
     moved = []

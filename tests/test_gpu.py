@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from metacl_lite import compiled
-from metacl_lite.data import permuted_mnist
+from metacl_lite.mnist import permuted_mnist
 from metacl_lite.device import accelerator, deterministic
 from metacl_lite.synthetic import synthetic_benchmark
 from metacl_lite.training import METHODS, TrainConfig, metacl_gradient, params_vector, plain_gradient, run_stream

@@ -1,13 +1,19 @@
-"""The generated interpretation of a results file, on hand-made results documents with known answers: the gaps per
-metric, Spearman's ρ, the family orderings (and that the verdict flips when the data does), the β/γ and open choices,
-the interval, commands made relative to the repository, and the overview of every setting."""
+"""The generated interpretation of a results file (`report.interpret`), on hand-made results documents with known
+answers: the gaps per metric, Spearman's ρ, the family orderings (and that the verdict flips when the data does), the
+β/γ and open choices, the interval; and the reports made from it: commands made relative to the repository
+(`report.commands`), the overview of every setting (`report.overview`), the targets per K (`report.targets`) and the
+time estimates (`report.timings`)."""
 import json
 import math
 
 import pytest
 
+from metacl_lite.datafiles import REPO_ROOT
+from metacl_lite.report import commands as C
 from metacl_lite.report import interpret as I
-from metacl_lite.data import REPO_ROOT
+from metacl_lite.report import overview as O
+from metacl_lite.report import targets as T
+from metacl_lite.report import timings as Ti
 from metacl_lite.report.paper import paper_table
 from metacl_lite.lab.summary import summarize
 from metacl_lite.training import METHODS
@@ -238,7 +244,7 @@ def test_incomplete_rows_are_named_in_the_prose():
     ("run --weights /opt/w.pth --out results/a.json", "run --weights /opt/w.pth --out results/a.json"),
 ])
 def test_relative_command(cmd, want):
-    assert I.relative_command(cmd, "/work/main") == want
+    assert C.relative_command(cmd, "/work/main") == want
 
 
 def test_provenance_commands_of_file_and_invocations(tmp_path):
@@ -247,18 +253,18 @@ def test_provenance_commands_of_file_and_invocations(tmp_path):
                           "invocations": [{"command": f"python -m metacl_lite run --out {root}/results/x.json"},
                                           {"argv": ["python", "-m", "metacl_lite", "run", "--out", f"{root}/r.json"]},
                                           {"units": "all (schema 1)"}]}}
-    got = I.provenance_commands(res, root)
+    got = C.provenance_commands(res, root)
     assert got == {"command": "python -m metacl_lite run --out results/x.json",
                    "invocations": ["python -m metacl_lite run --out results/x.json",
                                    "python -m metacl_lite run --out r.json", None]}
-    assert I.relative_command(None) is None
+    assert C.relative_command(None) is None
 
 
 def test_committed_results_render_without_machine_paths():
     """Whatever the committed files record, what the book and README render has no path of this checkout."""
     for path in sorted((REPO_ROOT / "results").glob("pmnist-K*.json")):
         res = json.loads(path.read_text())
-        got = I.provenance_commands(res)
+        got = C.provenance_commands(res)
         assert str(REPO_ROOT) not in (got["command"] or ""), path
         assert str(REPO_ROOT) not in I.interpretation_markdown(res)
 
@@ -272,7 +278,7 @@ def test_overview_lists_every_setting_and_handles_missing_files(tmp_path):
                        "pi-metacl-lambda"], seeds=(0, 1, 2, 3, 4))
     res["schema"] = 2
     (tmp_path / "pmnist-K50.json").write_text(json.dumps(res))
-    rows = I.overview_rows(tmp_path)
+    rows = O.overview_rows(tmp_path)
     assert [(r["benchmark"], r["K"]) for r in rows] == [("pmnist", 20), ("pmnist", 50), ("pmnist", 200),
                                                        ("pmnist", 500), ("cifar100", 20), ("cifar100", 50),
                                                        ("cifar100", 200), ("cifar100", 500), ("cub", 10)]
@@ -281,28 +287,28 @@ def test_overview_lists_every_setting_and_handles_missing_files(tmp_path):
     assert k50["exists"] and k50["seeds"] == 5 and k50["complete"] and k50["gap_ACC"] == pytest.approx(2.0)
     assert k50["rho"] == pytest.approx(1.0) and k50["methods"] == 8
     assert not by[("cub", 10)]["exists"] and by[("cub", 10)]["seeds"] is None
-    md = I.overview_markdown(rows)
+    md = O.overview_markdown(rows)
     assert "| Permuted MNIST, K = 50 | `results/pmnist-K50.json` | 5 | 8 | 2.0 | 1.00 | [Permuted MNIST, K = 50]" \
            "(pmnist-K50.md) |" in md
     assert "| Split CUB-200, K = 10 | not yet (needs the data) | – |" in md
     assert "(benchmark.md)" in md  # Permuted MNIST K = 20 is the template page
-    assert "results/cub-K10.json" in I.missing_markdown("cub", 10)
+    assert "results/cub-K10.json" in O.missing_markdown("cub", 10)
 
 
 def test_a_missing_file_says_whether_it_needs_a_download_and_how_to_make_it():
     """Permuted MNIST up to K = 500 runs on the embedded subset: no fetch, tuned at its own K; beyond it, and on the
     other benchmarks, the data must be fetched first (CUB also needs the ResNet-18 weights)."""
-    assert I.missing_commands("pmnist", 10) == ["python -m metacl_lite tune --benchmark pmnist --K 10",
+    assert C.missing_commands("pmnist", 10) == ["python -m metacl_lite tune --benchmark pmnist --K 10",
                                                 "python -m metacl_lite run --benchmark pmnist --K 10 --seeds 5"]
-    assert I.missing_commands("pmnist", 600)[0].startswith("python data_scripts/fetch.py mnist")
-    cub = I.missing_commands("cub", 10)
+    assert C.missing_commands("pmnist", 600)[0].startswith("python data_scripts/fetch.py mnist")
+    cub = C.missing_commands("cub", 10)
     assert cub[0].startswith("python data_scripts/fetch.py cub") and cub[1].startswith("# ResNet-18")
     assert cub[2:] == ["python -m metacl_lite tune --benchmark cub --K 10",
                        "python -m metacl_lite run --benchmark cub --K 10 --seeds 5"]
-    assert I.missing_commands("cifar100", 200)[1] == "python -m metacl_lite tune --benchmark cifar100 --K 20"
-    assert "needs no download" in I.missing_results_markdown("pmnist", 10)
-    assert "needs data that was not on the machine" in I.missing_results_markdown("cifar100", 50)
-    assert "needs no download" in I.missing_markdown("pmnist", 5) and "beside the paper" not in I.missing_markdown("pmnist", 5)
+    assert C.missing_commands("cifar100", 200)[1] == "python -m metacl_lite tune --benchmark cifar100 --K 20"
+    assert "needs no download" in O.missing_results_markdown("pmnist", 10)
+    assert "needs data that was not on the machine" in O.missing_results_markdown("cifar100", 50)
+    assert "needs no download" in O.missing_markdown("pmnist", 5) and "beside the paper" not in O.missing_markdown("pmnist", 5)
 
 
 # --- time estimates, page timings, page stamps ----------------------------------------------------------------------
@@ -318,26 +324,26 @@ def _bench(n_methods: int, reduced=True, device="cpu", suite="cub") -> dict:
 
 
 def test_bench_estimate_scales_to_the_seeds_and_says_what_it_is():
-    est = I.bench_estimate(_bench(4), seeds=5)
+    est = Ti.bench_estimate(_bench(4), seeds=5)
     assert est["mean_run_s"] == pytest.approx(600.0 * (1 + 2 + 3 + 4) / 4)
     assert est["grid_s"] == pytest.approx(5 * 600.0 * 10)  # 5 seeds x the four runs
-    text = I.bench_markdown(est, 5)
+    text = Ti.bench_markdown(est, 5)
     assert "a rough linear extrapolation from a reduced run" in text and "on the CPU" in text
     assert "the 4 method(s) it timed × 5 seeds at about 8 h" in text
     assert "the paper's table has 11 methods, so the whole grid takes about 2.8 times that" in text
     assert "No GPU figure is committed" in text and str(REPO_ROOT) not in text
     assert "up to K/" not in text  # CUB: the paper has only K = 10, the bench's K
-    cifar = I.bench_markdown(I.bench_estimate(_bench(11, suite="cifar100"), 3), 3)
+    cifar = Ti.bench_markdown(Ti.bench_estimate(_bench(11, suite="cifar100"), 3), 3)
     assert "times that" not in cifar and "up to K/20 times as long" in cifar
-    gpu = I.bench_markdown(I.bench_estimate(_bench(11, reduced=False, device="cuda"), 3), 3)
+    gpu = Ti.bench_markdown(Ti.bench_estimate(_bench(11, reduced=False, device="cuda"), 3), 3)
     assert "measured on cuda" in gpu and "extrapolation" not in gpu and "No GPU figure" not in gpu
 
 
 def test_setting_commands_fetch_tune_and_run_each_paper_K():
-    c = I.setting_commands("cifar100", 5)
+    c = C.setting_commands("cifar100", 5)
     assert c[0].startswith("python data_scripts/fetch.py cifar100") and c[1] == "python -m metacl_lite tune --benchmark cifar100"
     assert c[2:] == [f"python -m metacl_lite run --benchmark cifar100 --K {K} --seeds 5" for K in (20, 50, 200, 500)]
-    assert I.setting_commands("cub", 3)[-2:] == ["python -m metacl_lite tune --benchmark cub --K 10",
+    assert C.setting_commands("cub", 3)[-2:] == ["python -m metacl_lite tune --benchmark cub --K 10",
                                                  "python -m metacl_lite run --benchmark cub --K 10 --seeds 3"]
 
 
@@ -347,7 +353,7 @@ def test_timings_markdown():
                      {"page": "reproduce/benchmark", "execution_s": 1410.0, "status": "cached"}],
            "provenance": {"command": f"python data_scripts/book_timings.py --out {REPO_ROOT}/results/t.json",
                           "device": "cpu: Q", "git_commit": "0123456789abc", "started": "2026-01-01T00:00:00+00:00"}}
-    text = I.timings_markdown(doc)
+    text = Ti.timings_markdown(doc)
     assert "`python data_scripts/book_timings.py --out results/t.json` on cpu: Q (commit `0123456789`" in text
     assert "The 2 timed pages took 25 min together" in text
     assert "| `chapters/01_problem` | 90 | cached |" in text and "| `running` | – | force" in text
@@ -410,7 +416,7 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
     from metacl_lite.report.notebooks import STAMP, files_stamp, stamped_pages, write_variants
 
     pages = {p.name: names for p, names in stamped_pages().items()}
-    assert pages["overview.md"] == [f"{b}-K{K}.json" for b, K in I.paper_settings()] + \
+    assert pages["overview.md"] == [f"{b}-K{K}.json" for b, K in O.paper_settings()] + \
         ["pmnist-K1.json", "pmnist-K5.json", "pmnist-K10.json"] + \
         [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + ["bench-cifar100.json", "bench-cub.json"]
     assert pages["08_analysis.md"][-8:] == [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + \
@@ -462,7 +468,7 @@ def test_targets_per_K_with_known_answers(tmp_path):
     for K, edge in ((20, False), (50, True)):
         (tmp_path / f"tuning-pmnist-K{K}.json").write_text(json.dumps(
             {"kind": "tuning", "grid": {}, "chosen": {}, "at_edge": {"pi": False, "ewc": edge}}))
-    rows = {r["K"]: r for r in I.target_rows("pmnist", tmp_path)}
+    rows = {r["K"]: r for r in T.target_rows("pmnist", tmp_path)}
     assert list(rows) == [1, 5, 10, 20, 50, 200, 500]
     paper20, paper50 = paper_table("pmnist", 20), paper_table("pmnist", 50)
     n20 = len([m for m in paper20 if paper20[m].get("ACC")])
@@ -473,7 +479,7 @@ def test_targets_per_K_with_known_answers(tmp_path):
     assert rows[50]["acc_gap"] == pytest.approx(1.0) and rows[50]["tuned_at_K"] is False
     assert rows[50]["interior"] is False and rows[5]["tuned_at_K"] is True and rows[5]["interior"] is None
     assert not rows[200]["exists"] and rows[200]["acc_gap"] is None
-    md = I.targets_markdown(list(rows.values())).splitlines()
+    md = T.targets_markdown(list(rows.values())).splitlines()
     assert md[3].startswith("| 5 | 2 | yes | – (beyond the paper) | – (beyond the paper) |")
     assert md[5].startswith("| 20 | 2 | yes | ") and f"{rows[20]['acc_gap']:.1f} ✓" in md[5]
     assert "| 50 | 2 | no | 1.0 ✓ |" in md[6] and md[6].endswith("| no |")
@@ -485,5 +491,5 @@ def test_targets_per_K_with_known_answers(tmp_path):
     # MAS above and PI below, both outside the 1.27 half-width; MAS-MetaCL-β above but inside: not counted
     res50b = doc(paper_plus({"pi": -3.0, "mas": 2.0, "mas-metacl-beta": 1.0}, default=0.0, K=50), K=50)
     (tmp_path / "pmnist-K50.json").write_text(json.dumps(res50b))
-    k50 = {r["K"]: r for r in I.target_rows("pmnist", tmp_path)}[50]
+    k50 = {r["K"]: r for r in T.target_rows("pmnist", tmp_path)}[50]
     assert (k50["acc_above"], k50["acc_below"]) == (1, 1)

@@ -96,11 +96,11 @@ def test_every_import_points_downward_and_none_closes_a_circle():
 
 def test_the_method_layer_is_what_chapters_one_to_six_teach():
     method = {m.split(".", 1)[1] for m in import_graph() if layer(m) == "method" and m != "metacl_lite"}
-    assert {"models", "specs", "balance", "importance", "reptile", "training", "metrics", "compiled",
-            "errors"} <= method
-    assert not method & {"store", "grid", "executors", "tuning", "choices", "hparams", "bench", "provenance",
-                         "atomic", "paper", "reports", "interpret", "claims", "plots", "notebooks", "lambda_story",
-                         "assignments"}
+    assert {"models", "specs", "balance", "importance", "reptile", "training", "metrics", "compiled", "errors",
+            "datafiles", "streams", "mnist", "cifar100", "cub", "benchmarks"} <= method
+    assert not method & {"data", "store", "grid", "executors", "tuning", "choices", "hparams", "bench", "provenance",
+                         "atomic", "paper", "reports", "interpret", "overview", "targets", "timings", "claims", "plots",
+                         "notebooks", "lambda_story", "assignments"}
 
 
 @pytest.mark.parametrize("source, expect", [

@@ -15,9 +15,13 @@ import torch
 from PIL import Image
 from torchvision.datasets import CIFAR100
 
-from metacl_lite import data as D
+from metacl_lite import cifar100 as Ci
+from metacl_lite import cub as Cu
 from metacl_lite import models as Mo
+from metacl_lite import streams as St
+from metacl_lite.benchmarks import check_data, make_benchmark
 from metacl_lite.cli import main
+from metacl_lite.datafiles import ChecksumError, DataError, MissingDataError
 from metacl_lite.errors import UsageError
 from metacl_lite.specs import SPECS
 from metacl_lite.training import METHODS, RegState, TrainConfig, evaluate, get_method, params_vector, train_experience
@@ -65,36 +69,36 @@ def _tree(folder):
 
 
 def test_cifar_names_are_torchvision_s():
-    assert D.CIFAR100_FOLDER == CIFAR100.base_folder
-    assert sorted(D.CIFAR100_FILES) == sorted([f for f, _ in CIFAR100.train_list + CIFAR100.test_list]
+    assert Ci.CIFAR100_FOLDER == CIFAR100.base_folder
+    assert sorted(Ci.CIFAR100_FILES) == sorted([f for f, _ in CIFAR100.train_list + CIFAR100.test_list]
                                               + [CIFAR100.meta["filename"]])
 
 
 def test_cifar_missing_names_the_command(cifar, monkeypatch):
-    with pytest.raises(D.MissingDataError, match="data_scripts/fetch.py cifar100"):
-        D.split_cifar100(K=2, n_tasks=1)
+    with pytest.raises(MissingDataError, match="data_scripts/fetch.py cifar100"):
+        Ci.split_cifar100(K=2, n_tasks=1)
 
     def heavy(*a, **k):
         raise AssertionError("the CIFAR-100 files were loaded before the data check")
 
-    monkeypatch.setattr(D, "load_cifar100", heavy)
-    for attempt in (lambda: D.check_data("cifar100", 20), lambda: D.make_benchmark("cifar100", 20)):
-        with pytest.raises(D.MissingDataError, match=r"missing train, test, meta\. .*`python data_scripts/fetch.py "
+    monkeypatch.setattr(Ci, "load_cifar100", heavy)
+    for attempt in (lambda: check_data("cifar100", 20), lambda: make_benchmark("cifar100", 20)):
+        with pytest.raises(MissingDataError, match=r"missing train, test, meta\. .*`python data_scripts/fetch.py "
                                                      r"cifar100`"):
             attempt()
 
 
 def test_cifar_check_data_K_limit(cifar):
-    D.fetch_cifar100(cifar[0], quiet=True)
-    D.check_data("cifar100", 500)
+    Ci.fetch_cifar100(cifar[0], quiet=True)
+    check_data("cifar100", 500)
     with pytest.raises(UsageError, match="choose K <= 500"):
-        D.check_data("cifar100", 501)
+        check_data("cifar100", 501)
 
 
 def test_cifar_fetch_from_archive_and_split(cifar):
     arc, _, raw = cifar
-    D.fetch_cifar100(arc, quiet=True)
-    b = D.split_cifar100(K=2, n_tasks=3)
+    Ci.fetch_cifar100(arc, quiet=True)
+    b = Ci.split_cifar100(K=2, n_tasks=3)
     assert b.multi_head and b.n_classes == 10 and len(b.train_stream) == 3
     assert b.info["tasks"][1] == [f"class{i:02d}" for i in range(10, 20)]
     data, labels = raw["train"]
@@ -102,7 +106,7 @@ def test_cifar_fetch_from_archive_and_split(cifar):
     exp = b.train_stream[1]
     assert exp.task_id == 1 and exp.y.tolist() == [int(labels[i]) - 10 for i in want]
     img = data[want[0]].reshape(3, 32, 32) / 255.0
-    ref = (img - np.array(D.CIFAR100_MEAN)[:, None, None]) / np.array(D.CIFAR100_STD)[:, None, None]
+    ref = (img - np.array(Ci.CIFAR100_MEAN)[:, None, None]) / np.array(Ci.CIFAR100_STD)[:, None, None]
     np.testing.assert_allclose(exp.x[0].numpy(), ref, rtol=1e-5, atol=1e-5)
     te = b.test_stream[2]
     assert len(te) == 10 * N_TE and sorted(set(te.y.tolist())) == list(range(10))
@@ -110,23 +114,23 @@ def test_cifar_fetch_from_archive_and_split(cifar):
 
 def test_cifar_fetch_from_folder_replaces_a_broken_copy(cifar):
     arc, folder, _ = cifar
-    D.fetch_cifar100(arc, quiet=True)
-    target = D.cifar100_root() / D.CIFAR100_FOLDER
+    Ci.fetch_cifar100(arc, quiet=True)
+    target = Ci.cifar100_root() / Ci.CIFAR100_FOLDER
     (target / "test").unlink()
     (target / "stale").write_text("left over")
-    D.fetch_cifar100(folder, quiet=True)
-    assert _tree(target) == _tree(folder / D.CIFAR100_FOLDER)
-    assert os.listdir(D.cifar100_root()) == [D.CIFAR100_FOLDER]  # the old copy and the temporary folder are gone
-    assert len(D.load_cifar100()["y_test"]) == 100 * N_TE
+    Ci.fetch_cifar100(folder, quiet=True)
+    assert _tree(target) == _tree(folder / Ci.CIFAR100_FOLDER)
+    assert os.listdir(Ci.cifar100_root()) == [Ci.CIFAR100_FOLDER]  # the old copy and the temporary folder are gone
+    assert len(Ci.load_cifar100()["y_test"]) == 100 * N_TE
 
 
 def test_cifar_corrupted_file_is_refused(cifar):
     arc, _, _ = cifar
-    D.fetch_cifar100(arc, quiet=True)
-    f = D.cifar100_root() / "cifar-100-python" / "test"
+    Ci.fetch_cifar100(arc, quiet=True)
+    f = Ci.cifar100_root() / "cifar-100-python" / "test"
     f.write_bytes(f.read_bytes()[:-5] + b"12345")
-    with pytest.raises(D.ChecksumError, match="fetch.py cifar100"):
-        D.load_cifar100()
+    with pytest.raises(ChecksumError, match="fetch.py cifar100"):
+        Ci.load_cifar100()
 
 
 def test_cifar_download(cifar, tmp_path, monkeypatch):
@@ -135,18 +139,18 @@ def test_cifar_download(cifar, tmp_path, monkeypatch):
     arc, folder, _ = cifar
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / arc.name).write_bytes(arc.read_bytes()[:-20])
-    root, target = D.cifar100_root(), D.cifar100_root() / D.CIFAR100_FOLDER
+    root, target = Ci.cifar100_root(), Ci.cifar100_root() / Ci.CIFAR100_FOLDER
     monkeypatch.setenv("no_proxy", "127.0.0.1")
     with serve(tmp_path) as url:
         monkeypatch.setattr(CIFAR100, "url", url + arc.name)
-        D.fetch_cifar100(quiet=True)
-        assert _tree(target) == _tree(folder / D.CIFAR100_FOLDER)
+        Ci.fetch_cifar100(quiet=True)
+        assert _tree(target) == _tree(folder / Ci.CIFAR100_FOLDER)
         assert (root / arc.name).read_bytes() == arc.read_bytes()  # kept, so that a retry does not download again
         (root / arc.name).unlink()
         monkeypatch.setattr(CIFAR100, "url", url + "bad/" + arc.name)
-        with pytest.raises(D.DataError, match=f"could not download {url}bad/{arc.name} .*fetch.py cifar100"):
-            D.fetch_cifar100(quiet=True)
-    assert _tree(target) == _tree(folder / D.CIFAR100_FOLDER)
+        with pytest.raises(DataError, match=f"could not download {url}bad/{arc.name} .*fetch.py cifar100"):
+            Ci.fetch_cifar100(quiet=True)
+    assert _tree(target) == _tree(folder / Ci.CIFAR100_FOLDER)
 
 
 FAILURES = ["truncated archive", "another archive", "no such path", "folder without the dataset", "missing file",
@@ -166,18 +170,18 @@ def _failing_fetch(kind, tmp_path, monkeypatch, arc, src, folder, target, missin
     if kind == "truncated archive":
         (tmp_path / "t").mkdir()
         (tmp_path / "t" / arc.name).write_bytes(arc.read_bytes()[:-20])
-        return tmp_path / "t" / arc.name, D.ChecksumError
+        return tmp_path / "t" / arc.name, ChecksumError
     if kind == "another archive":  # complete, but not the official one (md5)
         with tarfile.open(tmp_path / "other.tgz", "w:gz") as t:
             t.add(copy(*corrupted[:2]) / folder, arcname=folder)
-        return tmp_path / "other.tgz", D.ChecksumError
+        return tmp_path / "other.tgz", ChecksumError
     if kind == "no such path":
-        return tmp_path / "nope", D.MissingDataError
+        return tmp_path / "nope", MissingDataError
     if kind == "folder without the dataset":
         (tmp_path / "empty").mkdir()
-        return tmp_path / "empty", D.MissingDataError
+        return tmp_path / "empty", MissingDataError
     if kind == "missing file":
-        return copy(missing), D.MissingDataError
+        return copy(missing), MissingDataError
     if kind == "corrupted file":
         return copy(*corrupted[:2]), corrupted[2]
     if kind == "error mid-copy":  # the first file is copied, the second meets a full disk
@@ -217,7 +221,7 @@ def _refused_and_kept(fetch, root, folder, source, error):
     before = _tree(root / folder)
     with pytest.raises(error) as e:
         fetch(source, quiet=True)
-    assert e.type is error if issubclass(error, D.DataError) else "injected failure" in str(e.value)
+    assert e.type is error if issubclass(error, DataError) else "injected failure" in str(e.value)
     assert _tree(root / folder) == before
     assert os.listdir(root) == [folder]
 
@@ -225,20 +229,20 @@ def _refused_and_kept(fetch, root, folder, source, error):
 @pytest.mark.parametrize("kind", FAILURES)
 def test_cifar_failed_fetch_keeps_the_old_data(cifar, tmp_path, monkeypatch, kind):
     arc, src, _ = cifar
-    D.fetch_cifar100(arc, quiet=True)
-    target = D.cifar100_root() / D.CIFAR100_FOLDER
-    source, error = _failing_fetch(kind, tmp_path, monkeypatch, arc, src, D.CIFAR100_FOLDER, target, "test",
-                                   ("meta", b"changed", D.ChecksumError))
-    _refused_and_kept(D.fetch_cifar100, D.cifar100_root(), D.CIFAR100_FOLDER, source, error)
+    Ci.fetch_cifar100(arc, quiet=True)
+    target = Ci.cifar100_root() / Ci.CIFAR100_FOLDER
+    source, error = _failing_fetch(kind, tmp_path, monkeypatch, arc, src, Ci.CIFAR100_FOLDER, target, "test",
+                                   ("meta", b"changed", ChecksumError))
+    _refused_and_kept(Ci.fetch_cifar100, Ci.cifar100_root(), Ci.CIFAR100_FOLDER, source, error)
 
 
 def test_validation_indices_beyond_k():
     y = np.repeat(np.arange(3), 10)
-    idx, from_train = D._eval_indices(y, y, [1, 2], "val", val_offset=5, val_n=2)
+    idx, from_train = St._eval_indices(y, y, [1, 2], "val", val_offset=5, val_n=2)
     assert from_train and idx.tolist() == [15, 16, 25, 26]
     spec = SPECS["cifar100"]
     with pytest.raises(UsageError, match=f"overlap them: choose K <= {spec.val_offset}"):
-        D.split_cifar100(K=spec.val_offset + 1, split="val")  # refused before any data is needed
+        Ci.split_cifar100(K=spec.val_offset + 1, split="val")  # refused before any data is needed
 
 
 def test_head_routing():
@@ -258,8 +262,8 @@ def test_head_routing():
 
 @pytest.mark.parametrize("name", list(METHODS))
 def test_every_method_runs_on_cifar_fixture(cifar, name):
-    D.fetch_cifar100(cifar[0], quiet=True)
-    b = D.split_cifar100(K=3, n_tasks=2)
+    Ci.fetch_cifar100(cifar[0], quiet=True)
+    b = Ci.split_cifar100(K=3, n_tasks=2)
     model = Mo.build_model("cifar100", 10, 2, seed=0)
     reg, gen = RegState(), torch.Generator().manual_seed(0)
     cfg = TrainConfig(epochs=1, beta=1.0, gamma=0.1)
@@ -300,63 +304,63 @@ def cub(tmp_path, monkeypatch):
     arc = tmp_path / "CUB_200_2011.tgz"
     with tarfile.open(arc, "w:gz") as t:
         t.add(base, arcname="CUB_200_2011")
-    monkeypatch.setattr(D, "CUB_ARCHIVE", ("CUB_200_2011.tgz", _md5(arc)))
+    monkeypatch.setattr(Cu, "CUB_ARCHIVE", ("CUB_200_2011.tgz", _md5(arc)))
     monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path / "root"))
     return arc
 
 
 def test_cub_split_first_k_and_preprocessing(cub):
-    with pytest.raises(D.MissingDataError, match="fetch.py cub"):
-        D.split_cub(K=1, n_tasks=1)
-    D.fetch_cub(cub, quiet=True)
-    b = D.split_cub(K=2, n_tasks=2)
+    with pytest.raises(MissingDataError, match="fetch.py cub"):
+        Cu.split_cub(K=1, n_tasks=1)
+    Cu.fetch_cub(cub, quiet=True)
+    b = Cu.split_cub(K=2, n_tasks=2)
     assert b.n_classes == 20 and b.input_shape == (3, 224, 224)
     tr, te = b.train_stream[1], b.test_stream[1]
     assert len(tr) == 40 and len(te) == 40  # 20 classes x first 2 training images; all 2 test images per class
     assert tr.x.dtype == torch.uint8 and tr.x.shape[1:] == (3, 224, 224)
     # the first training image of class 21 (30x40): short side resized to 256 (-> 256x341), centre 224x224 crop
-    with Image.open(D.cub_root() / "CUB_200_2011" / "images" / "021.Bird_21/Bird_21_0000_101.jpg") as im:
+    with Image.open(Cu.cub_root() / "CUB_200_2011" / "images" / "021.Bird_21/Bird_21_0000_101.jpg") as im:
         want = np.asarray(im.convert("RGB").resize((341, 256), Image.BILINEAR).crop((58, 16, 282, 240)))
     np.testing.assert_array_equal(tr.x[0].numpy().transpose(1, 2, 0), want)
     imagenet_mean, imagenet_std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
     np.testing.assert_allclose(tr.inputs().numpy(), (tr.x.numpy() / 255.0 - imagenet_mean[:, None, None])
                                / imagenet_std[:, None, None], rtol=1e-5, atol=1e-5)
-    idx = D.read_cub_index()
+    idx = Cu.read_cub_index()
     paths = idx["paths"][idx["is_train"]]
     assert paths[np.flatnonzero(idx["labels"][idx["is_train"]] == 20)[:2]].tolist() == \
         ["021.Bird_21/Bird_21_0000_101.jpg", "021.Bird_21/Bird_21_0002_103.jpg"]
     assert tr.y[:2].tolist() == [0, 0]
-    assert isinstance(tr, D.NormalisedExperience) and isinstance(te, D.NormalisedExperience)
-    missing = D.cub_root() / "CUB_200_2011" / "images" / paths[0]
+    assert isinstance(tr, Cu.NormalisedExperience) and isinstance(te, Cu.NormalisedExperience)
+    missing = Cu.cub_root() / "CUB_200_2011" / "images" / paths[0]
     missing.unlink()  # an image the split files list but the folder lacks
-    with pytest.raises(D.MissingDataError, match=r"Bird_1_0000_1\.jpg not found \(1 missing\).*fetch.py cub"):
-        D.split_cub(K=2, n_tasks=1)
+    with pytest.raises(MissingDataError, match=r"Bird_1_0000_1\.jpg not found \(1 missing\).*fetch.py cub"):
+        Cu.split_cub(K=2, n_tasks=1)
 
 
 def test_cub_check_data_K_limit(cub):
-    D.fetch_cub(cub, quiet=True)
-    D.check_data("cub", 3)  # every fixture class has 3 training images
+    Cu.fetch_cub(cub, quiet=True)
+    check_data("cub", 3)  # every fixture class has 3 training images
     with pytest.raises(UsageError, match=r"class 0 has 3 training images.*choose K <= 3$"):
-        D.check_data("cub", 4)
+        check_data("cub", 4)
 
 
 def test_cub_fetch_replaces_a_broken_copy(cub):
-    D.fetch_cub(cub, quiet=True)
-    target = D.cub_root() / D.CUB_FOLDER
+    Cu.fetch_cub(cub, quiet=True)
+    target = Cu.cub_root() / Cu.CUB_FOLDER
     (target / "images.txt").unlink()
     (target / "stale").write_text("left over")
-    D.fetch_cub(cub.parent / "src", quiet=True)
-    assert _tree(target) == _tree(cub.parent / "src" / D.CUB_FOLDER)
-    assert os.listdir(D.cub_root()) == [D.CUB_FOLDER]
+    Cu.fetch_cub(cub.parent / "src", quiet=True)
+    assert _tree(target) == _tree(cub.parent / "src" / Cu.CUB_FOLDER)
+    assert os.listdir(Cu.cub_root()) == [Cu.CUB_FOLDER]
 
 
 @pytest.mark.parametrize("kind", FAILURES)
 def test_cub_failed_fetch_keeps_the_old_data(cub, tmp_path, monkeypatch, kind):
-    D.fetch_cub(cub, quiet=True)
-    source, error = _failing_fetch(kind, tmp_path, monkeypatch, cub, cub.parent / "src", D.CUB_FOLDER,
-                                   D.cub_root() / D.CUB_FOLDER, "images/001.Bird_1/Bird_1_0000_1.jpg",
-                                   ("train_test_split.txt", b"1 1\n2\n", D.DataError))
-    _refused_and_kept(D.fetch_cub, D.cub_root(), D.CUB_FOLDER, source, error)
+    Cu.fetch_cub(cub, quiet=True)
+    source, error = _failing_fetch(kind, tmp_path, monkeypatch, cub, cub.parent / "src", Cu.CUB_FOLDER,
+                                   Cu.cub_root() / Cu.CUB_FOLDER, "images/001.Bird_1/Bird_1_0000_1.jpg",
+                                   ("train_test_split.txt", b"1 1\n2\n", DataError))
+    _refused_and_kept(Cu.fetch_cub, Cu.cub_root(), Cu.CUB_FOLDER, source, error)
 
 
 def test_fetch_script_exits_2_on_a_bad_source(cub, tmp_path, capsys):
@@ -387,7 +391,7 @@ def test_resnet_weights_paths(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_cub_cli_needs_weights_or_explicit_random_init(cub, tmp_path, monkeypatch, capsys):
-    D.fetch_cub(cub, quiet=True)
+    Cu.fetch_cub(cub, quiet=True)
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
     out = tmp_path / "cub.json"
     base = ["run", "--benchmark", "cub", "--K", "1", "--n-tasks", "2", "--epochs", "1", "--seeds", "1",
@@ -404,8 +408,8 @@ def test_cub_cli_needs_weights_or_explicit_random_init(cub, tmp_path, monkeypatc
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["finetune", "metacl", "ewc-metacl-lambda", "mas", "pi-metacl-beta"])
 def test_methods_run_on_cub_fixture(cub, name):
-    D.fetch_cub(cub, quiet=True)
-    b = D.split_cub(K=1, n_tasks=2)
+    Cu.fetch_cub(cub, quiet=True)
+    b = Cu.split_cub(K=1, n_tasks=2)
     model = Mo.build_model("cub", 20, 2, seed=0, random_init=True)
     reg, gen = RegState(), torch.Generator().manual_seed(0)
     for t in range(2):

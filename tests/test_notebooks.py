@@ -249,7 +249,7 @@ def _first_epoch_accuracy_finetune(n_tasks: int, seeds: int) -> float:
     """Chapter 9's learning-speed number recomputed here: fine-tuning's accuracy on the current task after its first
     epoch, mean over the tasks of a K = 20 stream (permutation seed 0, as the chapter's live runs) and over run seeds
     0..seeds-1."""
-    from metacl_lite.data import permuted_mnist
+    from metacl_lite.mnist import permuted_mnist
     from metacl_lite.lab.hparams import method_config
     from metacl_lite.training import run_stream
 

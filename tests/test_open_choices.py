@@ -8,9 +8,9 @@ import copy
 import pytest
 import torch
 
-from metacl_lite.data import permuted_mnist
 from metacl_lite.errors import UsageError
 from metacl_lite.importance import accumulate_importance, ewc_fisher, mas_importance
+from metacl_lite.mnist import permuted_mnist
 from metacl_lite.models import mlp
 from metacl_lite.training import RegState, TrainConfig, get_method, train_experience
 

@@ -46,8 +46,13 @@ def test_results_files_carry_provenance():
     for f in files:
         doc = json.loads(f.read_text())
         prov = doc["provenance"]
-        # results/book-timings.json is written by a data script, the rest by the package's command line
-        prefix = "python data_scripts/book_timings.py" if doc.get("kind") == "book-timings" else "python -m metacl_lite"
+        # results/book-timings.json and results/gpu-check.json are written by data scripts, the rest by the package's
+        # command line
+        prefix = {"book-timings": "python data_scripts/book_timings.py",
+                  "gpu-check": "python data_scripts/gpu_check.py"}.get(doc.get("kind"), "python -m metacl_lite")
         assert prov["command"].startswith(prefix), f
         assert prov["git_commit"] and prov["packages"]["torch"] and prov["device"], f
-        assert prov["wall_s_total"] > 0, f
+        if doc.get("kind") == "gpu-check":  # a check, not a timed run: the tests it ran, each with its time
+            assert doc["tests"] and all(t["time_s"] >= 0 for t in doc["tests"]), f
+        else:
+            assert prov["wall_s_total"] > 0, f

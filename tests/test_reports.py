@@ -75,7 +75,7 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
              "<!-- BEGIN bench results/b.json -->\nold\n<!-- END bench -->\n")
     readme.write_text(stale)
     monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
-    monkeypatch.setattr("metacl_lite.report.interpret.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("metacl_lite.report.commands.REPO_ROOT", tmp_path)
     assert reports.update_readme(readme, check=True) and readme.read_text() == stale
     assert reports.update_readme(readme)
     text = readme.read_text()

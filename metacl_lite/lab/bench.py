@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import torch
 
 from .atomic import write_json
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from .provenance import device
 from ..specs import get_spec
 from ..training import METHODS
@@ -63,7 +63,7 @@ def eval_flops(n_tasks: int = 20, n_test: int = 10000, dims=(784, 256, 256, 10))
 def _legacy(threads: int) -> None:
     """The path before issue 9, in this (child) process: evaluation through permuted copies of the test images,
     eager task gradients, every core's threads for one run at a time."""
-    from .. import data
+    from .. import streams as data
 
     data.Experience.inputs = lambda self: self.x if self.perm is None else self.x[:, self.perm]  # advanced indexing
     torch.set_num_threads(threads)
@@ -72,7 +72,7 @@ def _legacy(threads: int) -> None:
 def _one(method: str, K: int, compile: str, queue) -> None:
     """One full Permuted MNIST run of `method` (seed 0, tuned beta/gamma and decided options, one thread, today's
     defaults: index_select evaluation, task gradients as `compile` says), in a child process of its own."""
-    from ..data import permuted_mnist
+    from ..mnist import permuted_mnist
     from .hparams import method_config
     from ..training import run_stream
 

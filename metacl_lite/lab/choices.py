@@ -38,7 +38,7 @@ import numpy as np
 
 from . import hparams as H
 from .atomic import read_json, write_json
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from ..errors import UsageError
 from .provenance import invocation, relative_to_repo
 from ..specs import get_spec

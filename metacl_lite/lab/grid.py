@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from . import hparams as H
-from .. import data as D
-from ..data import REPO_ROOT, make_benchmark
+from .. import benchmarks as D
+from ..benchmarks import make_benchmark
+from ..datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
 from ..device import accelerator, deterministic, kind, resolve

@@ -12,7 +12,7 @@ from typing import Optional
 
 import torch
 
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from ..device import describe
 
 

@@ -18,8 +18,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from . import hparams as H
-from .. import data as D
-from ..data import REPO_ROOT
+from .. import benchmarks as D
+from ..datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
 from ..device import accelerator, kind, resolve

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from ..errors import FileFormatError
 from ..metrics import mean_ci95
 from .paper import paper_table
@@ -199,7 +199,7 @@ LIVE_RUNS = {"speed": ([m for p in SPEED_PAIRS for m in p], "eval_every_epoch"),
 def run_logs(kind: str, K: int, n_tasks: int, seeds: Sequence[int], benchmark: str = "pmnist") -> dict:
     """Train the methods of claim 5 (kind="speed", with `eval_every_epoch`) or claim 6 ("angles", with
     `record_angles`) on a short stream, one run per method and seed: {"K", "n_tasks", "runs": {"method/seed": log}}."""
-    from ..data import make_benchmark
+    from ..benchmarks import make_benchmark
     from ..lab.hparams import method_config
     from ..training import run_stream
 

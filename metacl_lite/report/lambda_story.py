@@ -27,7 +27,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from ..training import PENALTY_COLUMNS
 
 RESULTS_FILE = REPO_ROOT / "results" / "lambda-story-pmnist.json"
@@ -137,7 +137,7 @@ def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequ
     "final_acc": {seed: final average accuracy}, "train": the run's TrainConfig, "wall_s"}}. γ (β for MetaCL-β)
     and the regulariser's decided options are those `hparams.method_config` reads from `hp` (default: hparams.json,
     read once here, so a file rewritten during the measurement does not mix two versions), or γ = 0 for the control."""
-    from ..data import make_benchmark
+    from ..benchmarks import make_benchmark
     from ..lab.hparams import load, method_config
     from ..training import run_stream
 

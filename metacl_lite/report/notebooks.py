@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from ..lab.atomic import check_writable, write_text
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from ..errors import FileFormatError, UsageError
 from ..specs import SPECS
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..data import REPO_ROOT
+from ..datafiles import REPO_ROOT
 from .tables import format_table
 
 
@@ -23,7 +23,7 @@ def comparison_summary(res: dict) -> str:
 def bench_summary(b: dict) -> str:
     """The figures of a speed-benchmark file (python -m metacl_lite bench) as Markdown."""
     prov = b["provenance"]
-    from .interpret import relative_command
+    from .commands import relative_command
 
     head = (f"Measured by `{relative_command(prov['command'])}` on {prov['device']} "
             f"(commit `{(prov['git_commit'] or '?')[:10]}`).")
@@ -106,7 +106,7 @@ README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets|elap
 
 def _not_yet(benchmark: str, K: int) -> str:
     """A README block whose results file (of a setting we reproduce) is not made yet: what makes it."""
-    from .interpret import missing_commands
+    from .commands import missing_commands
     from ..specs import get_spec
 
     get_spec(benchmark)  # a block naming an unknown benchmark is a typo, not a file to come
@@ -130,7 +130,7 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
 
             return mo.group(1) + choices_markdown(read_json(REPO_ROOT / mo.group(3), "decision file")) + "\n" + mo.group(5)
         if mo.group(2) == "targets":
-            from .interpret import target_rows, targets_markdown
+            from .targets import target_rows, targets_markdown
 
             return mo.group(1) + targets_markdown(target_rows(mo.group(3))) + "\n" + mo.group(5)
         if mo.group(2) == "elapsed":

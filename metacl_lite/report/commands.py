@@ -1,0 +1,99 @@
+"""The commands a reader types, from the repository's root: those a results file records, with machine paths
+(``--out /work/main/results/...``) made relative to the repository, and those that make a results file not made yet
+(the data where the package does not hold it, β/γ on the validation split, the run).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+from ..datafiles import REPO_ROOT
+from ..specs import SPECS
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Recorded commands
+
+
+_ABS_PATH = re.compile(r"(?P<pre>^|[\s=\"'])(?P<path>/[^\s\"']*)")
+
+
+def relative_command(command: Optional[str], root: Optional[Path | str] = None) -> Optional[str]:
+    """`command` with every absolute path inside the repository `root` written relative to it, as a reader types it
+    from the repository root: ``--out /work/main/results/x.json`` -> ``--out results/x.json`` (also ``--out=...``
+    and quoted paths; the root itself becomes ``.``). Paths outside the repository are left as they are. None stays
+    None."""
+    if command is None:
+        return None
+    root = str(Path(REPO_ROOT if root is None else root)).rstrip("/") or "/"
+
+    def repl(mo: re.Match) -> str:
+        path = mo.group("path")
+        if path == root or path == root + "/":
+            rel = "."
+        elif path.startswith(root + "/"):
+            rel = path[len(root) + 1:]
+        else:
+            return mo.group(0)
+        return mo.group("pre") + rel
+
+    return _ABS_PATH.sub(repl, command)
+
+
+def provenance_commands(res: dict, root: Optional[Path | str] = None) -> dict[str, Any]:
+    """The commands a results file records, relative to the repository: the one that regenerates the file
+    (`command`) and, for each contributing invocation that recorded its own (`command` or `argv`), that one
+    (`invocations`, in order; None where an invocation recorded none)."""
+    prov = res.get("provenance") or {}
+    invs = []
+    for inv in prov.get("invocations") or []:
+        cmd = inv.get("command")
+        if cmd is None and isinstance(inv.get("argv"), list):
+            cmd = " ".join(map(str, inv["argv"]))
+        invs.append(relative_command(cmd, root))
+    return {"command": relative_command(prov.get("command"), root), "invocations": invs}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The commands that make a results file
+
+
+#: How to get each benchmark's data (data_scripts/fetch.py; checksums are verified before anything is replaced).
+CUB_WEIGHTS = "# ResNet-18 ImageNet weights: --weights FILE, $METACL_LITE_RESNET18 or the torch hub cache"
+FETCH = {"pmnist": "python data_scripts/fetch.py mnist          # raw MNIST (md5-checked), for K beyond the embedded subset",
+         "cifar100": "python data_scripts/fetch.py cifar100       # or --from cifar-100-python.tar.gz (md5-checked)",
+         "cub": "python data_scripts/fetch.py cub            # or --from CUB_200_2011.tgz (md5-checked)"}
+
+
+def needs_download(benchmark: str, K: int) -> bool:
+    """Whether the run for (benchmark, K) needs data beyond the package (Permuted MNIST's embedded subset holds the
+    training and validation images of every K up to its validation offset)."""
+    return benchmark != "pmnist" or K > SPECS[benchmark].max_train_K
+
+
+def missing_commands(benchmark: str, K: int, seeds: int = 5) -> list[str]:
+    """The commands that make the results file of (benchmark, K), from the repository's root: the data where the
+    package does not hold it, β/γ on the validation split (Permuted MNIST: at this K, as `make reproduce-pmnist`;
+    the other benchmarks: once, at their tuning K), the run."""
+    spec = SPECS[benchmark]
+    out = [FETCH[benchmark]] if needs_download(benchmark, K) else []
+    if benchmark == "cub":
+        out.append(CUB_WEIGHTS)
+    tune_K = K if benchmark == "pmnist" else spec.tuning_K
+    out.append(f"python -m metacl_lite tune --benchmark {benchmark} --K {tune_K}")
+    out.append(f"python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds}")
+    return out
+
+
+def setting_commands(benchmark: str, seeds: int) -> list[str]:
+    """The commands that produce every results file of a benchmark, from the repository's root: fetch the data, choose
+    β/γ on its validation split once (at the benchmark's tuning K), run each K the paper reports with `seeds` seeds."""
+    spec = SPECS[benchmark]
+    out = [FETCH[benchmark]]
+    if benchmark == "cub":
+        out.append(CUB_WEIGHTS)
+    out.append(f"python -m metacl_lite tune --benchmark {benchmark}" + ("" if spec.tuning_K == 20 else
+                                                                           f" --K {spec.tuning_K}"))
+    out += [f"python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds}" for K in spec.paper_Ks]
+    return out

@@ -1,0 +1,68 @@
+"""How long things take, in words: what a committed speed-benchmark file says a full grid of a benchmark costs, and
+the book's page execution times (results/book-timings.json).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .commands import relative_command
+from .paper import paper_table
+from ..specs import SPECS
+
+
+def bench_estimate(bench: dict, seeds: int) -> dict[str, Any]:
+    """What a committed speed-benchmark file (python -m metacl_lite bench --suite ...) says a full grid costs: the
+    device, whether it is an extrapolation from a reduced run, the methods it timed, the per-run estimate (mean over
+    them), and the grid of `seeds` seeds over those methods (the file's own estimate is for 3 seeds)."""
+    per = bench["per_method"]
+    mean_run = sum(r["full_run_s_estimate"] for r in per) / len(per)
+    return {"suite": bench["suite"], "device": bench["device"],
+            "device_long": (bench.get("provenance") or {}).get("device", bench["device"]),
+            "reduced": bool(bench["reduced"]), "methods": [r["method"] for r in per], "n_methods": len(per),
+            "mean_run_s": mean_run, "grid_s": bench["grid_s_estimate"] / 3 * seeds,
+            "command": relative_command((bench.get("provenance") or {}).get("command")),
+            "K": SPECS[bench["suite"]].tuning_K}
+
+
+def bench_markdown(est: dict[str, Any], seeds: int) -> str:
+    """The estimate in words, saying what kind of estimate it is."""
+    from ..training import METHODS
+
+    spec = SPECS[est["suite"]]
+    kind = ("a rough linear extrapolation from a reduced run (fewer epochs and tasks) on the "
+            f"{'CPU' if est['device'] == 'cpu' else est['device']}" if est["reduced"]
+            else f"measured on {est['device']}")
+    text = (f"**Time.** `{est['command']}` ({est['device_long']}; {kind}) puts one full run at about "
+            f"{est['mean_run_s'] / 60:.0f} min on average at K = {est['K']}, and the {est['n_methods']} method(s) "
+            f"it timed × {seeds} seeds at about {est['grid_s'] / 3600:.0f} h, without the references and the oracle")
+    table = [m for m in (paper_table(est["suite"], est["K"]) or {}) if m in METHODS] or list(METHODS)
+    if est["n_methods"] < len(table):
+        text += (f"; the paper's table has {len(table)} methods, so the whole grid takes about "
+                 f"{len(table) / est['n_methods']:.1f} times that")
+    text += "."
+    if max(spec.paper_Ks) > est["K"]:
+        text += (f" Training steps grow in proportion to K (evaluation does not), so a larger K takes up to "
+                 f"K/{est['K']} times as long.")
+    if est["device"] == "cpu":
+        text += (" No GPU figure is committed, so these are CPU numbers; on a GPU, "
+                 f"`python -m metacl_lite bench --suite {est['suite']}` measures the real figure.")
+    return text
+
+
+def timings_markdown(doc: dict) -> str:
+    """The committed per-page execution times (results/book-timings.json, written by data_scripts/book_timings.py)
+    as a Markdown table, with the total of the cached pages and where the figures come from."""
+    prov = doc.get("provenance") or {}
+    lines = ["| Page | Execution (s) | How known |", "|---|---|---|"]
+    for r in doc["pages"]:
+        t = f"{r['execution_s']:.0f}" if r.get("execution_s") is not None else "–"
+        lines.append(f"| `{r['page']}` | {t} | {r['status']} |")
+    timed = [r for r in doc["pages"] if r.get("execution_s") is not None]
+    head = (f"Read from a build's execution cache by `{relative_command(prov.get('command'))}` on "
+            f"{prov.get('device', '?')} "
+            f"(commit `{(prov.get('git_commit') or '?')[:10]}`, {prov.get('started', '?')}): each figure is the wall "
+            f"time of the page's last full execution. The {len(timed)} timed pages took "
+            f"{sum(r['execution_s'] for r in timed) / 60:.0f} min together; the execution cache skips all of them on "
+            f"a rebuild until their code changes." + (f" Conditions of the build: {prov['note']}" if prov.get("note")
+                                                      else ""))
+    return head + "\n\n" + "\n".join(lines)
