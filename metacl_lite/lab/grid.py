@@ -20,7 +20,7 @@ from ..errors import UnitsFailed, UsageError, UserError
 from .executors import GPU_UNITS_PER_CARD, Plan, check_plan, run_all
 from .provenance import relative_to_repo
 from .summary import summarize
-from ..specs import get_spec
+from ..specs import BenchmarkSpec, get_spec
 from .store import UnitFile, load_results
 from ..training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
 
@@ -63,9 +63,10 @@ def control_file(benchmark: str, K: int, gamma: str) -> str:
     return f"{benchmark}-K{K}-control-gamma-{gamma}.json"
 
 
-def run_command(config: dict, out: Path) -> str:
-    """The `run` command that regenerates a results file with this config (all its methods and seeds)."""
-    b, spec = config["benchmark"], get_spec(config["benchmark"])
+def run_command(config: dict, out: Path, spec: Optional[BenchmarkSpec] = None) -> str:
+    """The `run` command that regenerates a results file with this config (all its methods and seeds); `spec`: the
+    benchmark's, when the caller has it resolved (else looked up from the config's name)."""
+    b, spec = config["benchmark"], spec or get_spec(config["benchmark"])
     seeds = config["seeds"]
     cmd = f"python -m metacl_lite run --benchmark {b} --K {config['K']}"
     cmd += f" --seeds {len(seeds)}" if seeds == list(range(len(seeds))) else f" --seed-list {','.join(map(str, seeds))}"
@@ -141,7 +142,7 @@ def check_methods(methods: Optional[Sequence[str]], allowed: Optional[Sequence[s
     return out
 
 
-def check_n_tasks(benchmark: str, n_tasks: Optional[int]) -> int:
+def check_n_tasks(benchmark: str | BenchmarkSpec, n_tasks: Optional[int]) -> int:
     spec = get_spec(benchmark)
     n = spec.n_tasks if n_tasks is None else n_tasks
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
@@ -186,7 +187,7 @@ def effective_options(config: dict, method: str) -> dict:
     return dict(per[method]) if method in per else option_values(config.get("train", {}))
 
 
-def model_options(benchmark: str, weights: Optional[str] = None, random_init: bool = False) -> dict:
+def model_options(benchmark: str | BenchmarkSpec, weights: Optional[str] = None, random_init: bool = False) -> dict:
     """Model options recorded in the config; for ResNet-18 (CUB), checks now (before any work) that the weights are
     there."""
     if get_spec(benchmark).model != "resnet18":
@@ -206,19 +207,20 @@ def model_options(benchmark: str, weights: Optional[str] = None, random_init: bo
 _BENCH_CACHE: dict = {}
 
 
-def unit_benchmark(benchmark: str, K: int, n_tasks: int, seed: int, source: str, model: dict, split: str = "test"):
+def unit_benchmark(benchmark: str | BenchmarkSpec, K: int, n_tasks: int, seed: int, source: str, model: dict,
+                   split: str = "test"):
     """The benchmark a unit trains on (one cached per process: the permutation seed matters for Permuted MNIST only,
     the class splits of CIFAR-100 and CUB are fixed)."""
     spec = get_spec(benchmark)
-    key = (benchmark, K, n_tasks, seed if spec.permuted else None, source, split)
+    key = (spec.name, K, n_tasks, seed if spec.permuted else None, source, split)
     if key not in _BENCH_CACHE:
         _BENCH_CACHE.clear()
         if source == "synthetic":  # the speed benchmark's tensors of the real shapes (CIFAR-100, CUB)
             from ..synthetic import synthetic_benchmark
 
-            b = synthetic_benchmark(benchmark, K, n_tasks)
+            b = synthetic_benchmark(spec.name, K, n_tasks)
         else:
-            b = make_benchmark(benchmark, K, seed=seed, n_tasks=n_tasks, source=source, split=split)
+            b = make_benchmark(spec, K, seed=seed, n_tasks=n_tasks, source=source, split=split)
         _BENCH_CACHE[key] = b
     b = _BENCH_CACHE[key]
     b.info["model"] = model
@@ -230,7 +232,7 @@ class Job:
     """Everything a worker process needs to train one unit (picklable: plain values only)."""
 
     unit: Unit
-    benchmark: str
+    benchmark: str | BenchmarkSpec  # the spec, resolved once by the run (a name works too)
     K: int
     n_tasks: int
     source: str
@@ -364,6 +366,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     refuses units trained on another kind of device or another GPU model.
     `redo`: methods whose finished runs in `out` are discarded first and trained again (after their beta/gamma or
     options changed); the file records what was discarded (provenance.discarded)."""
+    spec = get_spec(benchmark)  # resolved once: every check, lookup and unit below gets the spec, not the name
+    benchmark = spec.name  # what the results file records
     methods = check_methods(methods)
     redo = check_methods(list(redo)) if redo else []
     if set(redo) - set(methods):
@@ -371,34 +375,34 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                          f"add it to --methods or leave it out of --redo")
     check_gamma_control(gamma, methods)
     seeds = check_seeds(list(seeds))
-    n = check_n_tasks(benchmark, n_tasks)
+    n = check_n_tasks(spec, n_tasks)
     check_epochs(epochs)
     plan = plan or check_plan()
-    where = resolve(get_spec(benchmark).device if device is None else device)
+    where = resolve(spec.device if device is None else device)
     out = check_writable(Path(out) if out else default_out(benchmark, K, gamma))
-    D.check_data(benchmark, K, source=source)
-    model = model_options(benchmark, weights, random_init)
+    D.check_data(spec, K, source=source)
+    model = model_options(spec, weights, random_init)
     hp = H.load()  # read and checked once for the whole grid
     needed = [m.replace("-lambda", "-beta") for m in methods] if gamma == "beta" else methods
-    absent = H.missing(benchmark, needed if gamma != "0" else [], K, hp)
+    absent = H.missing(spec, needed if gamma != "0" else [], K, hp)
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}")
     options = {**check_options(options), "device": kind(where)}
     if gamma is None:
-        cfgs = {m: H.method_config(benchmark, m, epochs, K, hp, compile=compile, **options) for m in methods}
-        method_hp = {m: H.method_hparams(benchmark, m, K, hp) for m in methods}
-        hp_source = H.hparams_source(benchmark, methods, K, hp)
+        cfgs = {m: H.method_config(spec, m, epochs, K, hp, compile=compile, **options) for m in methods}
+        method_hp = {m: H.method_hparams(spec, m, K, hp) for m in methods}
+        hp_source = H.hparams_source(spec, methods, K, hp)
     else:
         beta_m = {m: m.replace("-lambda", "-beta") for m in methods}  # each MetaCL-lambda's MetaCL-beta counterpart
-        beta_of = {m: H.method_hparams(benchmark, beta_m[m], K, hp)["beta"] if gamma == "beta" else 0.0
+        beta_of = {m: H.method_hparams(spec, beta_m[m], K, hp)["beta"] if gamma == "beta" else 0.0
                    for m in methods}
-        cfgs = {m: H.method_config(benchmark, "finetune", epochs, compile=compile, gamma=beta_of[m],
-                                   **{**H.method_options(benchmark, m, hp), **options}) for m in methods}
+        cfgs = {m: H.method_config(spec, "finetune", epochs, compile=compile, gamma=beta_of[m],
+                                   **{**H.method_options(spec, m, hp), **options}) for m in methods}
         method_hp = {m: {"gamma": beta_of[m]} for m in methods}
-        src = H.hparams_source(benchmark, list(beta_m.values()), K, hp) if gamma == "beta" else {}
+        src = H.hparams_source(spec, list(beta_m.values()), K, hp) if gamma == "beta" else {}
         hp_source = {m: f"gamma=beta control: {beta_m[m]}'s beta, {src[beta_m[m]]}" if gamma == "beta"
                      else "gamma=0 control" for m in methods}
-    base_cfg = H.method_config(benchmark, "finetune", epochs, compile=compile, **options)
+    base_cfg = H.method_config(spec, "finetune", epochs, compile=compile, **options)
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": method_hp, "hparams_source": hp_source,
               "method_options": {m: option_values(cfgs[m].to_dict()) for m in methods if H.regulariser(m)},
@@ -406,7 +410,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     if gamma is not None:
         config["gamma_control"] = gamma
     if command is None:
-        command = run_command
+        command = lambda c, o: run_command(c, o, spec)  # noqa: E731
 
     def compatible(old: dict) -> list:
         oc = _filled(old.get("config", {}))  # options added since the file was made have their default there
@@ -457,7 +461,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     if kind(where) == "cuda" and plan.executor == "ray":
         plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD  # Ray gives each unit its GPU ("cuda" there)
     unit_device = "cuda" if kind(where) == "cuda" and plan.executor == "ray" else where
-    jobs = [Job(u, benchmark, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict(),
+    jobs = [Job(u, spec, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict(),
                 device=unit_device) for u in todo]
     bar = progress(None, show_progress, total=len(jobs), desc=f"{benchmark} K={K}", unit="run")
     failures = run_all(run_job, jobs, lambda job, r: store.add(job.unit.section, job.unit.key, r["value"],

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from .atomic import locked, read_json, write_json
 from ..errors import HparamsError
-from ..specs import SPECS, get_spec
+from ..specs import SPECS, BenchmarkSpec, get_spec
 from ..training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
@@ -122,6 +122,9 @@ def load(path: Optional[Path] = None) -> dict:
     return validate(read_json(path, "hyperparameter file"), path)
 
 
+Bench = Union[str, BenchmarkSpec]  # a benchmark's name, or its spec resolved once by the caller (`run_experiment`)
+
+
 def _entry(hp: dict, benchmark: str, method: str, K: Optional[int]) -> tuple[dict, str]:
     entry = hp.get(benchmark, {})
     per_k = entry.get("by_K", {}).get(str(K), {}) if K is not None else {}
@@ -130,20 +133,21 @@ def _entry(hp: dict, benchmark: str, method: str, K: Optional[int]) -> tuple[dic
     return entry, "default"
 
 
-def tuned_at(benchmark: str, K: int, hp: Optional[dict] = None) -> dict[str, dict]:
+def tuned_at(benchmark: Bench, K: int, hp: Optional[dict] = None) -> dict[str, dict]:
     """The values tuned at exactly this K ({method: {"beta" or "gamma": value}}): by_K's entry for K, or the top-level
     entry when K is the benchmark's tuning K; {} when nothing was tuned at K (no fallback to another K)."""
+    spec = get_spec(benchmark)
     hp = load() if hp is None else hp
-    entry = hp.get(benchmark, {})
-    if K == get_spec(benchmark).tuning_K:
+    entry = hp.get(spec.name, {})
+    if K == spec.tuning_K:
         return dict(entry.get("methods", {}))
     return dict(entry.get("by_K", {}).get(str(K), {}).get("methods", {}))
 
 
-def method_hparams(benchmark: str, method: str, K: Optional[int] = None, hp: Optional[dict] = None) -> dict:
+def method_hparams(benchmark: Bench, method: str, K: Optional[int] = None, hp: Optional[dict] = None) -> dict:
     """beta (plain and MetaCL-beta) or gamma (MetaCL-lambda) of a method: the values tuned at this K when there are
     any, else the default ones (tuned at the benchmark's tuning K). {} for methods without a penalty."""
-    get_spec(benchmark)
+    benchmark = get_spec(benchmark).name
     if strength_key(method) is None:
         return {}
     hp = load() if hp is None else hp
@@ -153,16 +157,18 @@ def method_hparams(benchmark: str, method: str, K: Optional[int] = None, hp: Opt
     return dict(values[method])
 
 
-def missing(benchmark: str, methods: Sequence[str], K: Optional[int] = None, hp: Optional[dict] = None) -> list[str]:
+def missing(benchmark: Bench, methods: Sequence[str], K: Optional[int] = None, hp: Optional[dict] = None) -> list[str]:
     """The methods that need beta/gamma and have none in hparams.json (`hp`: the file, already loaded)."""
+    benchmark = get_spec(benchmark).name
     hp = load() if hp is None else hp
     return [m for m in methods if strength_key(m) is not None
             and m not in _entry(hp, benchmark, m, K)[0].get("methods", {})]
 
 
-def hparams_source(benchmark: str, methods: Sequence[str], K: Optional[int] = None,
+def hparams_source(benchmark: Bench, methods: Sequence[str], K: Optional[int] = None,
                    hp: Optional[dict] = None) -> dict[str, str]:
     """Where each method's beta/gamma come from: 'K=200: <tuning file>' or 'default: <tuning file>'."""
+    benchmark = get_spec(benchmark).name
     hp, out = (load() if hp is None else hp), {}
     for m in methods:
         if strength_key(m) is not None:
@@ -176,10 +182,10 @@ def regulariser(method: str) -> Optional[str]:
     return get_method(method).importance
 
 
-def method_options(benchmark: str, method: str, hp: Optional[dict] = None) -> dict:
+def method_options(benchmark: Bench, method: str, hp: Optional[dict] = None) -> dict:
     """The open choices decided for the method's regulariser (hparams.json "options"; {} when none are decided or the
     method has no penalty)."""
-    get_spec(benchmark)
+    benchmark = get_spec(benchmark).name
     r = regulariser(method)
     if r is None:
         return {}
@@ -187,13 +193,14 @@ def method_options(benchmark: str, method: str, hp: Optional[dict] = None) -> di
     return dict(hp.get(benchmark, {}).get("options", {}).get(r, {}))
 
 
-def method_config(benchmark: str, method: str, epochs: Optional[int] = None, K: Optional[int] = None,
+def method_config(benchmark: Bench, method: str, epochs: Optional[int] = None, K: Optional[int] = None,
                   hp: Optional[dict] = None, **overrides) -> TrainConfig:
     """The TrainConfig a method trains with: the benchmark's epochs (Appendix B), the method's tuned beta/gamma, and
     the open choices decided for its regulariser (`method_options`) unless `overrides` set them."""
-    overrides = {**method_options(benchmark, method, hp), **overrides}
-    cfg = TrainConfig(epochs=epochs or get_spec(benchmark).epochs, **overrides)
-    for k, v in method_hparams(benchmark, method, K, hp).items():
+    spec = get_spec(benchmark)
+    overrides = {**method_options(spec, method, hp), **overrides}
+    cfg = TrainConfig(epochs=epochs or spec.epochs, **overrides)
+    for k, v in method_hparams(spec, method, K, hp).items():
         setattr(cfg, k, v)
     return cfg
 

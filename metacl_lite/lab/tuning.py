@@ -361,11 +361,12 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
 
     write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;
     False never. Returns the tuning document (protocol, units, grid, chosen)."""
-    spec = get_spec(benchmark)
+    spec = get_spec(benchmark)  # resolved once: the checks, the data and the units below get the spec
+    benchmark = spec.name  # what the tuning file and hparams.json record
     K = spec.tuning_K if K is None else K
     methods = check_methods(methods, allowed=TUNABLE)
     seeds = check_seeds(list(seeds))
-    n = check_n_tasks(benchmark, n_tasks)
+    n = check_n_tasks(spec, n_tasks)
     check_epochs(epochs)
     protocol = {"benchmark": benchmark, "K": K, "n_tasks": n, "epochs": epochs or spec.epochs, "seeds": seeds,
                 "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
@@ -387,8 +388,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     if K > spec.val_offset:
         raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
                          f"so tuning needs K <= {spec.val_offset}")
-    D.check_data(benchmark, K, split="val")
-    model = model_options(benchmark, weights, random_init)
+    D.check_data(spec, K, split="val")
+    model = model_options(spec, weights, random_init)
     if model:
         protocol["model"] = {"random_init": model["random_init"]}
     out = check_writable(Path(out) if out else default_tuning_out(protocol))
@@ -426,7 +427,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     def jobs_for(m: str, values: Sequence[float]) -> list[Job]:
         param = H.strength_key(m)
         done = store.done("units")
-        return [Job(Unit("run", s, m), benchmark, K, n, "auto", model,
+        return [Job(Unit("run", s, m), spec, K, n, "auto", model,
                     TrainConfig(epochs=protocol["epochs"], compile=compile, device=kind(where),
                                 **protocol["method_options"][m], **{param: v}).to_dict(), split="val",
                     evaluate_rows="last", device="cuda" if kind(where) == "cuda" and plan.executor == "ray" else where)
