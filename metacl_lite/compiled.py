@@ -79,11 +79,12 @@ def have_compiler() -> bool:
 _noted = False
 
 
-def use_compiled(choice: str, arch: str | None, kind: str, outer_steps: int) -> bool:
+def use_compiled(choice: str, arch: str | None, kind: str, outer_steps: int, device: str = "cpu") -> bool:
     """Whether a run compiles its task gradient: `kind` ("metacl" or "plain", `training.Method.update`) on the
     network `arch` (`specs.BenchmarkSpec.model`) for `outer_steps` outer steps.
 
-    "auto": compile when outer_steps x saving per step > compile time (`COSTS`) and a C++ compiler exists."""
+    "auto": compile when outer_steps x saving per step > compile time (`COSTS`) and a C++ compiler exists; the costs
+    were measured on a CPU, so on a GPU (`device` "cuda") "auto" stays eager until GPU costs are measured."""
     global _noted
     if choice not in COMPILE_CHOICES:
         raise UsageError(f"compile={choice!r} is not an option; choose one of {', '.join(COMPILE_CHOICES)}")
@@ -94,7 +95,7 @@ def use_compiled(choice: str, arch: str | None, kind: str, outer_steps: int) -> 
             raise UsageError("compile='on' needs a C++ compiler for torch.compile (g++, or $CXX); install one "
                              "(e.g. `apt-get install g++`) or use compile='auto'/'off'")
         return True
-    cost = COSTS.get((arch, kind))
+    cost = COSTS.get((arch, kind)) if device == "cpu" else None  # no GPU costs measured: "auto" stays eager there
     if cost is None or outer_steps * cost.saving_s <= cost.compile_s:
         return False
     if not have_compiler():

@@ -313,7 +313,8 @@ def outer_steps(exps: Iterable[Experience], cfg: TrainConfig) -> int:
 def use_compiled(bench: Benchmark, method: Method, cfg: TrainConfig, exps: Iterable[Experience]) -> bool:
     """cfg.compile resolved for training `method` on `exps` of `bench` (`compiled.use_compiled`: "auto" compiles
     when the run is long enough to repay the compile time)."""
-    return compiled.use_compiled(cfg.compile, get_spec(bench.name).model, method.update, outer_steps(exps, cfg))
+    return compiled.use_compiled(cfg.compile, get_spec(bench.name).model, method.update, outer_steps(exps, cfg),
+                                 cfg.device)
 
 
 def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: TrainConfig, reg: RegState,

@@ -150,3 +150,13 @@ def test_to_device_keeps_shared_tensors_shared(monkeypatch):
     assert len(xs) == 1 and id(bench.test_stream[0].x) not in xs
     distinct = {id(v) for e in bench.train_stream + bench.test_stream for v in (e.x, e.y, e.perm) if v is not None}
     assert len(moved) == len(distinct) < 3 * 2 * 3  # each tensor once, however many tasks share it
+
+
+def test_compile_auto_stays_eager_on_a_gpu_whose_costs_are_not_measured(monkeypatch):
+    """"auto" weighs costs measured on a CPU; on a GPU it stays eager (the README says so), "on" still compiles."""
+    from metacl_lite import compiled
+
+    monkeypatch.setattr(compiled, "have_compiler", lambda: True)
+    assert compiled.use_compiled("auto", "mlp", "metacl", 10 ** 6, "cpu")
+    assert not compiled.use_compiled("auto", "mlp", "metacl", 10 ** 6, "cuda")
+    assert compiled.use_compiled("on", "mlp", "metacl", 1, "cuda")

@@ -331,7 +331,8 @@ def test_bench_estimate_scales_to_the_seeds_and_says_what_it_is():
     assert "a rough linear extrapolation from a reduced run" in text and "on the CPU" in text
     assert "the 4 method(s) it timed × 5 seeds at about 8 h" in text
     assert "the paper's table has 11 methods, so the whole grid takes about 2.8 times that" in text
-    assert "No GPU figure is committed" in text and str(REPO_ROOT) not in text
+    assert "These are CPU numbers; `python -m metacl_lite bench --suite cub --device cuda` times the whole grid on a " \
+           "GPU." in text and str(REPO_ROOT) not in text
     assert "up to K/" not in text  # CUB: the paper has only K = 10, the bench's K
     cifar = Ti.bench_markdown(Ti.bench_estimate(_bench(11, suite="cifar100"), 3), 3)
     assert "times that" not in cifar and "up to K/20 times as long" in cifar
@@ -418,10 +419,13 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
     pages = {p.name: names for p, names in stamped_pages().items()}
     assert pages["overview.md"] == [f"{b}-K{K}.json" for b, K in O.paper_settings()] + \
         ["pmnist-K1.json", "pmnist-K5.json", "pmnist-K10.json"] + \
-        [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + ["bench-cifar100.json", "bench-cub.json"]
+        [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + ["bench-cifar100.json", "bench-cub.json",
+                                                                        "bench-cifar100-cuda.json", "bench-cub-cuda.json"]
     assert pages["08_analysis.md"][-8:] == [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + \
         ["lambda-story-pmnist.json"]
-    assert pages["running.md"] == ["book-timings.json"]
+    assert pages["running.md"] == ["book-timings.json", "bench-pmnist-K20.json", "bench-pmnist-cuda.json",
+                                   "bench-cifar100.json", "bench-cifar100-cuda.json", "bench-cub.json",
+                                   "bench-cub-cuda.json"]
     for page, names in stamped_pages().items():
         assert files_stamp(names) in page.read_text().splitlines(), page
     assert write_variants(check=True) == []

@@ -331,6 +331,7 @@ def stamped_pages() -> dict[Path, list[str]]:
     (the page timings), the claims chapter (the results and control files) and the analysis chapter (the results
     files, the tuning file of every K, the lambda story)."""
     from .claims import CONTROLS, control_file
+    from .timings import DEVICE_FILES
 
     settings = [f"{b}-K{K}.json" for b, spec in SPECS.items() for K in spec.paper_Ks]
     pmnist = [f"pmnist-K{K}.json" for K in SPECS["pmnist"].paper_Ks]
@@ -338,8 +339,10 @@ def stamped_pages() -> dict[Path, list[str]]:
     chapters = REPO_ROOT / "book" / "chapters"
     targets = ([f"pmnist-K{K}.json" for K in SPECS["pmnist"].extra_Ks]
                + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks])
-    return {TEMPLATE.parent / "overview.md": settings + targets + ["bench-cifar100.json", "bench-cub.json"],
-            REPO_ROOT / "book" / "running.md": ["book-timings.json"],
+    return {TEMPLATE.parent / "overview.md": settings + targets + ["bench-cifar100.json", "bench-cub.json",
+                                                        "bench-cifar100-cuda.json", "bench-cub-cuda.json"],
+            REPO_ROOT / "book" / "running.md": ["book-timings.json"] + [n for pair in DEVICE_FILES.values()
+                                                                         for n in pair],
             chapters / "07_claims.md": pmnist + controls,
             chapters / "08_analysis.md": [f"pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
             + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]

@@ -9,6 +9,7 @@ from typing import Optional
 
 from ..datafiles import REPO_ROOT
 from .tables import format_table
+from .timings import duration
 
 
 def comparison_summary(res: dict) -> str:
@@ -20,8 +21,51 @@ def comparison_summary(res: dict) -> str:
     return readme_summary(res)
 
 
+def gpu_bench_summary(b: dict) -> str:
+    """The figures of a GPU speed-benchmark file (`bench --device cuda`) as Markdown: the whole grid beside its
+    target, and each method's own wall time per unit while the units share the card (mean over the timed seeds)."""
+    from .commands import relative_command
+
+    prov = b["provenance"]
+    scaled = b["measured_seeds"] < b["seeds"]
+    per: dict[str, list[float]] = {}
+    for u in b["units"]:
+        section, key = u["unit"].split("/", 1)
+        name = key.rsplit("/", 1)[0] if section == "runs" else {"references": "references (all tasks)",
+                                                                 "oracle": "joint oracle"}[section]
+        per.setdefault(name, []).append(u["wall_s"])
+    from ..training import METHODS
+
+    order = [m for m in METHODS if m in per] + [k for k in per if k not in METHODS]
+    rows = ["| unit | wall per unit (s), sharing the GPU |", "|---|---|"]
+    rows += [f"| {k} | {sum(per[k]) / len(per[k]):.1f} |" for k in order]
+    ok = b["grid_s"] <= b["target_s"]
+    return "\n".join([
+        f"Measured by `{relative_command(prov['command'])}` on {b['device']} (commit `{(prov['git_commit'] or '?')[:10]}`).",
+        f"Whole grid at K = {b['K']} ({len(b['methods'])} methods, the references and the oracle; {b['n_tasks']} tasks "
+        f"× {b['epochs']} epochs) on {b['data']}, {b['workers']} worker processes sharing the GPU, task gradients "
+        f"{'eager' if b['compile'] == 'off' else 'compiled (' + b['compile'] + ')'}: **{b['seeds']} seeds in "
+        f"{duration(b['grid_s'])}**" + (f" (scaled from {b['measured_seeds']} timed seed(s), "
+                                        f"{duration(b['wall_s_measured'])}: every seed is the same work)" if scaled
+                                        else "")
+        + f"; target on one H100: {duration(b['target_s'])} {'✓' if ok else '✗'}."
+        + (f" {prov['note']}" if prov.get("note") else ""), "", *rows])
+
+
+def gpu_check_summary(doc: dict) -> str:
+    """The GPU tests' outcome (results/gpu-check.json, written by data_scripts/gpu_check.py) as Markdown."""
+    prov = doc["provenance"]
+    lines = [f"`{prov['command']}` on {doc['device']} (commit `{(prov.get('git_commit') or '?')[:10]}`): "
+             f"**{doc['passed']} passed, {doc['failed']} failed**." + (f" {prov['note']}" if prov.get("note") else ""),
+             "", "| test | outcome | s |", "|---|---|---|"]
+    lines += [f"| `{t['test']}` | {t['outcome']} | {t['time_s']:.1f} |" for t in doc["tests"]]
+    return "\n".join(lines)
+
+
 def bench_summary(b: dict) -> str:
     """The figures of a speed-benchmark file (python -m metacl_lite bench) as Markdown."""
+    if b.get("gpu"):
+        return gpu_bench_summary(b)
     prov = b["provenance"]
     from .commands import relative_command
 
@@ -100,7 +144,7 @@ def elapsed_summary(doc: dict, name: str) -> str:
               f"{last['device']}, commit `{(last.get('git_commit') or '?')[:10]}`.")
 
 
-README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets|elapsed) (\S+) -->\n)(.*?)"
+README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets|elapsed|gpucheck) (\S+) -->\n)(.*?)"
                          r"(<!-- END \2 -->)", re.S)
 
 
@@ -133,6 +177,11 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
             from .targets import target_rows, targets_markdown
 
             return mo.group(1) + targets_markdown(target_rows(mo.group(3))) + "\n" + mo.group(5)
+        if mo.group(2) == "gpucheck":
+            from ..lab.atomic import read_json
+
+            return mo.group(1) + gpu_check_summary(read_json(REPO_ROOT / mo.group(3), "GPU check file")) + "\n" + \
+                mo.group(5)
         if mo.group(2) == "elapsed":
             from ..lab.atomic import read_json
 

@@ -44,9 +44,66 @@ def bench_markdown(est: dict[str, Any], seeds: int) -> str:
         text += (f" Training steps grow in proportion to K (evaluation does not), so a larger K takes up to "
                  f"K/{est['K']} times as long.")
     if est["device"] == "cpu":
-        text += (" No GPU figure is committed, so these are CPU numbers; on a GPU, "
-                 f"`python -m metacl_lite bench --suite {est['suite']}` measures the real figure.")
+        text += (" These are CPU numbers; `python -m metacl_lite bench --suite "
+                 f"{est['suite']} --device cuda` times the whole grid on a GPU.")
     return text
+
+
+def duration(s: float) -> str:
+    """Seconds as a reader reads them: "44.7 s" under five minutes, else "7.9 min"."""
+    return f"{s:.1f} s" if s < 300 else f"{s / 60:.1f} min"
+
+
+def gpu_grid_markdown(doc: dict) -> str:
+    """What a GPU speed-benchmark file (`bench --device cuda`, results/bench-<suite>-cuda.json) measured, in words:
+    the whole grid's wall time beside its target, how many seeds were timed, the data and the workers."""
+    prov = doc.get("provenance") or {}
+    scaled = doc["measured_seeds"] < doc["seeds"]
+    grid = (f"{doc['seeds']} seeds took {duration(doc['grid_s'])}"
+            + (f" (scaled from {doc['measured_seeds']} timed seed(s), {duration(doc['wall_s_measured'])}: every "
+               f"seed is the same work)" if scaled else ""))
+    met = doc["grid_s"] <= doc["target_s"]
+    return (f"**On a GPU.** `{relative_command(prov.get('command'))}` ({doc['device']}, commit "
+            f"`{(prov.get('git_commit') or '?')[:10]}`): the whole grid at K = {doc['K']} (every method, the "
+            f"references and the oracle, at full size: {doc['n_tasks']} tasks × {doc['epochs']} epochs) on "
+            f"{doc['data']}, {doc['workers']} worker processes sharing the card: {grid}; the target for one H100 is "
+            f"{duration(doc['target_s'])} ({'met' if met else 'missed'}).")
+
+
+#: The speed-benchmark files that "Running this book" sets side by side: the CPU one and the GPU one of each benchmark.
+DEVICE_FILES = {"pmnist": ("bench-pmnist-K20.json", "bench-pmnist-cuda.json"),
+                "cifar100": ("bench-cifar100.json", "bench-cifar100-cuda.json"),
+                "cub": ("bench-cub.json", "bench-cub-cuda.json")}
+
+
+def device_table(docs: dict[str, dict]) -> str:
+    """Each benchmark's whole grid on the CPU beside one GPU, from the committed speed-benchmark files (`docs`: file
+    name -> document; a missing file shows as "not measured"), saying what each figure is."""
+    lines = ["| Benchmark | CPU | GPU |", "|---|---|---|"]
+    for b, (cpu_name, gpu_name) in DEVICE_FILES.items():
+        cpu, gpu = docs.get(cpu_name), docs.get(gpu_name)
+        if cpu is None:
+            c = "not measured"
+        elif "grids" in cpu:  # Permuted MNIST: whole grids timed
+            g = cpu["grids"][0]
+            c = (f"{duration(g['new']['wall_s'])} for {g['seeds']} seeds with references and oracle, measured "
+                 f"({cpu['provenance']['device']})")
+        else:  # the mean run of the methods it timed, times all eleven methods and five seeds
+            from ..training import METHODS
+
+            est = bench_estimate(cpu, 5)
+            c = (f"~{est['mean_run_s'] * len(METHODS) * 5 / 3600:.0f} h for 5 seeds without references and oracle "
+                 f"(the mean of {est['n_methods']} timed method(s) × {len(METHODS)}), "
+                 f"{'extrapolated from a reduced run' if est['reduced'] else 'measured'} ({est['device_long']})")
+        if gpu is None:
+            g_text = "not measured"
+        else:
+            scaled = gpu["measured_seeds"] < gpu["seeds"]
+            g_text = (f"{duration(gpu['grid_s'])} for {gpu['seeds']} seeds with references and oracle, "
+                      + (f"scaled from {gpu['measured_seeds']} measured" if scaled else "measured")
+                      + f" ({gpu['device'].split(' (')[0]})")
+        lines.append(f"| {SPECS[b].title} | {c} | {g_text} |")
+    return "\n".join(lines)
 
 
 def timings_markdown(doc: dict) -> str:

@@ -1,0 +1,48 @@
+"""What the README, the overview page and "Running this book" say about a GPU speed benchmark: the whole grid beside
+its target (met or missed), whether it was scaled from fewer seeds, each method's wall per unit in the paper's order,
+and the CPU figure beside it; a missing file says so instead of a number."""
+from __future__ import annotations
+
+from metacl_lite.report.readme import gpu_bench_summary, gpu_check_summary
+from metacl_lite.report.timings import device_table, duration, gpu_grid_markdown
+
+
+def _doc(grid_s=2529.0, measured=1):
+    return {"kind": "bench", "suite": "cub", "device": "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)", "gpu": True,
+            "complete": True, "K": 10, "n_tasks": 10, "epochs": 20, "data": "synthetic tensors", "workers": 8,
+            "compile": "off", "seeds": 5, "measured_seeds": measured, "methods": ["finetune", "ewc"],
+            "wall_s_measured": grid_s * measured / 5, "grid_s": grid_s, "target_s": 1800.0,
+            "units": [{"unit": "runs/ewc/0", "wall_s": 130.0}, {"unit": "runs/finetune/0", "wall_s": 120.0},
+                      {"unit": "references/0", "wall_s": 100.0}, {"unit": "oracle/0", "wall_s": 90.0}],
+            "provenance": {"command": "python -m metacl_lite bench --suite cub --device cuda --measured-seeds 1",
+                           "git_commit": "abc", "device": "cuda: GPU X", "note": "N.B."}}
+
+
+def test_the_grid_is_set_beside_its_target_and_says_when_it_was_scaled():
+    missed, met = gpu_bench_summary(_doc()), gpu_bench_summary(_doc(grid_s=1700.0, measured=5))
+    assert "**5 seeds in 42.1 min** (scaled from 1 timed seed(s), 8.4 min: every seed is the same work)" in missed
+    assert "target on one H100: 30.0 min ✗" in missed and "target on one H100: 30.0 min ✓" in met
+    assert "scaled" not in met and "N.B." in met
+    rows = [r.split(" | ")[0] for r in missed.splitlines() if r.startswith("| ") and "wall per unit" not in r]
+    assert rows == ["| finetune", "| ewc", "| references (all tasks)", "| joint oracle"]  # the paper's order
+    assert "(missed)" in gpu_grid_markdown(_doc()) and "(met)" in gpu_grid_markdown(_doc(1700.0, 5))
+
+
+def test_durations_read_as_seconds_or_minutes():
+    assert (duration(44.72), duration(299.0), duration(472.0)) == ("44.7 s", "299.0 s", "7.9 min")
+
+
+def test_the_device_table_sets_cpu_beside_gpu_and_names_what_is_missing():
+    table = device_table({"bench-cub-cuda.json": _doc()})
+    cub = next(r for r in table.splitlines() if r.startswith("| Split CUB-200"))
+    assert cub.startswith("| Split CUB-200 | not measured | 42.1 min for 5 seeds with references and oracle, scaled")
+    assert "| Permuted MNIST | not measured | not measured |" in table
+
+
+def test_the_gpu_check_lists_every_test_with_its_outcome():
+    doc = {"device": "cuda: GPU X", "passed": 1, "failed": 1, "provenance": {"command": "python data_scripts/gpu_check.py",
+                                                                             "git_commit": "abc"},
+           "tests": [{"test": "t1", "outcome": "passed", "time_s": 1.0}, {"test": "t2", "outcome": "failure",
+                                                                          "time_s": 2.0}]}
+    text = gpu_check_summary(doc)
+    assert "**1 passed, 1 failed**" in text and "| `t2` | failure | 2.0 |" in text
