@@ -36,3 +36,24 @@ def serve(folder):
             yield f"http://127.0.0.1:{httpd.server_port}/"
         finally:
             httpd.shutdown()
+
+
+@pytest.fixture
+def fake_units(monkeypatch):
+    """Replace the training of a grid's unit by a record of what it would train with (fast, deterministic): each unit
+    returns 50% everywhere. Returns the list of (unit, TrainConfig) calls."""
+    import numpy as np
+
+    from metacl_lite.lab import grid as G
+
+    calls = []
+
+    def fake(unit, bench, cfg, evaluate_rows="all"):
+        calls.append((unit, cfg))
+        n = bench.n_tasks
+        if unit.kind == "run":
+            return {"acc_matrix": [[50.0 if j <= i else np.nan for j in range(n)] for i in range(n)], "wall_s": 1.0}
+        return {"acc": [50.0] * n, "wall_s": 1.0}
+
+    monkeypatch.setattr(G, "execute_unit", fake)
+    return calls

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shlex
 
-import numpy as np
 import pytest
 
 from metacl_lite import specs
@@ -16,16 +15,6 @@ from metacl_lite.lab import grid as G
 
 SMALL = ["--K", "5", "--n-tasks", "2", "--epochs", "1", "--no-progress"]
 
-
-@pytest.fixture
-def fake_units(monkeypatch):
-    def fake(unit, bench, cfg, evaluate_rows="all"):
-        n = bench.n_tasks
-        if unit.kind == "run":
-            return {"acc_matrix": [[50.0 if j <= i else np.nan for j in range(n)] for i in range(n)], "wall_s": 1.0}
-        return {"acc": [50.0] * n, "wall_s": 1.0}
-
-    monkeypatch.setattr(G, "execute_unit", fake)
 
 
 def _again(recorded: str, out_a, out_b) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -14,8 +13,6 @@ from metacl_lite.cli import main
 from metacl_lite.errors import ConfigMismatch, UsageError
 from metacl_lite.lab import grid as G
 from metacl_lite.lab import provenance
-from metacl_lite.lab.hparams import method_config
-from metacl_lite.lab.store import load_results
 
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 
@@ -24,20 +21,6 @@ TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 def no_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
-
-@pytest.fixture
-def fake_units(monkeypatch):
-    calls = []
-
-    def fake(unit, bench, cfg, evaluate_rows="all"):
-        calls.append(cfg)
-        n = bench.n_tasks
-        if unit.kind == "run":
-            return {"acc_matrix": [[50.0 if j <= i else None for j in range(n)] for i in range(n)], "wall_s": 1.0}
-        return {"acc": [50.0] * n, "wall_s": 1.0}
-
-    monkeypatch.setattr(G, "execute_unit", fake)
-    return calls
 
 
 def test_resolve_checks_before_any_work(no_gpu):
@@ -64,7 +47,7 @@ def test_auto_resolves_and_is_recorded_and_the_default_is_the_benchmarks(no_gpu,
     G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, device="auto", **TINY)
     doc = json.loads(out.read_text())
     assert doc["config"]["train"]["device"] == "cpu" and doc["config"]["accelerator"] is None
-    assert [c.device for c in fake_units] == ["cpu"] * 3
+    assert [c.device for _, c in fake_units] == ["cpu"] * 3
     assert doc["provenance"]["invocations"][0]["device"].startswith("cpu: ")
     assert "--device" not in doc["provenance"]["command"]  # cpu is Permuted MNIST's default
     from metacl_lite.specs import get_spec
@@ -160,3 +143,26 @@ def test_compile_auto_stays_eager_on_a_gpu_whose_costs_are_not_measured(monkeypa
     assert compiled.use_compiled("auto", "mlp", "metacl", 10 ** 6, "cpu")
     assert not compiled.use_compiled("auto", "mlp", "metacl", 10 ** 6, "cuda")
     assert compiled.use_compiled("on", "mlp", "metacl", 1, "cuda")
+
+
+def test_gpu_units_on_ray_ask_for_a_share_of_a_card_and_let_ray_choose_it(hparams_file, monkeypatch, tmp_path):
+    """On a GPU, Ray units request 1/GPU_UNITS_PER_CARD of a GPU each (num_gpus) and train on the "cuda" Ray gives
+    them; local workers get the resolved device (cuda:N) itself."""
+    from metacl_lite.lab.executors import GPU_UNITS_PER_CARD, Plan
+
+    seen = {}
+
+    def fake_run_all(fn, jobs, on_result, plan, progress=None):
+        seen["share"], seen["devices"] = plan.gpu_share, {j.device for j in jobs}
+        return []
+
+    monkeypatch.setattr(G, "resolve", lambda d: "cuda:1")
+    monkeypatch.setattr(G, "accelerator", lambda d: "GPU X")
+    monkeypatch.setattr(G, "run_all", fake_run_all)
+    monkeypatch.setattr(provenance, "describe", lambda d: f"{d}: GPU X")
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "a.json", device="cuda:1",
+                     plan=Plan(executor="ray", workers=2), **TINY)
+    assert seen == {"share": 1.0 / GPU_UNITS_PER_CARD, "devices": {"cuda"}}
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "b.json", device="cuda:1",
+                     plan=Plan(executor="local", workers=2), **TINY)
+    assert seen == {"share": 0.0, "devices": {"cuda:1"}}

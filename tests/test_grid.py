@@ -12,19 +12,9 @@ TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 
 
 @pytest.fixture
-def spy(monkeypatch):
-    """Replace the training of a unit by a record of what it would train with (fast, deterministic)."""
-    calls = []
-
-    def fake(unit, bench, cfg, evaluate_rows="all"):
-        calls.append((unit, cfg))
-        n = bench.n_tasks
-        if unit.kind == "run":
-            return {"acc_matrix": [[50.0 if j <= i else None for j in range(n)] for i in range(n)], "wall_s": 1.0}
-        return {"acc": [50.0] * n, "wall_s": 1.0}
-
-    monkeypatch.setattr(G, "execute_unit", fake)
-    return calls
+def spy(fake_units):
+    """Replace the training of a unit by a record of what it would train with (conftest.fake_units)."""
+    return fake_units
 
 
 def test_each_unit_trains_with_its_tuned_beta_or_gamma(hparams_file, spy, tmp_path):
