@@ -245,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     _device_option(b)
     b.add_argument("--workers", type=_positive("--workers"), default=None,
                    help="--device cuda: units sharing the GPU (default 8, or the cores if fewer)")
+    b.add_argument("--out", type=Path, default=None,
+                   help="pmnist: where the figures go (default results/bench-pmnist-K<K>.json; a partial run that "
+                        "would replace a fuller file there is refused)")
     b.add_argument("--measured-seeds", type=_positive("--measured-seeds"), default=None,
                    help="--device cuda: time this many of the --grid-seeds and scale to all (each seed is the same "
                         "work; the file says so)")
@@ -357,6 +360,10 @@ def _choices(a) -> int:
     from .lab import choices as CH
 
     Ks = a.K or list(CH.DECISION_KS)
+    bad = [K for K in Ks if K not in CH.DECISION_KS]
+    if bad:
+        raise UserError(f"--K {','.join(map(str, bad))}: the open choices are decided at K = "
+                        f"{', '.join(map(str, CH.DECISION_KS))} only (nothing would read tunings at other K)")
     if not a.summary_only:
         for K in Ks:
             CH.execute(a.benchmark, K, _plan(a), show_progress=False if a.no_progress else None, device=a.device)
@@ -419,7 +426,7 @@ def _bench(a) -> int:
             raise UserError(f"{flag} applies to bench --device cuda only; drop it")
     if a.suite == "pmnist":
         return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid, grids=a.grids, grid_seeds=a.grid_seeds or 3,
-                            baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods)
+                            baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods, out=a.out)
     for flag, given in (("--skip-methods", a.skip_methods), ("--compile", a.compile != "off")):
         if given:
             raise UserError(f"{flag} applies to --suite pmnist only (the {a.suite} suite times synthetic tensors "

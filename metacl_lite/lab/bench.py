@@ -25,6 +25,29 @@ from ..specs import get_spec
 from ..training import METHODS
 
 
+def measures(doc: dict) -> set:
+    """What a speed-benchmark file measured: its methods, and its grids (K, seeds, whether the legacy path too)."""
+    return ({("method", r["method"]) for r in doc.get("per_method", [])}
+            | {("grid", g["K"], g["seeds"], "legacy" in g) for g in doc.get("grids", [])}
+            | {("gpu grid", m, doc["seeds"]) for m in (doc.get("methods", []) if doc.get("gpu") else [])})
+
+
+def check_bench_out(path: Path, planned: dict) -> Path:
+    """The file a benchmark writes: refused (before any measurement) when it exists and holds a measurement this run
+    would not make again (a partial run would replace the committed figures: fewer methods, no grid, ...)."""
+    from ..errors import UserError
+    from .atomic import check_writable, read_json
+
+    path = check_writable(Path(path))
+    if path.exists():
+        lost = measures(read_json(path, "speed benchmark file")) - measures(planned)
+        if lost:
+            raise UserError(f"{path} holds measurements this run would not make again ({len(lost)}: e.g. "
+                            f"{sorted(map(str, lost))[0]}); write this partial run elsewhere with --out FILE, or run "
+                            f"the whole benchmark")
+    return path
+
+
 def provenance(command: str, where: str = "cpu") -> dict:
     """The command and where the measured work really ran (`where`: the resolved device)."""
     from .provenance import invocation
@@ -106,8 +129,17 @@ def in_child(target, *args) -> dict:
     q = ctx.Queue()
     p = ctx.Process(target=target, args=(*args, q))
     p.start()
+    import queue as queue_mod
+
     try:
-        out = q.get()
+        while True:  # a child that dies before it answers (a bad K, no data) must not leave this process waiting
+            try:
+                out = q.get(timeout=1.0)
+                break
+            except queue_mod.Empty:
+                if not p.is_alive() and q.empty():
+                    p.join()
+                    raise RuntimeError(f"benchmark child process failed (exit {p.exitcode}) before it reported")
     finally:
         p.join()
     if p.exitcode != 0:
@@ -127,6 +159,11 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     spec = get_spec(suite)
     full = (spec.epochs, spec.n_tasks, spec.tuning_K)  # epochs, tasks, K
     epochs, n_tasks = epochs or full[0], n_tasks or full[1]
+    if n_tasks > spec.n_tasks or epochs > spec.epochs:
+        from ..errors import UsageError
+
+        raise UsageError(f"--n-tasks {n_tasks} --epochs {epochs}: {spec.title} has {spec.n_tasks} tasks of "
+                         f"{spec.epochs} epochs; a reduced run takes at most those")
     dev = "cpu"  # this path trains on the CPU, whatever GPU is visible (a GPU: bench --device cuda)
     bench = synthetic_benchmark(suite, full[2], n_tasks)
     methods = list(methods or METHODS)
@@ -158,12 +195,20 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
 
 def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid: bool = False,
                  grids: Sequence[int] = (20,), grid_seeds: int = 3, baseline: bool = True, compile: str = "off",
-                 skip_methods: bool = False) -> int:
+                 skip_methods: bool = False, out: Optional[Path] = None) -> int:
     """In one run on one machine: the GEMM rate and the evaluation bound, each method's full run at `K` (today's
     defaults; none with `skip_methods`), and for each K in `grids` the whole grid with today's defaults and (baseline)
     on the legacy path, with the ratios. `compile` is the task gradients of today's path (the legacy path is eager).
     Every measurement runs in a process of its own; the figures go to results/bench-pmnist-K<K>.json."""
     methods = [] if skip_methods else list(methods or METHODS)
+    out = check_bench_out(REPO_ROOT / "results" / f"bench-pmnist-K{K}.json" if out is None else Path(out),
+                          {"per_method": [{"method": m} for m in methods],
+                           "grids": [{"K": g, "seeds": grid_seeds, **({"legacy": 1} if baseline else {})}
+                                     for g in ([] if skip_grid else grids)]})
+    from ..benchmarks import check_data
+
+    for k in {K, *([] if skip_grid else grids)}:
+        check_data("pmnist", k)  # before any child starts: K beyond the embedded subset needs the raw files
     rate, rate1 = matmul_gflops(), matmul_gflops(threads=1)
     lb, lb1 = eval_flops() / (rate * 1e9), eval_flops() / (rate1 * 1e9)
     print(f"machine: {device()}; float32 GEMM {rate:.1f} GFLOP/s (all cores), {rate1:.1f} GFLOP/s (one thread)")
@@ -202,7 +247,7 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
                       + ("" if baseline else " --no-baseline"))
     prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + sum(
         r[p]["wall_s"] for r in grid_rows for p in ("new", "legacy") if p in r)
-    write_json(REPO_ROOT / "results" / f"bench-pmnist-K{K}.json",
+    write_json(out,
                {"kind": "bench", "gemm_gflops": rate, "gemm_gflops_1thread": rate1,
                 "eval_tflop_per_run": eval_flops() / 1e12, "lower_bound_s_per_run": lb,
                 "lower_bound_s_per_run_1thread": lb1, "per_method": rows, "grids": grid_rows, "compile": compile,
@@ -248,11 +293,13 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
         from ..errors import UsageError
 
         raise UsageError("bench --device cuda times the grids on a GPU; on the CPU use bench without --device")
-    deterministic(where)
     spec = get_spec(suite)
     K, _, target = GPU_TARGETS[suite]
     measured = min(seeds, measured_seeds or seeds)
     methods = list(methods or METHODS)
+    out_file = check_bench_out(REPO_ROOT / "results" / f"bench-{suite}-cuda.json",
+                               {"gpu": True, "methods": methods, "seeds": seeds})
+    deterministic(where)
     workers = workers or default_workers(gpu=True)
     plan = check_plan("local", workers, 1)
     units: list[dict] = []
@@ -308,5 +355,5 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
            "compile": compile, "seeds": seeds, "measured_seeds": measured, "methods": methods,
            "wall_s_measured": wall, "grid_s": grid_s, "target_s": target, "units": units,
            "determinism": determinism_settings(), "provenance": {**prov, "wall_s_total": wall}}
-    write_json(REPO_ROOT / "results" / f"bench-{suite}-cuda.json", doc)
+    write_json(out_file, doc)
     return doc

@@ -40,6 +40,10 @@ class Plan:
     gpu_share: float = 0.0  # the fraction of a GPU each unit asks Ray for (`num_gpus`; 0: CPU units)
 
 
+#: The most intra-op threads a worker may ask for: more than 4 per core only slows it down, and very large counts
+#: crash torch's thread pool.
+MAX_THREADS = 4 * (os.cpu_count() or 1)
+
 #: Units that share one GPU by default: a unit of these small-batch streams keeps a GPU's launch queue busy for a
 #: small part of the time (measured: `python -m metacl_lite bench --device cuda`), so several worker processes on one
 #: card, or Ray tasks asking for 1/GPU_UNITS_PER_CARD of a GPU each, keep it busy.
@@ -60,6 +64,9 @@ def check_plan(executor: str = "local", workers: Optional[int] = None, threads: 
     for name, v in (("workers", workers), ("threads", threads)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise UsageError(f"{name}={v!r} must be a positive integer")
+    if threads is not None and threads > MAX_THREADS:
+        raise UsageError(f"threads={threads}: at most {MAX_THREADS} intra-op threads per worker (this machine has "
+                         f"{default_workers()} cores)")
     if address and executor != "ray":
         raise UsageError("an address is for the ray executor only")
     plan = Plan(executor, workers or (default_workers() if executor == "ray" else 1), threads or 1, address)
@@ -105,7 +112,20 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
 def _init_worker(threads: int) -> None:
     import torch
 
+    _die_with_parent()
     torch.set_num_threads(threads)
+
+
+def _die_with_parent() -> None:
+    """Linux: end this worker when its parent dies (a SIGKILLed `run` would otherwise leave its workers training,
+    each holding its memory). Elsewhere nothing: the workers notice the broken pipe at their next unit."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _call(fn: Callable, job: Any, threads: int) -> Any:

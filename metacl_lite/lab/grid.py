@@ -25,8 +25,12 @@ from .store import UnitFile, load_results
 from ..training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
-#: "accelerator": the GPU model (None on the CPU; files made before it was recorded are CPU files).
-COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model", "accelerator")
+#: The largest seed plus one (torch.manual_seed and torch.Generator take seeds below 2^64; numpy's below 2^128).
+MAX_SEED = 2 ** 63
+#: "accelerator": the GPU model (None on the CPU; files made before it was recorded are CPU files). "threads": the
+#: intra-op threads of each CPU unit (another count sums the same products in another order: the numbers differ in
+#: rounding, so a CPU file refuses units made with another count; files made before it was recorded used 1).
+COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model", "accelerator", "threads")
 
 
 
@@ -114,10 +118,12 @@ def _distinct(items: Sequence, what: str, check: Callable) -> list:
 
 
 def check_seeds(seeds: Sequence) -> list[int]:
-    """Seeds: a non-empty list of distinct non-negative integers."""
+    """Seeds: a non-empty list of distinct integers 0 <= s < 2^63 (torch's generators take no larger seed)."""
     def check(s):
         if isinstance(s, bool) or not isinstance(s, int) or s < 0:
             raise UsageError(f"seed {s!r} is not a non-negative integer")
+        if s >= MAX_SEED:
+            raise UsageError(f"seed {s} is too large: seeds go up to 2^63 - 1 ({MAX_SEED - 1})")
 
     out = _distinct(seeds, "seed", check)
     if not out:
@@ -299,13 +305,14 @@ def _compat_diff(old_config: dict, config: dict) -> list[str]:
     each field that differs, with the file's value and this run's (e.g. "train.device: cpu in the file, cuda here")."""
     out = []
     for k in COMPAT_KEYS:
-        old, new = old_config.get(k, {} if k == "model" else None), config[k]
+        old, new = old_config.get(k, {"model": {}, "threads": 1}.get(k)), config[k]
         if old == new:
             continue
         if k == "train" and isinstance(old, dict):
             out += [f"train.{f}: {old.get(f)!r} in the file, {new.get(f)!r} here" for f in new if old.get(f) != new[f]]
         else:
-            out.append(f"{k}: {old!r} in the file, {new!r} here" if k in ("accelerator", "K", "n_tasks") else k)
+            out.append(f"{k}: {old!r} in the file, {new!r} here" if k in ("accelerator", "K", "n_tasks", "threads")
+                       else k)
     return out
 
 
@@ -406,7 +413,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": method_hp, "hparams_source": hp_source,
               "method_options": {m: option_values(cfgs[m].to_dict()) for m in methods if H.regulariser(m)},
-              "data_source": source, "model": model, "accelerator": accelerator(where)}
+              "data_source": source, "model": model, "accelerator": accelerator(where),
+              "threads": plan.threads if kind(where) == "cpu" else None}
     if gamma is not None:
         config["gamma_control"] = gamma
     if command is None:

@@ -394,6 +394,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         protocol["model"] = {"random_init": model["random_init"]}
     out = check_writable(Path(out) if out else default_tuning_out(protocol))
     canonical = is_default(protocol)
+    if write_hparams or (write_hparams is None and canonical):  # a read-only hparams.json: said now, not after hours
+        check_writable(H.HPARAMS_FILE)
     if command is None:
         command = tune_command
 

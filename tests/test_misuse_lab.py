@@ -1,0 +1,131 @@
+"""Misuse of the lab's commands (issue 21): each one line and exit 2 before any work, or, for a run killed outright,
+no worker left behind; and CPU files that record the thread count their numbers depend on."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from metacl_lite.cli import main
+from metacl_lite.errors import ConfigMismatch, UserError
+from metacl_lite.lab import bench as B
+from metacl_lite.lab import grid as G
+from metacl_lite.lab.executors import check_plan
+
+TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
+RUN = ["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--no-progress"]
+
+
+@pytest.fixture
+def no_measuring(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("measured before the options were checked")
+
+    monkeypatch.setattr(B, "matmul_gflops", boom)
+    monkeypatch.setattr(B, "in_child", boom)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (RUN + ["--seed-list", str(2 ** 64)], "seed 18446744073709551616 is too large"),
+    (RUN + ["--seed-list", str(2 ** 63)], "seeds go up to 2^63 - 1"),
+    (RUN + ["--seeds", "1", "--threads", "100000"], "threads=100000: at most"),
+    (["choices", "--benchmark", "pmnist", "--K", "7"], "--K 7: the open choices are decided at K = 20, 200 only"),
+    (["bench", "--suite", "cifar100", "--n-tasks", "11", "--epochs", "1"], "Split CIFAR-100 has 10 tasks"),
+])
+def test_bad_values_stop_before_any_work(argv, needle, hparams_file, fake_units, tmp_path, capsys):
+    assert main(argv + (["--out", str(tmp_path / "r.json")] if argv[0] == "run" else [])) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and fake_units == []
+
+
+def test_a_cpu_file_records_its_thread_count_and_refuses_another(hparams_file, fake_units, tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, plan=check_plan("local", 1, 1), **TINY)
+    assert json.loads(out.read_text())["config"]["threads"] == 1
+    with pytest.raises(ConfigMismatch, match="threads: 1 in the file, 2 here"):
+        G.run_experiment("pmnist", seeds=[1], methods=["finetune"], out=out, plan=check_plan("local", 1, 2), **TINY)
+    doc = json.loads(out.read_text())
+    del doc["config"]["threads"]  # a file made before the count was recorded: its workers used one thread
+    out.write_text(json.dumps(doc))
+    G.run_experiment("pmnist", seeds=[1], methods=["finetune"], out=out, plan=check_plan("local", 1, 1), **TINY)
+    assert set(json.loads(out.read_text())["runs"]) == {"finetune/0", "finetune/1"}
+
+
+def test_a_partial_bench_does_not_replace_a_fuller_file(tmp_path, no_measuring, capsys):
+    full = tmp_path / "bench.json"
+    full.write_text(json.dumps({"kind": "bench", "per_method": [{"method": m} for m in ("finetune", "metacl")],
+                                "grids": [{"K": 20, "seeds": 3, "legacy": {}}]}))
+    assert main(["bench", "--skip-grid", "--methods", "finetune", "--no-baseline", "--out", str(full)]) == 2
+    assert "holds measurements this run would not make again" in capsys.readouterr().err
+    assert B.check_bench_out(full, {"per_method": [{"method": "finetune"}, {"method": "metacl"}],
+                                    "grids": [{"K": 20, "seeds": 3, "legacy": 1}]}) == full
+    with pytest.raises(UserError):
+        B.check_bench_out(full, {"per_method": [{"method": "finetune"}, {"method": "metacl"}],
+                                 "grids": [{"K": 20, "seeds": 3}]})  # without the legacy path
+
+
+def test_bench_beyond_the_embedded_subset_without_raw_data_stops_at_once(tmp_path, monkeypatch, no_measuring, capsys):
+    monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path))
+    assert main(["bench", "--K", "601", "--skip-grid", "--out", str(tmp_path / "b.json")]) == 2
+    assert "raw" in capsys.readouterr().err.lower()
+
+
+def test_a_benchmark_child_that_dies_before_it_reports_is_an_error_not_a_hang():
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="failed .* before it reported"):
+        B.in_child(os._exit)  # the child calls os._exit(queue): a TypeError, and it exits without a word
+    assert time.perf_counter() - t0 < 60
+
+
+def test_tune_checks_that_it_can_write_hparams_before_training(hparams_file, fake_units, tmp_path, monkeypatch,
+                                                                capsys):
+    from metacl_lite.lab import hparams as H
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(H, "HPARAMS_FILE", blocker / "hparams.json")  # cannot be written: its folder is a file
+    assert main(["tune", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--methods", "mas",
+                 "--beta-grid", "1", "--seed-list", "7", "--write-hparams", "--out", str(tmp_path / "t.json")]) == 2
+    assert "hparams.json" in capsys.readouterr().err and fake_units == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    pid_file = tmp_path / "worker.pid"
+    script = textwrap.dedent(f"""
+        import os, time
+        from concurrent.futures import ProcessPoolExecutor
+        import multiprocessing
+        from metacl_lite.lab.executors import _init_worker
+        def work(path):
+            open(path, "w").write(str(os.getpid()))
+            time.sleep(120)
+        if __name__ == "__main__":
+            pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                                       initargs=(1,))
+            pool.submit(work, {str(pid_file)!r})
+            time.sleep(120)
+    """)
+    (tmp_path / "parent.py").write_text(script)
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py")], cwd=os.getcwd())
+    deadline = time.time() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+        time.sleep(0.2)
+    worker = int(pid_file.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail("the worker outlived its killed parent")
