@@ -307,16 +307,27 @@ def test_angle_tests_on_a_named_task():
 # ---------------------------------------------------------------------------------------------------------------
 # Tables and text
 # ---------------------------------------------------------------------------------------------------------------
+def p_df2(t):
+    """Two-sided p-value of a t statistic with 2 degrees of freedom (closed form): 1 - t / sqrt(t^2 + 2)."""
+    return 1 - abs(t) / math.sqrt(t * t + 2)
+
+
+P234 = p_df2(3 * math.sqrt(3))  # differences 2, 3, 4: mean 3, sd 1, t = 3 sqrt(3): p = 0.0351
+
+
 def test_verdict_table():
-    noisy = METACL[:2] + [(62, 40, 62)]  # seed 2: ACC 51 (-4 against fine-tuning), FA unchanged
+    noisy = METACL[:2] + [(62, 40, 62)]  # seed 2: ACC 51 (-4 against fine-tuning), FA 12 (+2)
     ev = C.Evidence((20, 50), {20: _res(20, {"finetune": FT, "metacl": METACL}),
                                50: _res(50, {"finetune": FT, "metacl": noisy})})
     table = C.verdict_table(ev, [C.CLAIMS[0], C.CLAIMS[3], C.CLAIMS[5]])
-    assert list(table.columns) == ["claim", "K = 20", "K = 50", "live run"]
-    assert table.loc["1"].tolist() == ["MetaCL w/o reg beats fine-tune on FA and ACC", "confirmed",
-                                       "inconclusive (1 confirmed, 1 inconclusive)", "–"]
-    assert table.loc["3"].tolist()[1:] == ["–", "not yet run", "–"]
-    assert table.loc["5"].tolist()[1:] == ["–", "–", "not yet run"]
+    assert list(table.columns) == ["claim", "verdict: Holm / raw", "the number behind it"]
+    # claim 1 counts FA at K = 20 (2, 3, 4: p = 0.0351) and 50 (2, 3, 2: mean 7/3, sd 1/sqrt 3, t = 7, p = 0.0198)
+    # and ACC at K = 20 (2, 3, 4); Holm: 3 * 0.0198, max(2 * 0.0351, ...): all inconclusive, each confirmed alone
+    p50 = p_df2(7.0)
+    assert table.loc["1"].tolist() == ["MetaCL w/o reg beats fine-tune on FA and ACC", "inconclusive / confirmed",
+                                       f"MetaCL, w/o reg − Fine tune, FA, K = 50: +2.33, Holm p {3 * p50:.3f}"]
+    assert table.loc["3"].tolist()[1:] == ["not yet run / not yet run", "–"]
+    assert table.loc["5"].tolist()[1:] == ["not yet run / not yet run", "–"]
 
 
 def test_claim_markdown():
@@ -324,15 +335,35 @@ def test_claim_markdown():
     rows = claim.evaluate({20: _res(20, {"finetune": FT, "metacl": METACL}), 50: _res(50, {"finetune": FT})})
     md = C.claim_markdown(claim, rows)
     assert md.startswith(f"> {claim.quote}\n>\n> — {claim.where}\n\n**Statistic.** {claim.statistic}\n")
-    assert "| MetaCL, w/o reg − Fine tune, FA | 20 | +3.00 | +0.52 to +5.48 | 3/3 | +3.60 | **confirmed** |" in md
-    assert "| MetaCL, w/o reg − Fine tune, ACC | 50 | – | – to – | 0/0 | -4.40 | **not yet run** |" in md
-    assert ("Overall: **confirmed**. Of 2 test(s) run, 2 confirmed, 0 refuted and 0 inconclusive; 2 not yet run."
-            in md)
+    # two tests ran, both counted: p = 0.0351 each, Holm-adjusted 2p = 0.0702
+    assert (f"| MetaCL, w/o reg − Fine tune, FA | 20 | +3.00 [+0.52, +5.48] | 3/3 | +3.60 | {P234:.3f} "
+            f"({2 * P234:.3f}) | **inconclusive** / confirmed |") in md
+    assert "| MetaCL, w/o reg − Fine tune, ACC | 50 | – | 0/0 | -4.40 | – | not counted / not yet run |" in md
+    assert "| MetaCL, w/o reg − Fine tune, FA | 50 | – | 0/0 | +4.20 | – | **not yet run** / not yet run |" in md
+    assert ("Verdict: **inconclusive** with Holm's correction over the 2 test(s) counted (raw: **confirmed**). With "
+            "Holm, 0 confirmed, 0 refuted, 2 inconclusive; raw, 2 confirmed, 0 refuted, 0 inconclusive; 1 not yet "
+            "run.") in md
+    assert ("- Not counted: MetaCL, w/o reg − Fine tune, ACC at K = 50 (not yet run), beyond where the paper states "
+            "it (its main-text table: K = 20).") in md
     assert md.endswith("\n- Not yet run: results/pmnist-K50.json has no runs of metacl")
     md = C.claim_markdown(C.CLAIMS[5], C.CLAIMS[5].evaluate({20: _res(20, {})}))  # nothing ran: no table
-    assert "| test |" not in md
+    assert "| test |" not in md and "Verdict: **not yet run**: none of its 2 test(s) has run." in md
     assert md.endswith("\n- Not yet run: live run not made: `python -m metacl_lite notebook book/chapters/07_claims.md "
                        "-p live True -o runs/`")
+
+
+def test_claim_markdown_by_K():
+    """With tests counted at several K, a line gives the claim's verdict per K, Holm beside raw."""
+    noisy = METACL[:2] + [(62, 40, 62)]
+    rows = C.CLAIMS[0].evaluate({20: _res(20, {"finetune": FT, "metacl": [(70 + s, 60 + s, 70 + s)
+                                                                          for s in range(3)]}),
+                                 50: _res(50, {"finetune": FT, "metacl": noisy})})
+    md = C.claim_markdown(C.CLAIMS[0], rows)
+    # K = 20: +10, +11, +12 in FA and ACC (p = 0.0027 each); K = 50: FA 2, 3, 2 (p = 0.0198); adjusted 3 x 0.0027,
+    # then 2 x 0.0027 and 0.0198: all three confirmed (ACC at K = 50 is not counted)
+    assert "By K (Holm / raw): K = 20 confirmed / confirmed; K = 50 confirmed / confirmed." in md
+    # the number behind a confirmed claim is its weakest confirmation: FA at K = 50
+    assert C.behind(rows) == f"MetaCL, w/o reg − Fine tune, FA, K = 50: +2.33, Holm p {p_df2(7.0):.3f}"
 
 
 def test_differences_frame():
@@ -341,7 +372,7 @@ def test_differences_frame():
     f = C.differences_frame(rows)
     assert f.to_dict("records") == [
         {"claim": "3", "test": "PI-MetaCL-λ − PI-MetaCL-β, ACC", "K": "K = 50", "seed": s, "difference": d,
-         "threshold": 8.0, "unit": "points"} for s, d in ((0, 10.0), (1, 11.0), (2, 12.0))]
+         "threshold": 8.0, "unit": "points", "counted": True} for s, d in ((0, 10.0), (1, 11.0), (2, 12.0))]
 
 
 def _latex_to_markdown(tex: str) -> str:
