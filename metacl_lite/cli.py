@@ -67,6 +67,18 @@ def _float_list(name):
     return _number_list(name, "a number", float)
 
 
+def _positive_finite(name):
+    def conv(text: str) -> float:  # a results file must be able to hold it: JSON has no inf or NaN
+        try:
+            v = float(text)
+        except ValueError:
+            v = float("nan")
+        if not 0 < v < float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number > 0, got {text!r}")
+        return v
+    return conv
+
+
 def _method_list(text: str) -> list[str]:
     from .training import METHODS
 
@@ -116,7 +128,7 @@ def _choice_options(p: argparse.ArgumentParser) -> None:
                    help="Omega across tasks: summed (default) or the latest task's only")
     p.add_argument("--omega-normalise", choices=("none", "max", "minmax"), default=None,
                    help="each task's Omega: as is (default), divided by its maximum, or min-max scaled to [0, 1]")
-    p.add_argument("--pi-xi", type=float, default=None, help="PI's damping xi (default 0.1)")
+    p.add_argument("--pi-xi", type=_positive_finite("--pi-xi"), default=None, help="PI's damping xi (default 0.1)")
 
 
 def _options(a) -> dict:
