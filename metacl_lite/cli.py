@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .errors import ConfigMismatch, LockedError, UnitsFailed, UserError
+from .errors import ConfigMismatch, CorruptUnit, LockedError, UnitsFailed, UserError
 from .specs import BENCHMARKS, get_spec
 
 
@@ -342,7 +342,7 @@ def _table(a) -> int:
 
     if not a.results.exists():
         raise UserError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
-    print(format_table(store.load(a.results, "results"), a.format))
+    print(format_table(store.load_results(a.results), a.format))
     return 0
 
 
@@ -452,6 +452,8 @@ def _hint(e: UserError, a) -> str:
     if isinstance(e, MissingHparams):
         return (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
                 + (f" --K {a.K}`" if getattr(a, "K", None) else "`"))
+    if isinstance(e, CorruptUnit) and e.section == "runs" and a.cmd == "run":
+        return f"or train that method's runs again with --redo {e.key.split('/')[0]}"
     if isinstance(e, LockedError):
         return "two runs may share a file only one write at a time; this one gave up waiting"
     return ""
