@@ -24,12 +24,16 @@ from metacl_lite.errors import UserError  # noqa: E402
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dataset", choices=("mnist", "cifar100", "cub"))
-    p.add_argument("--from", dest="source", type=Path, help="local folder (MNIST) or archive/extracted folder")
-    p.add_argument("--dest", type=Path, default=None, help="MNIST only: target folder")
+    p.add_argument("--from", dest="source", help="local folder (MNIST) or archive/extracted folder")
+    p.add_argument("--dest", default=None, help="MNIST only: target folder")
     a = p.parse_args(argv)
     if a.dest is not None and a.dataset != "mnist":
         p.error("--dest is for mnist; set METACL_LITE_DATA to move the other datasets")  # exits 2
     try:
+        for flag, given in (("--from", a.source), ("--dest", a.dest)):
+            if given is not None and not given.strip():  # Path("") is the current folder: never meant
+                raise UserError(f"{flag} '' names no path; give a folder (or leave {flag} out)")
+        a.source, a.dest = (Path(v) if v is not None else None for v in (a.source, a.dest))
         if a.dataset == "mnist":
             fetch_mnist(a.dest, a.source)
         else:

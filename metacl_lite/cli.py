@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .errors import ConfigMismatch, LockedError, UnitsFailed, UserError
+from .errors import ConfigMismatch, CorruptUnit, LockedError, UnitsFailed, UserError
 from .specs import BENCHMARKS, get_spec
 
 
@@ -67,6 +67,18 @@ def _float_list(name):
     return _number_list(name, "a number", float)
 
 
+def _positive_finite(name):
+    def conv(text: str) -> float:  # a results file must be able to hold it: JSON has no inf or NaN
+        try:
+            v = float(text)
+        except ValueError:
+            v = float("nan")
+        if not 0 < v < float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number > 0, got {text!r}")
+        return v
+    return conv
+
+
 def _method_list(text: str) -> list[str]:
     from .training import METHODS
 
@@ -116,7 +128,7 @@ def _choice_options(p: argparse.ArgumentParser) -> None:
                    help="Omega across tasks: summed (default) or the latest task's only")
     p.add_argument("--omega-normalise", choices=("none", "max", "minmax"), default=None,
                    help="each task's Omega: as is (default), divided by its maximum, or min-max scaled to [0, 1]")
-    p.add_argument("--pi-xi", type=float, default=None, help="PI's damping xi (default 0.1)")
+    p.add_argument("--pi-xi", type=_positive_finite("--pi-xi"), default=None, help="PI's damping xi (default 0.1)")
 
 
 def _options(a) -> dict:
@@ -333,7 +345,7 @@ def _table(a) -> int:
 
     if not a.results.exists():
         raise UserError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
-    print(format_table(store.load(a.results, "results"), a.format))
+    print(format_table(store.load_results(a.results), a.format))
     return 0
 
 
@@ -447,6 +459,8 @@ def _hint(e: UserError, a) -> str:
     if isinstance(e, MissingHparams):
         return (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
                 + (f" --K {a.K}`" if getattr(a, "K", None) else "`"))
+    if isinstance(e, CorruptUnit) and e.section == "runs" and a.cmd == "run":
+        return f"or train that method's runs again with --redo {e.key.split('/')[0]}"
     if isinstance(e, LockedError):
         return "two runs may share a file only one write at a time; this one gave up waiting"
     return ""

@@ -41,10 +41,21 @@ def data_root() -> Path:
     """Root folder for downloaded data: $METACL_LITE_DATA, else `data/` in a source checkout, else ~/.cache."""
     env = os.environ.get("METACL_LITE_DATA")
     if env:
-        return Path(env).expanduser().resolve()
+        return check_folder(Path(env).expanduser().resolve(), "METACL_LITE_DATA")
     if (REPO_ROOT / "pyproject.toml").exists():
         return REPO_ROOT / "data"
     return Path.home() / ".cache" / "metacl-lite"
+
+
+def check_folder(path: Path, what: str) -> Path:
+    """`path`, unless it or the nearest of its parents that exists is not a folder (a DataError naming `what`, e.g.
+    the environment variable or option that gave it, before anything is fetched or copied)."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists() or p == p.parent)
+    if existing.exists() and not existing.is_dir():
+        where = "is a file" if existing == path else f"is inside {existing}, a file"
+        raise DataError(f"{what}: {path} {where}, not a folder; give a folder for the data")
+    return path
 
 
 def fetch_hint(dataset: str, archive: str, folder: str) -> str:

@@ -21,6 +21,17 @@ class FileFormatError(UserError, ValueError):
     """A file that is not what it should be (invalid JSON, a tuning file where a results file was expected...)."""
 
 
+class CorruptUnit(FileFormatError):
+    """One unit of a results or tuning file that no reader could use (a NaN, a string, a missing accuracy matrix),
+    found when the file is opened, before any training; the message names the unit and how to remove it."""
+
+    def __init__(self, path, section: str, key: str, problem: str):
+        self.path, self.section, self.key = path, section, key
+        super().__init__(f"{path}: unit {section}/{key} is corrupt ({problem}); delete the entry {key!r} from "
+                         f"{section!r} in that file (the other units are kept, and the next run trains that one "
+                         f"again), or restore the file from git")
+
+
 class HparamsError(UserError, ValueError):
     """hparams.json holds a value nobody meant (an unknown key, NaN, a negative strength, a string)."""
 

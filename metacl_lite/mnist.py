@@ -13,8 +13,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .datafiles import (PACKAGE_DIR, ChecksumError, DataError, MissingDataError, copy_file, data_root, file_digest,
-                        verify_file)
+from .datafiles import (PACKAGE_DIR, ChecksumError, DataError, MissingDataError, check_folder, copy_file, data_root,
+                        file_digest, verify_file)
 from .errors import UsageError
 from .specs import SPECS, BenchmarkSpec
 from .streams import Benchmark, Experience, check_request, first_k_indices
@@ -58,7 +58,7 @@ def fetch_mnist(dest: Optional[Path] = None, source_dir: Optional[Path] = None, 
     official mirrors with `download_url` (which checks the md5). A file already present with the right md5 is kept;
     any other is replaced, atomically, by a verified file only, so a failure never leaves a worse file than before.
     """
-    dest = Path(dest) if dest is not None else mnist_raw_dir()
+    dest = check_folder(Path(dest), "the MNIST destination") if dest is not None else mnist_raw_dir()
     for name, md5 in MNIST_FILES.items():
         target = dest / name
         if target.is_file() and file_digest(target) == md5:

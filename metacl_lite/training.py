@@ -70,12 +70,17 @@ class TrainConfig:
         return asdict(self)
 
 
+#: The spellings of METACL_LITE_PROGRESS that turn progress bars off (any case, surrounding spaces ignored).
+FALSE_SPELLINGS = ("0", "false", "no", "off", "")
+
+
 def progress_enabled(flag: Optional[bool] = None) -> bool:
-    """Progress bars: on by default in a terminal; off with flag=False, METACL_LITE_PROGRESS=0, or under CI."""
+    """Progress bars: on by default in a terminal; off with flag=False, METACL_LITE_PROGRESS=0 (or false, no, off,
+    empty; any case), or under CI."""
     if flag is not None:
         return flag
     if os.environ.get("METACL_LITE_PROGRESS") is not None:
-        return os.environ["METACL_LITE_PROGRESS"] not in ("0", "false", "no", "")
+        return os.environ["METACL_LITE_PROGRESS"].strip().lower() not in FALSE_SPELLINGS
     return not os.environ.get("CI")
 
 

@@ -35,7 +35,8 @@ def test_rows_and_table():
     assert rows["joint"]["ACC ours"] == "69.7 ± 0.0" and rows["joint"]["ACC paper"] == "68.2 ± 0.2"
     assert rows["pi"]["Seeds"] == "2" and rows["pi"]["complete"]
     md = format_table(res, "md")
-    assert md.count("\n") == 1 + len(rows) and "| PI-MetaCL-λ | 2 |" in md and "INCOMPLETE" not in md
+    assert md.startswith("**NOT THE PAPER'S PROTOCOL: 2 tasks (the paper: 20 tasks, 5 epochs per task)")  # 2x2
+    assert md.count("\n") == 3 + len(rows) and "| PI-MetaCL-λ | 2 |" in md and "INCOMPLETE" not in md
 
 
 def test_summary_numbers():

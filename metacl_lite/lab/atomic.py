@@ -105,6 +105,13 @@ def check_writable(path: Path) -> Path:
         raise OutputError(f"cannot create {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise OutputError(f"cannot write {path}: permission denied; choose another output path")
+    try:  # os.access says yes to root everywhere, even where nothing can be created (/proc, a read-only mount)
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".metacl-write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: nothing can be created in {parent} ({e.strerror}); choose another "
+                          f"output path") from None
     return path
 
 

@@ -6,16 +6,21 @@ unit so that nothing computed is ever lost.
 * A file made with another configuration is refused (`ConfigMismatch`), unless the caller starts over (`force`).
 * A run that computes nothing changes nothing; each invocation that contributed units is recorded in
   ``provenance.invocations`` with the units it computed, and ``provenance.command`` regenerates the whole file.
+* Every file is checked when it is read (`load`): a schema this version does not know, or a unit that no report could
+  use (a NaN, a string, a missing accuracy matrix), is refused with a `CorruptUnit` naming the unit and how to remove
+  it, before any training, so that no new unit is ever trained and then lost because an old one is bad.
 """
 from __future__ import annotations
 
+import math
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from .atomic import check_writable, jsonable, locked, read_json, write_json
-from ..errors import ConfigMismatch, FileFormatError
+from ..errors import ConfigMismatch, CorruptUnit, FileFormatError
 from .provenance import invocation, now
+from .summary import summarize
 
 SCHEMA = 2
 
@@ -33,8 +38,8 @@ def kind_of(doc: Any) -> Optional[str]:
     """'results', 'tuning', 'bench', or None for anything else."""
     if not isinstance(doc, dict):
         return None
-    if doc.get("kind") in KINDS:
-        return doc["kind"]
+    if "kind" in doc:  # a file that names its kind is that kind (e.g. "lambda-story"), whatever else it holds
+        return doc["kind"] if doc["kind"] in KINDS else None
     if isinstance(doc.get("config"), dict) and isinstance(doc.get("runs"), dict):
         return "results"
     if "grid" in doc and "chosen" in doc:
@@ -44,15 +49,93 @@ def kind_of(doc: Any) -> Optional[str]:
     return None
 
 
-def load(path: Path, kind: str) -> dict:
-    """Read a file that must be of `kind`; anything else raises FileFormatError naming the file and what it is."""
+def load(path: Path, kind: str, check_units: bool = True) -> dict:
+    """Read a file that must be of `kind`; anything else raises FileFormatError naming the file and what it is.
+
+    A schema this version does not read (newer than `SCHEMA`, or not a whole number) is refused, and so (unless
+    check_units=False) is a unit no reader could use (`check_file_units`): a CorruptUnit names it and says how to
+    remove it."""
     doc = read_json(path, KINDS[kind])
     got = kind_of(doc)
     if got != kind:
-        what = KINDS[got] if got else ("an empty JSON object" if doc == {} else f"JSON of another shape "
-                                       f"({type(doc).__name__})")
+        what = (KINDS[got] if got else f"a {doc['kind']!r} file" if isinstance(doc, dict) and "kind" in doc
+                else "an empty JSON object" if doc == {} else f"JSON of another shape ({type(doc).__name__})")
         raise FileFormatError(f"{path} is {what}, not {KINDS[kind]}")
+    schema = doc.get("schema", 1)  # files written before the field existed are schema 1
+    if isinstance(schema, bool) or schema not in range(1, SCHEMA + 1):
+        raise FileFormatError(f"{path} has schema {schema!r}; this version of metacl-lite reads schemas 1 to {SCHEMA} "
+                              f"(a file written by a newer version, or an edited one: update metacl-lite or restore "
+                              f"the file from git)")
+    if check_units:
+        check_file_units(doc, kind, path)
     return upgrade(doc, kind)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _accuracies(v: Any, name: str) -> Optional[str]:
+    """Why `v` is not a non-empty list of finite accuracies (None when it is)."""
+    if not isinstance(v, list) or not v:
+        return f"{name} is {'missing' if v is None else repr(v) + ', not a list of accuracies'}"
+    bad = next((i for i, a in enumerate(v) if not _finite(a)), None)
+    return None if bad is None else f"{name}[{bad}] is {v[bad]!r}, not a finite number"
+
+
+def _acc_matrix(m: Any) -> Optional[str]:
+    """Why `m` is not a square accuracy matrix with finite numbers on and below the diagonal (None when it is); the
+    entries above it are numbers or null (not evaluated)."""
+    if not isinstance(m, list) or not m:
+        return "acc_matrix is missing" if m is None else f"acc_matrix is {m!r}, not a list of rows"
+    n = len(m)
+    for i, row in enumerate(m):
+        if not isinstance(row, list) or len(row) != n:
+            return f"acc_matrix[{i}] is not a row of {n} entries (one per task)"
+        for j, a in enumerate(row):
+            if not (_finite(a) or (j > i and a is None)):
+                return f"acc_matrix[{i}][{j}] is {a!r}, not a finite number"
+    return None
+
+
+def _tuning_unit(u: dict) -> Optional[str]:
+    if u.get("param") not in ("beta", "gamma") or not isinstance(u.get("method"), str):
+        return "its method or param is missing"
+    if not _finite(u.get("value")) or u["value"] < 0:
+        return f"value is {u.get('value')!r}, not a finite number >= 0"
+    if isinstance(u.get("seed"), bool) or not isinstance(u.get("seed"), int):
+        return f"seed is {u.get('seed')!r}, not an integer"
+    return None if _finite(u.get("val_acc")) else f"val_acc is {u.get('val_acc')!r}, not a finite number"
+
+
+#: What each section of a file holds, checked unit by unit on reading: a function of the unit -> the problem or None.
+UNIT_CHECKS: dict[str, dict[str, Callable[[dict], Optional[str]]]] = {
+    "results": {"runs": lambda u: _acc_matrix(u.get("acc_matrix")),
+                "references": lambda u: _accuracies(u.get("acc"), "acc"),
+                "oracle": lambda u: _accuracies(u.get("acc"), "acc")},
+    "tuning": {"units": _tuning_unit},
+}
+
+
+def check_file_units(doc: dict, kind: str, path: Path) -> None:
+    """Raise CorruptUnit for the first unit of `doc` that no reader could use (`UNIT_CHECKS`), or, in a results file,
+    for a run whose tasks are not as many as its seed's references (its FA could not be computed)."""
+    for section, check in UNIT_CHECKS.get(kind, {}).items():
+        units = doc.get(section, {})
+        if not isinstance(units, dict):
+            raise FileFormatError(f"{path}: {section!r} is {type(units).__name__}, not an object of units; restore "
+                                  f"the file from git or make it again")
+        for key, unit in units.items():
+            problem = check(unit) if isinstance(unit, dict) else f"it is {unit!r}, not an object"
+            if problem:
+                raise CorruptUnit(path, section, key, problem)
+    if kind == "results":
+        for key, run in doc.get("runs", {}).items():
+            seed = key.rpartition("/")[2]
+            ref = doc.get("references", {}).get(seed)
+            if ref is not None and len(ref["acc"]) != len(run["acc_matrix"]):
+                raise CorruptUnit(path, "runs", key, f"its {len(run['acc_matrix'])} tasks are not the "
+                                                     f"{len(ref['acc'])} of references/{seed}")
 
 
 def upgrade(doc: dict, kind: str) -> dict:
@@ -119,11 +202,12 @@ class UnitFile:
         if not self.path.exists():
             return []
         with locked(self.path):
-            doc = load(self.path, self.kind)
+            doc = load(self.path, self.kind, check_units=False)  # a corrupt unit may be among those discarded
             gone = [f"{s}/{k}" for s in self.sections for k in list(doc.get(s, {})) if select(s, k)]
             for unit in gone:
                 s, _, k = unit.partition("/")
                 del doc[s][k]
+            check_file_units(doc, self.kind, self.path)  # what is kept must be usable
             forget(doc)
             diff = self.compatible(doc)
             if diff:  # the rest of the file cannot be continued either: discard nothing
@@ -163,6 +247,20 @@ class UnitFile:
 
 
 
+#: What a results file's config must hold for any report to read it.
+RESULTS_CONFIG = ("benchmark", "K", "n_tasks", "seeds", "methods")
+
+
 def load_results(path: Path) -> dict:
-    """A results file (python -m metacl_lite run); anything else raises FileFormatError naming the file."""
-    return load(path, "results")
+    """A results file (python -m metacl_lite run), checked (`load`), with its summary computed again from its
+    matrices: the stored one is derived data, and an edited or stale summary must never reach a report. Anything
+    else raises FileFormatError naming the file."""
+    doc = load(path, "results")
+    config = doc.get("config")
+    missing = [k for k in RESULTS_CONFIG if k not in config] if isinstance(config, dict) else ["config"]
+    missing += [s for s in ("runs", "references", "oracle") if not isinstance(doc.get(s), dict)]
+    if missing:
+        raise FileFormatError(f"{path} is not a complete results file (no {', '.join(missing)}); make it again with "
+                              f"`python -m metacl_lite run`, or restore it from git")
+    doc["summary"] = summarize(doc)
+    return doc

@@ -159,11 +159,25 @@ def secret_lines(name: str, source_dir: Path = SOURCE_DIR, min_len: int = 15) ->
     return [s for s in out if len(s) >= min_len]
 
 
-def assignment_name(notebook: Path) -> str:
-    """The assignment a notebook belongs to (otter writes it into the notebook metadata)."""
+def read_notebook(notebook: Path):
+    """A notebook as nbformat reads it; a file that is not a notebook (not JSON, `{}`, a list, a folder) raises an
+    AssignmentError naming it."""
     import nbformat
 
-    nb = nbformat.read(str(notebook), as_version=4)
+    try:
+        nb = nbformat.read(str(notebook), as_version=4)
+        if not isinstance(nb.get("metadata"), dict):
+            raise ValueError("no metadata")
+    except Exception as e:  # nbformat raises NotJSONError, ValidationError, KeyError, AttributeError... by content
+        why = " ".join(str(e).split())[:120]  # one line
+        raise AssignmentError(f"{notebook} is not a Jupyter notebook ({type(e).__name__}: {why}); give the .ipynb "
+                              f"file of your assignment, as downloaded from the book") from None
+    return nb
+
+
+def assignment_name(notebook: Path) -> str:
+    """The assignment a notebook belongs to (otter writes it into the notebook metadata)."""
+    nb = read_notebook(notebook)
     name = nb.metadata.get("otter", {}).get("assignment_name")
     if not name:
         raise AssignmentError(f"{notebook} is not an assignment notebook (no otter metadata); download it from the "
@@ -173,10 +187,7 @@ def assignment_name(notebook: Path) -> str:
 
 def visible_tests(notebook: Path) -> dict[str, str]:
     """The visible tests that otter embedded in a student notebook: question -> test file source."""
-    import nbformat
-
-    nb = nbformat.read(str(notebook), as_version=4)
-    return dict(nb.metadata.get("otter", {}).get("tests", {}))
+    return dict(read_notebook(notebook).metadata.get("otter", {}).get("tests", {}))
 
 
 def check(notebook: Path, question: Optional[str] = None):

@@ -11,16 +11,19 @@ starts, and gives each grid point its own folder, so no point overwrites another
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import json
 import math
+import os
 import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from ..lab.atomic import check_writable, write_text
-from ..datafiles import REPO_ROOT
+from ..datafiles import PACKAGE_DIR, REPO_ROOT
+from ..device import DEVICE_CHOICES
 from ..errors import FileFormatError, UsageError
 from ..specs import SPECS
 
@@ -74,13 +77,18 @@ def _methods(v: str, point: dict[str, Any]) -> Optional[str]:
     return f"{', '.join(twice)} listed twice; name each method once" if twice else None
 
 
+def _device(v: Optional[str], point: dict[str, Any]) -> Optional[str]:
+    ok = v is None or (isinstance(v, str) and (v in DEVICE_CHOICES or (v.startswith("cuda:") and v[5:].isdigit())))
+    return None if ok else "give auto, cpu, cuda or cuda:N, or None (the benchmark's default: cpu for pmnist)"
+
+
 #: Value checks by parameter name (the reproduction chapter's parameters), for every notebook that declares the name.
 #: Each takes the value and the run's parameters (defaults included) and returns None for a good value, else how to
 #: fix it. `validate` applies them, so the command line (before any kernel starts) and `check_parameters` (inside
 #: the notebook, under plain papermill) check the same things.
 VALUE_CHECKS: dict[str, Callable[[Any, dict[str, Any]], Optional[str]]] = {
     "benchmark": _benchmark, "K": _positive, "seeds": _positive, "methods": _methods,
-    "epochs": _epochs, "n_tasks": _n_tasks,
+    "epochs": _epochs, "n_tasks": _n_tasks, "device": _device,
 }
 
 
@@ -158,13 +166,30 @@ def tag(params: dict[str, Any]) -> str:
     return re.sub(r"[^\w.,+=-]", "_", text)
 
 
+@contextlib.contextmanager
+def kernel_imports_this_checkout():
+    """While it lasts, kernels started from here import this `metacl_lite` (the checkout running this code), not
+    whichever one is installed: the folder holding this package goes first on PYTHONPATH, which a kernel inherits
+    from this process's environment (papermill starts it with that environment, in the notebook's folder)."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_DIR.parent)] + ([old] if old else []))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
 def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str = "python3",
                  progress: bool = False) -> Path:
     """Check `params` against the notebook's declared parameters, then execute it with papermill into `out_dir`.
 
     The executed notebook is out_dir/<notebook>-<tag of params>.ipynb; it stays there when the run fails (with the
     error in it). If the notebook declares `out_dir`, it is set to `out_dir` unless given, so results files land
-    beside the executed notebook."""
+    beside the executed notebook. The kernel imports the `metacl_lite` of this checkout
+    (`kernel_imports_this_checkout`)."""
     import jupytext
     import papermill
 
@@ -180,8 +205,9 @@ def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str 
     jupytext.write(_read(path), str(ipynb))
     target = out_dir / f"{path.stem}-{tag({k: v for k, v in params.items() if k != 'out_dir'})}.ipynb"
     try:
-        papermill.execute_notebook(str(ipynb), str(target), parameters=params, kernel_name=kernel,
-                                   cwd=str(path.parent.resolve()), progress_bar=progress)
+        with kernel_imports_this_checkout():
+            papermill.execute_notebook(str(ipynb), str(target), parameters=params, kernel_name=kernel,
+                                       cwd=str(path.parent.resolve()), progress_bar=progress)
     finally:  # the executed notebook (with the error, if any) stays in target; the temporary input goes
         ipynb.unlink(missing_ok=True)
     return target

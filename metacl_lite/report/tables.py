@@ -10,6 +10,7 @@ import numpy as np
 
 from ..lab.summary import matrix_from_json
 from ..metrics import average_accuracy_curve
+from ..specs import SPECS
 from ..training import METHODS
 from .paper import PAPER_SOURCES, paper_table
 
@@ -70,6 +71,20 @@ def incomplete_note(res: dict) -> Optional[str]:
             f"file ({', '.join(r['label'] for r in short)}); rerun the file's command to finish them.")
 
 
+def protocol_note(res: dict) -> Optional[str]:
+    """A sentence saying how the file's stream differs from the paper's (the spec's tasks and epochs per task), so
+    that a smoke run is never read beside the paper's numbers as if it were the same experiment (None when the
+    stream is the paper's)."""
+    cfg = res["config"]
+    spec = SPECS.get(cfg["benchmark"])
+    epochs = (cfg.get("train") or {}).get("epochs")  # None: a file that does not say
+    if spec is None or (cfg["n_tasks"] == spec.n_tasks and epochs in (None, spec.epochs)):
+        return None
+    ours = f"{cfg['n_tasks']} tasks" + (f", {epochs} epoch(s) per task" if epochs is not None else "")
+    return (f"NOT THE PAPER'S PROTOCOL: {ours} (the paper: {spec.n_tasks} tasks, {spec.epochs} epochs per task); "
+            f"its numbers are not comparable with these.")
+
+
 COLUMNS = ["label", "Seeds"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
 HEADS = ["Method", "Seeds"] + COLUMNS[2:]
 
@@ -79,9 +94,9 @@ def format_table(res: dict, fmt: str = "text") -> str:
     from fewer seeds than the file asks for."""
     cfg = res["config"]
     rows = comparison_rows(res)
-    note = incomplete_note(res)
+    notes = [n for n in (protocol_note(res), incomplete_note(res)) if n]
     if fmt == "md":
-        lines = ([f"**{note}**", ""] if note else [])
+        lines = [line for n in notes for line in (f"**{n}**", "")]
         lines += ["| " + " | ".join(HEADS) + " |", "|" + "---|" * len(HEADS)]
         lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in rows]
         return "\n".join(lines)
@@ -89,6 +104,6 @@ def format_table(res: dict, fmt: str = "text") -> str:
              f"CI (t-interval over seeds); paper: {PAPER_SOURCES.get((cfg['benchmark'], cfg['K']), 'no published numbers')}")
     widths = [max(len(h), *(len(str(r[c])) for r in rows)) for h, c in zip(HEADS, COLUMNS)]
     line = lambda vals: "  ".join(str(v).ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
-    out = [title] + ([note] if note else []) + [line(HEADS), line("-" * w for w in widths)]
+    out = [title] + notes + [line(HEADS), line("-" * w for w in widths)]
     out += [line([r[c] for c in COLUMNS]) for r in rows]
     return "\n".join(out)
