@@ -129,3 +129,9 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
         time.sleep(0.2)
     os.kill(worker, signal.SIGKILL)
     pytest.fail("the worker outlived its killed parent")
+
+
+@pytest.mark.parametrize("xi", [float("inf"), float("nan"), 0.0, -1.0, True])
+def test_library_callers_get_the_finite_pi_xi_check_too(xi):
+    with pytest.raises(UserError, match="must be a finite positive number"):
+        G.check_options({"pi_xi": xi})

@@ -4,6 +4,7 @@ saves each one as it finishes (`store.UnitFile`: locked, merged, atomic), so a k
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,8 +175,9 @@ def check_options(options: Optional[dict]) -> dict:
     bad = sorted(set(options) - set(OPTIONS))
     if bad:
         raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OPTIONS)}")
-    if "pi_xi" in options and not (isinstance(options["pi_xi"], (int, float)) and options["pi_xi"] > 0):
-        raise UsageError(f"pi_xi={options['pi_xi']!r} must be a positive number")
+    if "pi_xi" in options and not (isinstance(options["pi_xi"], (int, float)) and not isinstance(options["pi_xi"], bool)
+                                   and math.isfinite(options["pi_xi"]) and options["pi_xi"] > 0):
+        raise UsageError(f"pi_xi={options['pi_xi']!r} must be a finite positive number (a results file holds no inf)")
     TrainConfig(**options)  # raises UsageError for a value that is not a choice
     return options
 
