@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: all venv test test-gpu test-fast book assignments results tune bench data data-check clean reproduce-pmnist \
+.PHONY: all venv system-deps test test-gpu test-fast book assignments results tune bench data data-check clean reproduce-pmnist \
         reproduce-cifar100 reproduce-cub
 
 all: test
@@ -20,7 +20,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-test: $(STAMP) mnist-raw
+# System packages the tests need (chromium for the book's browser checks, g++ for torch.compile), installed with apt
+# only where missing.
+system-deps:
+	bash data_scripts/system_deps.sh
+
+test: $(STAMP) mnist-raw system-deps
 	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q -m "not gpu"
 
 # On a machine with a CUDA GPU: the GPU tests (tests/test_gpu.py), written with provenance to results/gpu-check.json.

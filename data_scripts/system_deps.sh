@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The system packages `make test` needs beyond Python's: Debian's chromium (the headless-browser checks of the built
+# book) and g++ (torch.compile's inductor, for the compiled-gradient tests). Each is installed with apt only when it
+# is missing (as root, or through sudo), so on a machine that has them this does nothing.
+set -euo pipefail
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+[ ${#need[@]} -eq 0 ] && exit 0
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "error: make test needs ${need[*]} (apt-get install ${need[*]}); run as root or install sudo" >&2; exit 2; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+echo "installing ${need[*]} (apt-get)"
+$sudo apt-get install -y -qq "${need[@]}" >/dev/null || { $sudo apt-get update -qq && $sudo apt-get install -y -qq "${need[@]}" >/dev/null; }
