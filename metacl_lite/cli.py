@@ -7,6 +7,7 @@ recorded in results files. Anything else (a bug) keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Optional
@@ -455,7 +456,10 @@ def _hint(e: UserError, a) -> str:
     from .lab.hparams import MissingHparams
 
     if isinstance(e, ConfigMismatch):
-        return "write elsewhere with --out FILE, or start over with --force (which discards what the file holds)"
+        retuned = sorted(set(re.findall(r"method_(?:hparams|options)\[([^\]]+)\]", str(e))))
+        redo = (f"train the retuned methods again, keeping every other unit, with --redo {','.join(retuned)}; or "
+                if retuned and getattr(a, "cmd", None) == "run" else "")
+        return redo + "write elsewhere with --out FILE, or start over with --force (which discards what the file holds)"
     if isinstance(e, MissingHparams):
         return (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
                 + (f" --K {a.K}`" if getattr(a, "K", None) else "`"))

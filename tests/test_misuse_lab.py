@@ -135,3 +135,29 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
 def test_library_callers_get_the_finite_pi_xi_check_too(xi):
     with pytest.raises(UserError, match="must be a finite positive number"):
         G.check_options({"pi_xi": xi})
+
+
+def test_the_advice_for_a_file_that_is_not_json_loses_nothing(hparams_file, fake_units, tmp_path, capsys):
+    """--out README.md is another file, not a damaged results file: no advice to delete it; a corrupt hparams.json
+    is restored from git, never deleted."""
+    readme = tmp_path / "README.md"
+    readme.write_text("# a readme\n")
+    assert main(RUN + ["--seeds", "1", "--out", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert "if it is another file, give the command another path" in err and "delete it" not in err
+    assert readme.read_text() == "# a readme\n" and fake_units == []
+    broken = hparams_file("{not json")
+    assert main(RUN + ["--seeds", "1", "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"restore it with `git checkout -- {broken}`" in err and "do not delete it" in err and "aside" not in err
+
+
+def test_a_mismatch_after_retuning_points_at_redo(hparams_file, fake_units, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(RUN + ["--seeds", "1", "--methods", "finetune,mas", "--out", str(out)]) == 0
+    hp = json.loads(G.H.HPARAMS_FILE.read_text())
+    hp["pmnist"]["by_K"]["5"]["methods"]["mas"]["beta"] *= 10  # mas retuned at K = 5
+    hparams_file(hp)
+    assert main(RUN + ["--seeds", "2", "--methods", "finetune,mas", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "method_hparams[mas]" in err and "with --redo mas; or write elsewhere with --out FILE" in err

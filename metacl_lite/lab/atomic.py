@@ -75,8 +75,10 @@ def write_json(path: Path, obj: Any) -> None:
     write_text(path, json.dumps(jsonable(obj), indent=1, allow_nan=False) + "\n")
 
 
-def read_json(path: Path, what: str = "JSON file") -> Any:
-    """Parse a JSON file; a missing file or invalid JSON raises a UserError that names the file."""
+def read_json(path: Path, what: str = "JSON file", keep: bool = False) -> Any:
+    """Parse a JSON file; a missing file or invalid JSON raises a UserError that names the file and a safe fix: point
+    the command elsewhere when the file is not a `what` at all (README.md given as --out), else restore it from git
+    or move it aside. keep=True (hparams.json: it holds every tuned value) never suggests moving it away."""
     path = Path(path)
     if path.is_dir():
         raise FileFormatError(f"{path} is a directory, not a {what}")
@@ -89,8 +91,11 @@ def read_json(path: Path, what: str = "JSON file") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise FileFormatError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
-                              f"restore it from git or delete it") from None
+        aside = "" if keep else f", or move it aside to start a new one"
+        raise FileFormatError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}), so not a "
+                              f"{what}: if it is another file, give the command another path; if it is a damaged "
+                              f"{what}, restore it with `git checkout -- {path}`{aside}"
+                              + (" (do not delete it: it holds every tuned value)" if keep else "")) from None
 
 
 def check_writable(path: Path) -> Path:

@@ -119,7 +119,7 @@ def load(path: Optional[Path] = None) -> dict:
     path = Path(path or HPARAMS_FILE)
     if not path.exists():
         return {}
-    return validate(read_json(path, "hyperparameter file"), path)
+    return validate(read_json(path, "hyperparameter file", keep=True), path)
 
 
 Bench = Union[str, BenchmarkSpec]  # a benchmark's name, or its spec resolved once by the caller (`run_experiment`)
