@@ -19,7 +19,7 @@ from metacl_lite.lab import grid as G
 from metacl_lite.lab.executors import check_plan
 
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
-RUN = ["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--no-progress"]
+RUN = ["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--no-progress", "--workers", "1"]
 
 
 @pytest.fixture
@@ -161,3 +161,32 @@ def test_a_mismatch_after_retuning_points_at_redo(hparams_file, fake_units, tmp_
     assert main(RUN + ["--seeds", "2", "--methods", "finetune,mas", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "method_hparams[mas]" in err and "with --redo mas; or write elsewhere with --out FILE" in err
+
+
+def test_a_resumed_redo_keeps_what_its_first_attempt_retrained(hparams_file, fake_units, tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    args = RUN + ["--seed-list", "0,1,2", "--methods", "finetune,mas", "--out", str(out)]
+    assert main(args) == 0
+    hp = json.loads(G.H.HPARAMS_FILE.read_text())
+    hp["pmnist"]["by_K"]["5"]["methods"]["mas"]["beta"] *= 10  # mas retuned
+    hparams_file(hp)
+    fake, calls = G.execute_unit, []
+
+    def interrupted(unit, bench, cfg, evaluate_rows="all"):
+        calls.append(unit)
+        if len(calls) == 2:  # Ctrl-C while the second retrained run trains
+            raise KeyboardInterrupt
+        return fake(unit, bench, cfg, evaluate_rows)
+
+    monkeypatch.setattr(G, "execute_unit", interrupted)
+    assert main(args + ["--redo", "mas"]) == 130
+    first = json.loads(out.read_text())
+    assert len(first["provenance"]["discarded"]) == 1 and set(first["runs"]) == {
+        "finetune/0", "finetune/1", "finetune/2", f"mas/{calls[0].seed}"}
+    monkeypatch.setattr(G, "execute_unit", fake)
+    assert main(args + ["--redo", "mas"]) == 0  # the same command again: resumes
+    doc = json.loads(out.read_text())
+    assert len(doc["provenance"]["discarded"]) == 1  # nothing discarded twice
+    last = doc["provenance"]["invocations"][-1]["units"]
+    assert f"runs/mas/{calls[0].seed}" not in last and len([u for u in last if u.startswith("runs/mas/")]) == 2
+    assert doc["config"]["method_hparams"]["mas"] == {"beta": hp["pmnist"]["by_K"]["5"]["methods"]["mas"]["beta"]}

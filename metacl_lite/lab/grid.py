@@ -22,7 +22,7 @@ from .executors import GPU_UNITS_PER_CARD, Plan, check_plan, run_all
 from .provenance import relative_to_repo
 from .summary import summarize
 from ..specs import BenchmarkSpec, get_spec
-from .store import UnitFile, load_results
+from .store import UnitFile, load, load_results
 from ..training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
@@ -342,6 +342,26 @@ def reuse_shared_units(store: UnitFile, config: dict, main: Path) -> list[str]:
     return copied
 
 
+def redone_units(path: Path, why: str) -> set[str]:
+    """The units of `path` trained since its last discard made for the same reason `why` (the same --redo with the
+    same new beta/gamma): by the invocation that discarded and by every later one. A --redo interrupted and run
+    again keeps them instead of discarding its own work."""
+    if not Path(path).exists():
+        return set()
+    try:
+        prov = load(Path(path), "results", check_units=False).get("provenance", {})
+    except UserError:
+        return set()
+    last = [d for d in prov.get("discarded", []) if d.get("why") == why]
+    if not last:
+        return set()
+    invs = prov.get("invocations", [])
+    ids = [i.get("id") for i in invs]
+    since = (invs[ids.index(last[-1].get("by")):] if last[-1].get("by") in ids
+             else [i for i in invs if str(i.get("started", "")) >= str(last[-1].get("when", ""))])
+    return {u for i in since if isinstance(i.get("units"), list) for u in i["units"]}
+
+
 def pending_units(config: dict, done: dict[str, set]) -> list[Unit]:
     """The units of `config` not yet in the file, seed by seed (an interrupted grid keeps whole seeds), each seed's
     longest first (`longest_first`: its MetaCL runs first, its references and oracle last)."""
@@ -456,9 +476,10 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                     c.get(key, {}).pop(m, None)
             c["methods"] = [m for m in c.get("methods", []) if m not in redo]
 
-        gone = store.discard(lambda s, k: s == "runs" and k.split("/")[0] in redo, forget,
-                             f"--redo {','.join(redo)}: retrained with " + "; ".join(
-                                 f"{m} {method_hp[m]}" for m in redo))
+        why = f"--redo {','.join(redo)}: retrained with " + "; ".join(f"{m} {method_hp[m]}" for m in redo)
+        keep = redone_units(out, why)  # a resumed --redo keeps what its first attempt already retrained
+        gone = store.discard(lambda s, k: s == "runs" and k.split("/")[0] in redo and f"{s}/{k}" not in keep,
+                             forget, why)
         if gone:
             print(f"discarded {len(gone)} finished runs of {', '.join(redo)} from {out}; training them again")
     doc = store.open(force)
