@@ -327,7 +327,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
             units.append({"unit": f"{job.unit.section}/{job.unit.key}", "wall_s": r["value"]["wall_s"]})
             print(f"  {job.unit.section}/{job.unit.key}: {r['value']['wall_s']:.1f} s", flush=True)
             # a run stopped before its grid is done keeps what it measured (complete: false, no grid time)
-            write_json(REPO_ROOT / "results" / f"bench-{suite}-cuda.json",
+            write_json(out_file,
                        {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": False,
                         "K": K, "workers": workers, "units_planned": len(jobs), "units": units,
                         "elapsed_s": time.perf_counter() - t0})
@@ -336,9 +336,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
         if failures:
             raise RuntimeError("; ".join(f"{f.job.unit.key}: {f.error}" for f in failures))
         wall = time.perf_counter() - t0
-        data = (f"synthetic tensors of the exact shapes (K = {K}, {spec.n_tasks} tasks x {spec.epochs} epochs, "
-                f"ResNet-18 from random init)" if suite == "cub" else
-                f"synthetic tensors of the exact shapes (K = {K}, {spec.n_tasks} tasks x {spec.epochs} epochs)")
+        data = (f"synthetic tensors of the exact shapes (K = {K}, {spec.n_tasks} tasks x {spec.epochs} epochs"
+                + (", ResNet-18 from random init)" if suite == "cub" else ")"))
     grid_s = wall * seeds / measured
     print(f"{suite}: grid of {measured} seed(s) x {len(methods)} methods + references + oracle in {wall:.1f} s on "
           f"{describe(where)} with {workers} workers; {seeds} seeds: {grid_s:.0f} s (target {target:.0f} s)")

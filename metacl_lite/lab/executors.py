@@ -50,6 +50,18 @@ MAX_THREADS = 4 * (os.cpu_count() or 1)
 GPU_UNITS_PER_CARD = 8
 
 
+def unit_device(plan: Plan, where: str) -> str:
+    """The device a unit of a run on `where` (`device.resolve`) trains on: on a GPU with Ray, each unit asks for
+    1/GPU_UNITS_PER_CARD of a card (`plan.gpu_share`, unless set) and trains on the "cuda" Ray gives it; otherwise
+    `where` itself."""
+    from ..device import kind
+
+    if kind(where) != "cuda" or plan.executor != "ray":
+        return where
+    plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD
+    return "cuda"
+
+
 def default_workers(gpu: bool = False) -> int:
     """The cores this process may use; on a GPU, at most `GPU_UNITS_PER_CARD` worker processes sharing the card."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -18,7 +18,7 @@ from .atomic import check_writable
 from .commands import option_flags, out_flag
 from ..device import accelerator, deterministic, kind, resolve
 from ..errors import UnitsFailed, UsageError, UserError
-from .executors import GPU_UNITS_PER_CARD, Plan, check_plan, run_all
+from .executors import Plan, check_plan, run_all, unit_device
 from .provenance import relative_to_repo
 from .summary import summarize
 from ..specs import BenchmarkSpec, get_spec
@@ -489,11 +489,9 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
             print(f"{len(copied)} reference/oracle units copied from {default_out(benchmark, K)} instead of trained "
                   f"again (the same configuration)")
     todo = pending_units(config, {s: store.done(s) for s in store.sections})
-    if kind(where) == "cuda" and plan.executor == "ray":
-        plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD  # Ray gives each unit its GPU ("cuda" there)
-    unit_device = "cuda" if kind(where) == "cuda" and plan.executor == "ray" else where
+    on = unit_device(plan, where)
     jobs = [Job(u, spec, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict(),
-                device=unit_device) for u in todo]
+                device=on) for u in todo]
     bar = progress(None, show_progress, total=len(jobs), desc=f"{benchmark} K={K}", unit="run")
     failures = run_all(run_job, jobs, lambda job, r: store.add(job.unit.section, job.unit.key, r["value"],
                                                                 info={"data_info": r["data_info"]}),

@@ -25,7 +25,7 @@ from .commands import option_flags, out_flag
 from ..device import accelerator, kind, resolve
 from ..errors import UsageError
 from ..errors import UnitsFailed
-from .executors import GPU_UNITS_PER_CARD, Plan, check_plan, run_all
+from .executors import Plan, check_plan, run_all, unit_device
 from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, longest_first,
                    model_options, run_job)
 from .provenance import relative_to_repo
@@ -432,7 +432,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         return [Job(Unit("run", s, m), spec, K, n, "auto", model,
                     TrainConfig(epochs=protocol["epochs"], compile=compile, device=kind(where),
                                 **protocol["method_options"][m], **{param: v}).to_dict(), split="val",
-                    evaluate_rows="last", device="cuda" if kind(where) == "cuda" and plan.executor == "ray" else where)
+                    evaluate_rows="last", device=unit_device(plan, where))
                 for v in values for s in seeds if unit_key(m, param, v, s) not in done]
 
     def save(job: Job, r: dict) -> None:
@@ -457,8 +457,6 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 reused += 1
 
     plan = plan or check_plan()
-    if kind(where) == "cuda" and plan.executor == "ray":
-        plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD
     grids = {m: searched_grid(protocol, m) for m in methods}
     jobs = [j for m in methods for j in jobs_for(m, grids[m])]
     g = grid_of(store.doc)  # a grid completed earlier may still need extending (e.g. after a change of the edge rule)

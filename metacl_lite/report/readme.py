@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..datafiles import REPO_ROOT
 from .tables import format_table
-from .timings import duration
+from .timings import duration, scaled_note
 
 
 def comparison_summary(res: dict) -> str:
@@ -27,7 +27,6 @@ def gpu_bench_summary(b: dict) -> str:
     from .commands import relative_command
 
     prov = b["provenance"]
-    scaled = b["measured_seeds"] < b["seeds"]
     per: dict[str, list[float]] = {}
     for u in b["units"]:
         section, key = u["unit"].split("/", 1)
@@ -45,10 +44,7 @@ def gpu_bench_summary(b: dict) -> str:
         f"Whole grid at K = {b['K']} ({len(b['methods'])} methods, the references and the oracle; {b['n_tasks']} tasks "
         f"× {b['epochs']} epochs) on {b['data']}, {b['workers']} worker processes sharing the GPU, task gradients "
         f"{'eager' if b['compile'] == 'off' else 'compiled (' + b['compile'] + ')'}: **{b['seeds']} seeds in "
-        f"{duration(b['grid_s'])}**" + (f" (scaled from {b['measured_seeds']} timed seed(s), "
-                                        f"{duration(b['wall_s_measured'])}: every seed is the same work)" if scaled
-                                        else "")
-        + f"; target on one H100: {duration(b['target_s'])} {'✓' if ok else '✗'}."
+        f"{duration(b['grid_s'])}**" + scaled_note(b) + f"; target on one H100: {duration(b['target_s'])} {'✓' if ok else '✗'}."
         + (f" {prov['note']}" if prov.get("note") else ""), "", *rows])
 
 

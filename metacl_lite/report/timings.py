@@ -54,14 +54,20 @@ def duration(s: float) -> str:
     return f"{s:.1f} s" if s < 300 else f"{s / 60:.1f} min"
 
 
+def scaled_note(doc: dict) -> str:
+    """" (scaled from N timed seed(s), T: every seed is the same work)" for a GPU bench file that timed fewer seeds
+    than its grid has; "" when every seed was timed."""
+    if doc["measured_seeds"] >= doc["seeds"]:
+        return ""
+    return (f" (scaled from {doc['measured_seeds']} timed seed(s), {duration(doc['wall_s_measured'])}: every seed is "
+            f"the same work)")
+
+
 def gpu_grid_markdown(doc: dict) -> str:
     """What a GPU speed-benchmark file (`bench --device cuda`, results/bench-<suite>-cuda.json) measured, in words:
     the whole grid's wall time beside its target, how many seeds were timed, the data and the workers."""
     prov = doc.get("provenance") or {}
-    scaled = doc["measured_seeds"] < doc["seeds"]
-    grid = (f"{doc['seeds']} seeds took {duration(doc['grid_s'])}"
-            + (f" (scaled from {doc['measured_seeds']} timed seed(s), {duration(doc['wall_s_measured'])}: every "
-               f"seed is the same work)" if scaled else ""))
+    grid = f"{doc['seeds']} seeds took {duration(doc['grid_s'])}" + scaled_note(doc)
     met = doc["grid_s"] <= doc["target_s"]
     return (f"**On a GPU.** `{relative_command(prov.get('command'))}` ({doc['device']}, commit "
             f"`{(prov.get('git_commit') or '?')[:10]}`): the whole grid at K = {doc['K']} (every method, the "
