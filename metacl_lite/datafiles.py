@@ -19,7 +19,11 @@ from typing import Callable, Optional
 from .errors import UserError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parent
+#: Run from a source checkout (pyproject.toml beside the package), or from an installed package (site-packages).
+IN_CHECKOUT = (PACKAGE_DIR.parent / "pyproject.toml").exists()
+#: The project folder under which results/, runs/ and the reproduction files go by default: the checkout's root in a
+#: source checkout; for an installed package the folder it was started from, never inside site-packages.
+REPO_ROOT = PACKAGE_DIR.parent if IN_CHECKOUT else Path.cwd().resolve()
 
 
 class DataError(UserError, RuntimeError):
@@ -42,7 +46,7 @@ def data_root() -> Path:
     env = os.environ.get("METACL_LITE_DATA")
     if env:
         return check_folder(Path(env).expanduser().resolve(), "METACL_LITE_DATA")
-    if (REPO_ROOT / "pyproject.toml").exists():
+    if IN_CHECKOUT:
         return REPO_ROOT / "data"
     return Path.home() / ".cache" / "metacl-lite"
 

@@ -514,3 +514,31 @@ def test_notebook_cli_refuses_a_bad_device_before_any_kernel(tmp_path, capsys):
     assert main(["notebook", str(BENCH), "-p", "device", "tpu", "-o", str(tmp_path / "o")]) == 2
     assert "parameter device='tpu' is invalid" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# An installed package (no checkout): default outputs land in the folder the user works in, never in site-packages
+# ---------------------------------------------------------------------------------------------------------------
+def test_an_installed_package_writes_its_default_files_where_it_is_started(tmp_path):
+    site, work = tmp_path / "site-packages", tmp_path / "work"
+    work.mkdir()
+    import shutil
+    shutil.copytree(Path(metacl_lite.__file__).parent, site / "metacl_lite",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("from metacl_lite.lab import grid, tuning, bench, choices, provenance; from metacl_lite import datafiles;"
+            "from metacl_lite.lab.tuning import default_protocol;"
+            "print(grid.default_out('pmnist', 20)); print(grid.default_out('pmnist', 20, 'beta'));"
+            "print(tuning.default_tuning_out(default_protocol('pmnist', 20)));"
+            "print(choices.summary_file('pmnist')); print(choices.FOLDER);"
+            "print(provenance.invocation()['git_commit']); print(datafiles.IN_CHECKOUT)")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "METACL_LITE_DATA")}
+    env["PYTHONPATH"] = str(site)
+    out = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    w = work.resolve()
+    assert lines[:5] == [str(w / "results" / "pmnist-K20.json"), str(w / "results" / "pmnist-K20-control-gamma-beta.json"),
+                         str(w / "results" / "tuning-pmnist-K20.json"), str(w / "results" / "open-choices-pmnist.json"),
+                         str(w / "results" / "open-choices")]
+    # the work folder's own git repository (if any) is not this code's: no commit is recorded for an installed package
+    assert lines[5:7] == ["None", "False"]

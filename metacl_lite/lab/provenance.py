@@ -12,13 +12,17 @@ from typing import Optional
 
 import torch
 
-from ..datafiles import REPO_ROOT
+from ..datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
 from ..device import describe
 
 
 def _git(*args: str) -> Optional[str]:
+    """git in the checkout that holds this package; None for an installed package (the folder it runs in may be some
+    other repository, whose commit says nothing of this code: the package version is recorded instead)."""
+    if not IN_CHECKOUT:
+        return None
     try:
-        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10,
+        return subprocess.run(["git", *args], cwd=PACKAGE_DIR.parent, capture_output=True, text=True, timeout=10,
                               check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
