@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .datafiles import DataError, MissingDataError, data_root, fetch_hint, place_dataset
+from .imagecache import cached_images, select
 from .specs import SPECS, BenchmarkSpec
 from .streams import Benchmark, Experience, check_request, multi_head_stream, normalise, split_classes
 
@@ -71,9 +72,17 @@ def check_cub(base: Path, label: object = None) -> None:
                                f"images.txt are missing (first: images/{missing[0]}). {CUB_FETCH_HINT}")
 
 
+#: The name of `cub_preprocess` in the image cache: change it whenever the preprocessing changes.
+CUB_PREPROCESS = "resize256-crop224"
+
+
 def cub_preprocess(path: Path) -> torch.Tensor:
     """The standard ImageNet evaluation preprocessing: resize the short side to 256, centre-crop 224, as uint8 CHW
-    (normalisation with the ImageNet mean/std happens in `Experience.inputs`)."""
+    (normalisation with the ImageNet mean/std happens in `Experience.inputs`).
+
+    The paper does not say how it prepares CUB's images. This is the transform torchvision's ImageNet ResNet-18
+    weights were evaluated with, so the pretrained features see images as they were trained to; A-GEM instead
+    resizes to 224 x 224 without a crop (changing the birds' aspect ratio) and subtracts the ImageNet mean only."""
     from PIL import Image
     from torchvision.transforms import functional as TF
 
@@ -95,11 +104,12 @@ class NormalisedExperience(Experience):
 
 
 def split_cub(K: int, n_tasks: Optional[int] = None, root: Optional[Path] = None,
-              split: str = "test", spec: Optional[BenchmarkSpec] = None) -> Benchmark:
+              split: str = "test", spec: Optional[BenchmarkSpec] = None, progress: Optional[bool] = None) -> Benchmark:
     """Split CUB-200: task t = the t-th block of `classes_per_task` classes (classes.txt order), multi-head, the
     first K training images of each class in images.txt order (the official train/test split), all test images of
     each class. split="val" evaluates on training images [val_offset, val_offset + val_per_class) of each class
-    instead (every class has enough). Defaults and limits: `spec` (default `SPECS["cub"]`)."""
+    instead (every class has enough). Defaults and limits: `spec` (default `SPECS["cub"]`). The images are decoded
+    and resized once into a checksummed cache (`imagecache.cached_images`; `progress`: a bar while it is built)."""
     spec = SPECS["cub"] if spec is None else spec
     n_tasks = spec.n_tasks if n_tasks is None else n_tasks
     check_request(spec, K, split, n_tasks)
@@ -108,12 +118,18 @@ def split_cub(K: int, n_tasks: Optional[int] = None, root: Optional[Path] = None
     tasks = split_classes(n_tasks, spec.classes_per_task)
     tr_mask, te_mask = idx["is_train"], ~idx["is_train"]
 
+    cache = {}
+
     def load_images(paths, sel):
-        missing = [paths[i] for i in sel if not (base / paths[i]).exists()]
-        if missing:
-            raise MissingDataError(f"CUB image {base / missing[0]} not found ({len(missing)} missing). "
-                                   f"{CUB_FETCH_HINT}")
-        return torch.stack([cub_preprocess(base / paths[i]) for i in sel])
+        """The selected images, from the decode-once cache of every image in images.txt order (`imagecache`)."""
+        if not cache:
+            missing = [p for p in idx["paths"] if not (base / p).exists()]
+            if missing:
+                raise MissingDataError(f"CUB image {base / missing[0]} not found ({len(missing)} missing). "
+                                       f"{CUB_FETCH_HINT}")
+            cache["images"] = cached_images("cub", base, idx["paths"], cub_preprocess, CUB_PREPROCESS, progress)
+            cache["position"] = {p: i for i, p in enumerate(idx["paths"])}
+        return select(cache["images"], [cache["position"][paths[i]] for i in sel])
 
     train, test = multi_head_stream(idx["paths"][tr_mask], idx["labels"][tr_mask], idx["paths"][te_mask],
                                     idx["labels"][te_mask], K, tasks, load_images, split, spec,

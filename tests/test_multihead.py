@@ -337,6 +337,31 @@ def test_cub_split_first_k_and_preprocessing(cub):
         Cu.split_cub(K=2, n_tasks=1)
 
 
+def test_cub_images_are_decoded_once_into_the_cache(cub, monkeypatch):
+    """Issue 19 item 4: the first split decodes every image of images.txt once; later splits (other K, other tasks,
+    the validation split) read the cache, with the same pixels as decoding each image anew."""
+    from metacl_lite import imagecache as IC
+    monkeypatch.setattr(IC, "_VERIFIED", set())
+    Cu.fetch_cub(cub, quiet=True)
+    calls = []
+    decode = Cu.cub_preprocess
+    monkeypatch.setattr(Cu, "cub_preprocess", lambda p: calls.append(p) or decode(p))
+    a = Cu.split_cub(K=2, n_tasks=2)
+    assert len(calls) == N_CLS * 5  # every image once
+    import dataclasses
+    b = Cu.split_cub(K=1, n_tasks=1, split="val", spec=dataclasses.replace(Cu.SPECS["cub"], val_offset=1,
+                                                                          val_per_class=1))
+    c = Cu.split_cub(K=3, n_tasks=2)
+    assert len(calls) == N_CLS * 5
+    base = Cu.cub_root() / Cu.CUB_FOLDER / "images"
+    idx = Cu.read_cub_index()
+    test_paths = idx["paths"][~idx["is_train"]]
+    first_test = test_paths[np.flatnonzero(idx["labels"][~idx["is_train"]] == 20)[0]]
+    np.testing.assert_array_equal(a.test_stream[1].x[0].numpy(), decode(base / first_test).numpy())
+    torch.testing.assert_close(c.test_stream[1].x, a.test_stream[1].x, rtol=0, atol=0)
+    assert len(b.test_stream[0]) == 20 and len(list(IC.cache_folder("cub").glob("*.npy"))) == 1
+
+
 def test_cub_check_data_K_limit(cub):
     Cu.fetch_cub(cub, quiet=True)
     check_data("cub", 3)  # every fixture class has 3 training images

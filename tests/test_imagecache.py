@@ -1,0 +1,97 @@
+"""The decode-once image cache (issue 19, item 4): same pixels as decoding each time, decoded once, checked against
+its sha256, rebuilt when corrupt or when the images change, never left half-written."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from metacl_lite import imagecache as IC
+
+
+def decode(path):
+    with Image.open(path) as im:
+        return torch.from_numpy(np.asarray(im.convert("RGB").resize((8, 6)), dtype=np.uint8).transpose(2, 0, 1).copy())
+
+
+@pytest.fixture
+def images(tmp_path, monkeypatch):
+    monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path / "root"))
+    monkeypatch.setattr(IC, "_VERIFIED", set())
+    base = tmp_path / "images"
+    base.mkdir()
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(7):
+        p = f"img_{i}.png"
+        Image.fromarray(rng.integers(0, 256, (10 + i, 12, 3), dtype=np.uint8)).save(base / p)
+        paths.append(p)
+    return base, paths
+
+
+class Counting:
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self, path):
+        self.n += 1
+        return decode(path)
+
+
+def test_the_cache_holds_exactly_the_decoded_images_and_decodes_once(images):
+    base, paths = images
+    count = Counting()
+    arr = IC.cached_images("toy", base, paths, count, "toy-v1", progress=False)
+    assert count.n == 7 and arr.shape == (7, 3, 6, 8) and arr.dtype == np.uint8
+    for i, p in enumerate(paths):
+        np.testing.assert_array_equal(arr[i], decode(base / p).numpy())
+    np.testing.assert_array_equal(IC.select(arr, [5, 0, 5]).numpy(), np.stack([arr[5], arr[0], arr[5]]))
+    IC._VERIFIED.clear()  # a new process: checks the sha256, decodes nothing
+    IC.cached_images("toy", base, paths, count, "toy-v1", progress=False)
+    assert count.n == 7
+    manifest = json.loads(next(IC.cache_folder("toy").glob("*.json")).read_text())
+    assert manifest["n_images"] == 7 and manifest["shape"] == [7, 3, 6, 8] and manifest["preprocess"] == "toy-v1"
+
+
+def test_a_corrupt_cache_is_rebuilt_and_says_so(images, capsys):
+    base, paths = images
+    arr = IC.cached_images("toy", base, paths, decode, "toy-v1", progress=False)
+    want = np.array(arr)
+    del arr
+    npy = next(IC.cache_folder("toy").glob("*.npy"))
+    raw = bytearray(npy.read_bytes())
+    raw[-1] ^= 0xFF
+    npy.write_bytes(bytes(raw))
+    IC._VERIFIED.clear()
+    count = Counting()
+    got = IC.cached_images("toy", base, paths, count, "toy-v1", progress=False)
+    assert count.n == 7 and "does not match the sha256" in capsys.readouterr().err
+    np.testing.assert_array_equal(got, want)
+
+
+def test_changed_images_or_preprocessing_make_a_new_cache(images):
+    base, paths = images
+    IC.cached_images("toy", base, paths, decode, "toy-v1", progress=False)
+    Image.fromarray(np.zeros((10, 12, 3), dtype=np.uint8)).save(base / paths[0])  # the dataset changes
+    count = Counting()
+    arr = IC.cached_images("toy", base, paths, count, "toy-v1", progress=False)
+    assert count.n == 7 and not arr[0].any()
+    IC.cached_images("toy", base, paths, count, "toy-v2", progress=False)
+    assert count.n == 14 and len(list(IC.cache_folder("toy").glob("*.npy"))) == 3
+
+
+def test_an_interrupted_build_leaves_nothing_behind(images):
+    base, paths = images
+
+    def failing(path):
+        if path.name == paths[4]:
+            raise KeyboardInterrupt
+        return decode(path)
+
+    with pytest.raises(KeyboardInterrupt):
+        IC.cached_images("toy", base, paths, failing, "toy-v1", progress=False)
+    assert list(IC.cache_folder("toy").iterdir()) == []
+    count = Counting()
+    IC.cached_images("toy", base, paths, count, "toy-v1", progress=False)
+    assert count.n == 7
