@@ -12,12 +12,13 @@ preprocessed once, in the dataset's own order, into one uint8 array of shape (N,
 
 The file name carries a hash of the preprocessing and the sources, so a cache is only ever read for the images it
 was made from. It is built through a temporary file that is checked and then renamed into place (two workers that
-build it at once leave one good copy), and checked against its sha256 the first time a process reads it. A cache
+build it at once: the second waits on a lock and reads the first one's), and checked against its sha256 the first time a process reads it. A cache
 that fails its check is derived data: it is rebuilt from the images (said on stderr), nothing else is touched.
 Where the cache lives: `<data root>/cache/<dataset>/` (`datafiles.data_root`).
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -114,14 +115,18 @@ def cached_images(dataset: str, base: Path, paths: Sequence[str], decode: Callab
     progress = progress_enabled(progress)
     digest = sources_digest(base, paths)
     array_path, manifest_path = cache_paths(dataset, preprocess, digest)
-    if manifest_path.exists():
-        why = _valid(array_path, manifest_path, preprocess, digest, len(paths))
-        if why is None:
-            return np.load(array_path, mmap_mode="r")
-        print(f"image cache {array_path}: {why}; rebuilding it from the images", file=sys.stderr)
-    _build(array_path, manifest_path, base, paths, decode, preprocess, digest, progress)
-    _VERIFIED.add(str(array_path))
-    return np.load(array_path, mmap_mode="r")
+    array_path.parent.mkdir(parents=True, exist_ok=True)
+    # one builder at a time: workers that start together wait for the first one's cache instead of each decoding
+    with open(array_path.parent / ".lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if manifest_path.exists():
+            why = _valid(array_path, manifest_path, preprocess, digest, len(paths))
+            if why is None:
+                return np.load(array_path, mmap_mode="r")
+            print(f"image cache {array_path}: {why}; rebuilding it from the images", file=sys.stderr)
+        _build(array_path, manifest_path, base, paths, decode, preprocess, digest, progress)
+        _VERIFIED.add(str(array_path))
+        return np.load(array_path, mmap_mode="r")
 
 
 def select(images: np.ndarray, index: Sequence[int]) -> torch.Tensor:

@@ -91,7 +91,30 @@ def test_an_interrupted_build_leaves_nothing_behind(images):
 
     with pytest.raises(KeyboardInterrupt):
         IC.cached_images("toy", base, paths, failing, "toy-v1", progress=False)
-    assert list(IC.cache_folder("toy").iterdir()) == []
+    assert [p.name for p in IC.cache_folder("toy").iterdir()] == [".lock"]
     count = Counting()
     IC.cached_images("toy", base, paths, count, "toy-v1", progress=False)
     assert count.n == 7
+
+
+def test_workers_starting_together_decode_the_images_once(images):
+    """Two processes asking for the same cache at once: one builds it, the other waits and reads it."""
+    import multiprocessing as mp
+    base, paths = images
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        counts = pool.starmap(_build_and_count, [(str(base), paths)] * 2)
+    assert sorted(counts) == [0, 7]
+
+
+def _build_and_count(base, paths):
+    import time
+    from pathlib import Path
+    count = Counting()
+
+    def slow(path):
+        time.sleep(0.05)
+        return count(path)
+
+    IC.cached_images("toy", Path(base), paths, slow, "toy-v1", progress=False)
+    return count.n
