@@ -102,19 +102,23 @@ def test_workers_starting_together_decode_the_images_once(images):
     import multiprocessing as mp
     base, paths = images
     ctx = mp.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        counts = pool.starmap(_build_and_count, [(str(base), paths)] * 2)
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(2)
+        with ctx.Pool(2) as pool:
+            counts = pool.starmap(_build_and_count, [(str(base), paths, barrier)] * 2)
     assert sorted(counts) == [0, 7]
 
 
-def _build_and_count(base, paths):
+def _build_and_count(base, paths, barrier):
     import time
     from pathlib import Path
     count = Counting()
 
     def slow(path):
-        time.sleep(0.05)
+        time.sleep(0.2)
         return count(path)
+
+    barrier.wait()  # both processes are up (torch imported) before either asks for the cache
 
     IC.cached_images("toy", Path(base), paths, slow, "toy-v1", progress=False)
     return count.n
