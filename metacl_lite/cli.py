@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -486,6 +487,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except UnitsFailed as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `table ... | head`: the reader went away; nothing to say, no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again
+        return 141
     except KeyboardInterrupt:
         if a.cmd in ("run", "tune", "choices"):
             print(f"\ninterrupted: every finished unit is saved{' in ' + _out_of(a) if _out_of(a) else ''}; run the "

@@ -542,3 +542,15 @@ def test_an_installed_package_writes_its_default_files_where_it_is_started(tmp_p
                          str(w / "results" / "open-choices")]
     # the work folder's own git repository (if any) is not this code's: no commit is recorded for an installed package
     assert lines[5:7] == ["None", "False"]
+
+
+def test_table_into_a_closed_pipe_ends_without_a_traceback():
+    """`table ... | head -1`: the reader goes away before the table is written; no traceback, exit 141 (SIGPIPE)."""
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before anything is written
+    env = {**os.environ, "PYTHONPATH": str(Path(metacl_lite.__file__).parents[1])}
+    p = subprocess.run([sys.executable, "-m", "metacl_lite", "table", "results/pmnist-K50.json"], stdout=w,
+                       stderr=subprocess.PIPE, text=True, env=env, cwd=Path(metacl_lite.__file__).parents[1],
+                       timeout=300)
+    os.close(w)
+    assert (p.returncode, p.stderr) == (141, "")
