@@ -190,3 +190,17 @@ def test_a_resumed_redo_keeps_what_its_first_attempt_retrained(hparams_file, fak
     last = doc["provenance"]["invocations"][-1]["units"]
     assert f"runs/mas/{calls[0].seed}" not in last and len([u for u in last if u.startswith("runs/mas/")]) == 2
     assert doc["config"]["method_hparams"]["mas"] == {"beta": hp["pmnist"]["by_K"]["5"]["methods"]["mas"]["beta"]}
+
+
+def test_a_tuning_file_records_a_thread_count_other_than_one_and_refuses_another(hparams_file, fake_units, tmp_path):
+    """As a results file: tuning units made with 2 threads per worker are not mixed with 1-thread units; the file's
+    command regenerates it with the same count."""
+    from metacl_lite.lab.tuning import tune
+    kw = dict(n_tasks=2, seeds=[100], methods=["ewc"], out=tmp_path / "t.json", write_hparams=False,
+              beta_grid=[1.0, 3.0], gamma_grid=[0.0, 1.0], epochs=1, show_progress=False)
+    doc = tune("pmnist", 5, plan=check_plan("local", 1, 2), **kw)
+    assert doc["protocol"]["threads"] == 2 and " --threads 2" in doc["provenance"]["command"]
+    with pytest.raises(ConfigMismatch, match="threads"):
+        tune("pmnist", 5, plan=check_plan("local", 1, 1), **kw)
+    one = tune("pmnist", 5, plan=check_plan("local", 1, 1), **{**kw, "out": tmp_path / "t1.json"})
+    assert "threads" not in one["protocol"] and "--threads" not in one["provenance"]["command"]

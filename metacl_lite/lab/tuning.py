@@ -62,7 +62,7 @@ TUNING_SEEDS = (100, 101)
 WINDOW = 2
 #: Protocol fields that do not make a protocol other than the default one (`is_default`): the model options, the
 #: compiled task gradients, and a windowed search of the default lattice.
-NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator")
+NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator", "threads")
 
 #: Methods with a strength to tune (the nine regularised ones).
 TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
@@ -194,6 +194,8 @@ def tune_command(doc: dict, out: Path) -> str:
         cmd += "" if p["window"]["half_decades"] == WINDOW else f" --window {p['window']['half_decades']}"
     if p.get("compile", "off") != "off":
         cmd += f" --compile {p['compile']}"
+    if p.get("threads", 1) != 1:
+        cmd += f" --threads {p['threads']}"
     if p.get("device", "cpu") != get_spec(p["benchmark"]).device:
         cmd += f" --device {p.get('device', 'cpu')}"
     if (p.get("model") or {}).get("random_init"):
@@ -377,6 +379,9 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     where = resolve(spec.device if device is None else device)
     if kind(where) != "cpu":
         protocol["device"], protocol["accelerator"] = kind(where), accelerator(where)
+    plan = plan or check_plan()
+    if kind(where) == "cpu" and plan.threads != 1:  # another thread count sums in another order: other numbers
+        protocol["threads"] = plan.threads
     if around is not None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise UsageError(f"--window {window!r}: give a whole number of half-decades >= 1")
@@ -456,7 +461,6 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 store.add("units", key, {**u, "reused_from": relative_to_repo(path)})
                 reused += 1
 
-    plan = plan or check_plan()
     grids = {m: searched_grid(protocol, m) for m in methods}
     jobs = [j for m in methods for j in jobs_for(m, grids[m])]
     g = grid_of(store.doc)  # a grid completed earlier may still need extending (e.g. after a change of the edge rule)
