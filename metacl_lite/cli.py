@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from .errors import ConfigMismatch, CorruptUnit, LockedError, UnitsFailed, UserError
+from .errors import ConfigMismatch, CorruptUnit, LockedError, NotebookFailed, UnitsFailed, UserError
 from .specs import BENCHMARKS, get_spec
 
 
@@ -487,6 +487,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except UnitsFailed as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except NotebookFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if e.user else 1
     except BrokenPipeError:  # `table ... | head`: the reader went away; nothing to say, no traceback
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again

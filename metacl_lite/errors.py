@@ -54,3 +54,17 @@ class UnitsFailed(RuntimeError):
         more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
         super().__init__(f"{len(failures)} unit(s) failed: {lines}{more}. Every finished unit is saved in {path}; "
                          f"the same command retries the failed ones")
+
+
+class NotebookFailed(RuntimeError):
+    """A cell of a notebook run by `notebook` raised; the executed notebook, with the traceback, is kept. `user`: the
+    cell raised one of this package's user errors (its message says how to fix it)."""
+
+    def __init__(self, notebook, cell: int, ename: str, evalue: str, executed):
+        self.user = ename in {c.__name__ for c in _subclasses(UserError)}
+        super().__init__(f"{notebook}: cell [{cell}] raised {ename}: {evalue}. The executed notebook, with the "
+                         f"traceback, is {executed}")
+
+
+def _subclasses(cls) -> list:
+    return [cls] + [s for c in cls.__subclasses__() for s in _subclasses(c)]

@@ -554,3 +554,24 @@ def test_table_into_a_closed_pipe_ends_without_a_traceback():
                        timeout=300)
     os.close(w)
     assert (p.returncode, p.stderr) == (141, "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell, rc, name", [("raise ValueError('bad value')", 1, "ValueError: bad value"),
+                                             ("from metacl_lite.errors import UsageError\n"
+                                              "raise UsageError('K=7: choose another K')", 2,
+                                              "UsageError: K=7: choose another K")])
+def test_a_failing_notebook_cell_is_one_line_naming_the_executed_notebook(tmp_path, capsys, cell, rc, name):
+    """`notebook` with a cell that raises: one line (the cell, the error, where the executed notebook with its
+    traceback is), no papermill traceback; exit 2 for this package's user errors, 1 otherwise."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}), nbformat.v4.new_code_cell(cell)]
+    nbformat.write(nb, str(tmp_path / "fails.ipynb"))
+    assert main(["notebook", str(tmp_path / "fails.ipynb"), "-o", str(tmp_path / "out")]) == rc
+    err = capsys.readouterr().err
+    executed = next((tmp_path / "out").glob("fails-*.ipynb"))
+    assert err == f"error: {tmp_path / 'fails.ipynb'}: cell [2] raised {name}. The executed notebook, with the " \
+                  f"traceback, is {executed}\n"

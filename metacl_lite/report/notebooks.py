@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Optional
 from ..lab.atomic import check_writable, write_text
 from ..datafiles import PACKAGE_DIR, REPO_ROOT
 from ..device import DEVICE_CHOICES
-from ..errors import FileFormatError, UsageError
+from ..errors import FileFormatError, NotebookFailed, UsageError
 from ..specs import SPECS
 
 
@@ -208,6 +208,8 @@ def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str 
         with kernel_imports_this_checkout():
             papermill.execute_notebook(str(ipynb), str(target), parameters=params, kernel_name=kernel,
                                        cwd=str(path.parent.resolve()), progress_bar=progress)
+    except papermill.PapermillExecutionError as e:  # one line, not papermill's traceback of the kernel's traceback
+        raise NotebookFailed(path, e.exec_count, e.ename, e.evalue, target) from None
     finally:  # the executed notebook (with the error, if any) stays in target; the temporary input goes
         ipynb.unlink(missing_ok=True)
     return target
