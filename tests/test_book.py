@@ -1,6 +1,7 @@
 """The book builds with warnings as errors and executed cells (a failing cell fails the build), and every page renders
-in a headless browser with the network off: no console error, each script once, math typeset and within the page at
-1280 and 390 px, chapter 3's widget rendered once, no external request."""
+in a headless browser with the network off: no console error or warning, each script once, math typeset (no raw `$`)
+and within the page at 1280 and 390 px, no list markers inside a paragraph, tables within the column, every image
+with real alt text in a captioned, numbered figure, chapter 3's widget rendered once, no external request."""
 import re
 import shutil
 import subprocess
