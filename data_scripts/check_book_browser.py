@@ -7,11 +7,25 @@ anything but 127.0.0.1, file:, data: or blob: is failed and reported. Each page 
 - any console error: console.error/assert, an uncaught exception, or an error entry of the browser log (a 404, a
   blocked request, a script that could not load);
 - a script included twice (Jupyter Book 1 adds every .js under _static to every page: see _config.yml);
+- a console warning: console.warn, or a warning entry of the browser log, unless ALLOWED_WARNINGS names it and says
+  why it is harmless (none does yet);
 - math not typeset: a Sphinx math element with no MathJax output, a TeX error, a backslash shown as text (an
-  undefined macro, or `\\_` inside `\\text{}`), or a raw `$$` in the page's text;
+  undefined macro, or `\\_` inside `\\text{}`), a raw `$$`, or raw single-dollar math (`$g_x$` shown as text: a
+  `$...$` pair whose content starts and ends with a non-blank character) in the page's text outside code;
+- Markdown list markers inside a paragraph (a bulleted list that was glued or written into running text): a line of
+  a <p> that starts with "- ", "* " or "+ ", or a colon or full stop followed by " - item ... - item";
 - ipywidgets not rendered exactly once: one rendered view per widget-view tag, each with content;
 - display math wider than its container at 1280 px or at 390 px (a phone);
+- a table wider than the content column at 1280 px; at 390 px, a table wider than the column that is not inside a
+  box that scrolls sideways (the page itself would slide). A table that fits at 1280 px may scroll inside its own box
+  on a phone: the reader scrolls that table, not the page, and the theme wraps every table in such a box;
+- an image in the page's content with no real alt text (missing or empty, or a file name or path, such as the
+  image's own src), unless it is marked decorative (role="presentation" or aria-hidden="true");
+- a figure with no caption (a <figure> without caption text, or an <img> outside any <figure>), or a captioned figure
+  with no number (numfig numbers a figure only when it has a caption and a :name:);
 - an external request.
+
+"The page's content" is the theme's article (article.bd-article), else <main>, else <body>.
 
 The browser is driven through the DevTools protocol over a pipe (--remote-debugging-pipe): no extra package.
 
@@ -22,6 +36,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -35,6 +50,8 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDTHS = (1280, 390)
+# Console warnings that are not the book's to fix: (regular expression on the message, why it is allowed).
+ALLOWED_WARNINGS: list[tuple[str, str]] = []
 # Pages that must show widgets: chapter 3's interactive figure.
 REQUIRED_WIDGET_VIEWS = {"chapters/03_dynamic_balance.html": 1}
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -76,6 +93,53 @@ INSPECT_JS = r"""
     const text = n.nodeValue;
     if (text.includes('$$') && !n.parentElement.closest(skip)) out.raw_dollars.push(text.trim().slice(0, 80));
   }
+  // Raw single-dollar math and list markers in running text, per block of text (outside code and typeset math).
+  const blocks = new Map();
+  const walker2 = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker2.nextNode(); n; n = walker2.nextNode()) {
+    if (n.parentElement.closest(skip + ', .highlight, kbd, samp')) continue;
+    const block = n.parentElement.closest('p, li, td, th, dt, dd, figcaption, caption, h1, h2, h3, h4, h5, h6, div');
+    if (block) blocks.set(block, (blocks.get(block) || '') + n.nodeValue);
+  }
+  out.raw_single_dollars = [];
+  out.list_in_paragraph = [];
+  const single = /(^|[^$\\])\$([^\s$](?:[^$\n]{0,200}?[^\s$])?)\$(?![$\d])/;
+  for (const [block, text] of blocks) {
+    const m = text.match(single);
+    if (m) out.raw_single_dollars.push('$' + m[2].slice(0, 60) + '$');
+    const lineStartsItem = /(^|\n)[ \t]*[-*+][ \t]+\S/, itemsRunTogether = /[:.][ \t\n]+-[ \t]+\S[^]*\s-[ \t]+\S/;
+    if (block.tagName === 'P' && (lineStartsItem.test(text) || itemsRunTogether.test(text)))
+      out.list_in_paragraph.push(text.trim().replace(/\s+/g, ' ').slice(0, 80));
+  }
+  // Images and figures in the page's content.
+  const root = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  out.bad_alt = [];
+  out.uncaptioned = [];
+  out.unnumbered = [];
+  for (const img of root.querySelectorAll('img')) {
+    if (img.getAttribute('role') === 'presentation' || img.getAttribute('aria-hidden') === 'true') continue;
+    const src = img.getAttribute('src') || '';
+    const base = src.split('?')[0].split('/').pop();
+    const alt = (img.getAttribute('alt') || '').trim();
+    const fileLike = !/\s/.test(alt)
+      && (/[\/\\]/.test(alt) || /\.(png|jpe?g|gif|svg|webp|avif|bmp|pdf)$/i.test(alt));
+    if (!alt || alt === src || alt === base || fileLike) out.bad_alt.push(`${base}: alt=${JSON.stringify(alt)}`);
+    if (!img.closest('figure')) out.uncaptioned.push(`image ${base} outside a figure`);
+  }
+  for (const fig of root.querySelectorAll('figure')) {
+    const cap = fig.querySelector('figcaption');
+    const img = fig.querySelector('img');
+    const name = fig.id || (img ? (img.getAttribute('src') || '').split('/').pop() : 'figure');
+    let text = '';
+    if (cap) {
+      const c = cap.cloneNode(true);
+      c.querySelectorAll('.caption-number, .headerlink').forEach(e => e.remove());
+      text = c.textContent.trim();
+    }
+    if (!text) out.uncaptioned.push(`figure ${name} without a caption`);
+    else if (!(cap.querySelector('.caption-number') || {textContent: ''}).textContent.trim())
+      out.unnumbered.push(`figure ${name}: ${text.slice(0, 50)}`);
+  }
   out.scripts = [...document.scripts].map(s => s.src).filter(Boolean);
   out.widget_views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
   const areas = [...document.querySelectorAll('.widget-subarea')];
@@ -98,6 +162,30 @@ OVERFLOW_JS = """
       if (need > box.clientWidth + 1) wide.push(`${need}px in ${box.clientWidth}px: ${item.math.trim().slice(0, 60)}`);
     }
   } catch (e) { wide.push(`MathJax state unreadable: ${e}`); }
+  return wide;
+})()
+"""
+# Every table of the page's content wider than the content column: its width, the column's, whether it sits in a box
+# that scrolls sideways (no wider than the column), and its first cell's text.
+TABLES_JS = """
+(() => {
+  const root = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const cs = getComputedStyle(root);
+  const column = root.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  const wide = [];
+  for (const t of root.querySelectorAll('table')) {
+    if (t.closest('.highlight, pre, mjx-container') || !t.getClientRects().length) continue;
+    const width = Math.ceil(Math.max(t.scrollWidth, t.getBoundingClientRect().width));
+    if (width <= column + 1) continue;
+    let scrolls = false;
+    for (let a = t.parentElement; a && a !== root; a = a.parentElement) {
+      const ox = getComputedStyle(a).overflowX;
+      if ((ox === 'auto' || ox === 'scroll') && a.clientWidth <= column + 1) { scrolls = true; break; }
+    }
+    const cell = t.querySelector('caption, th, td');
+    wide.push({width, column: Math.round(column), scrolls,
+               head: (cell ? cell.textContent : '').trim().replace(/\\s+/g, ' ').slice(0, 40)});
+  }
   return wide;
 })()
 """
@@ -203,6 +291,7 @@ class Chrome:
 class PageReport:
     page: str
     console_errors: list[str] = field(default_factory=list)
+    console_warnings: list[str] = field(default_factory=list)
     external: list[str] = field(default_factory=list)
     duplicate_scripts: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # render failures: math, widgets, overflow, loading
@@ -211,7 +300,8 @@ class PageReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.console_errors or self.external or self.duplicate_scripts or self.problems)
+        return not (self.console_errors or self.console_warnings or self.external or self.duplicate_scripts
+                    or self.problems)
 
 
 def _console_errors(events: list[dict]) -> list[str]:
@@ -227,6 +317,19 @@ def _console_errors(events: list[dict]) -> list[str]:
         elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
             errors.append(f"log ({p['entry']['source']}): {p['entry']['text']} {p['entry'].get('url', '')}".strip())
     return [s[:300] for s in errors]
+
+
+def _console_warnings(events: list[dict], allowed=ALLOWED_WARNINGS) -> list[str]:
+    """console.warn calls and warning entries of the browser log, but those ALLOWED_WARNINGS names."""
+    warnings = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.consoleAPICalled" and p["type"] == "warning":
+            warnings.append("console.warn: " + " ".join(
+                str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+        elif m == "Log.entryAdded" and p["entry"]["level"] == "warning":
+            warnings.append(f"log ({p['entry']['source']}): {p['entry']['text']} {p['entry'].get('url', '')}".strip())
+    return [w[:300] for w in warnings if not any(re.search(pattern, w) for pattern, _why in allowed)]
 
 
 def _set_width(chrome: Chrome, session: str, width: int) -> None:
@@ -260,15 +363,18 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
             report.problems.append(f"page still changing after {max_wait:.0f} s")
         info = chrome.evaluate(session, INSPECT_JS)
         overflow = {WIDTHS[0]: chrome.evaluate(session, OVERFLOW_JS)}
+        tables = {WIDTHS[0]: chrome.evaluate(session, TABLES_JS)}
         for width in WIDTHS[1:]:
             _set_width(chrome, session, width)
             chrome.pump(0.5)
             overflow[width] = chrome.evaluate(session, OVERFLOW_JS)
+            tables[width] = chrome.evaluate(session, TABLES_JS)
         chrome.pump(0.25)
     finally:
         chrome.call("Target.closeTarget", {"targetId": target})
     events = [e for e in chrome.events if e.get("sessionId") == session]
     report.console_errors = _console_errors(events)
+    report.console_warnings = _console_warnings(events)
     requests = [e["params"] for e in events if e.get("method") == "Network.requestWillBeSent"]
     report.external = sorted({r["request"]["url"] for r in requests if not is_local(r["request"]["url"])})
     report.duplicate_scripts = sorted({u for u in info["scripts"] if info["scripts"].count(u) > 1})
@@ -276,12 +382,22 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
     p += [f"math not typeset: {m}" for m in info["untypeset"]]
     p += [f"math error: {m}" for m in info["math_errors"]]
     p += [f"raw $$ in text: {t}" for t in info["raw_dollars"]]
+    p += [f"raw $ math in text: {t}" for t in info["raw_single_dollars"]]
+    p += [f"list markers inside a paragraph: {t}" for t in info["list_in_paragraph"]]
+    p += [f"image without real alt text: {t}" for t in info["bad_alt"]]
+    p += [f"no caption: {t}" for t in info["uncaptioned"]]
+    p += [f"captioned figure without a number: {t}" for t in info["unnumbered"]]
     if info["widgets_rendered"] != info["widget_views"] or info["widgets_empty"]:
         p.append(f"widgets: {info['widget_views']} views, {info['widgets_rendered']} rendered, "
                  f"{info['widgets_empty']} empty")
     if info["widget_views"] < REQUIRED_WIDGET_VIEWS.get(rel, 0):
         p.append(f"widgets: {info['widget_views']} views, expected at least {REQUIRED_WIDGET_VIEWS[rel]}")
     p += [f"display math overflows at {w} px: {o}" for w, items in overflow.items() for o in items]
+    for t in tables[WIDTHS[0]]:
+        p.append(f"table wider than the column at {WIDTHS[0]} px: {t['width']} px in {t['column']} px ({t['head']})")
+    for w in WIDTHS[1:]:
+        p += [f"table wider than the column at {w} px and not in a box that scrolls: {t['width']} px in "
+              f"{t['column']} px ({t['head']})" for t in tables[w] if not t["scrolls"]]
     report.math = info["math"]
     report.widgets = info["widgets_rendered"]
     return report
@@ -339,9 +455,10 @@ def main(argv=None) -> int:
     reports = check_book(a.html, a.chrome, a.page)
     for r in reports:
         print(f"{'ok  ' if r.ok else 'FAIL'} {r.page}: {len(r.console_errors)} console errors, "
+              f"{len(r.console_warnings)} console warnings, "
               f"{r.math} math, {r.widgets} widgets, {len(r.external)} external, "
               f"{len(r.duplicate_scripts)} scripts loaded twice")
-        for line in r.console_errors + r.external + r.duplicate_scripts + r.problems:
+        for line in r.console_errors + r.console_warnings + r.external + r.duplicate_scripts + r.problems:
             print("     ", line.splitlines()[0])
     if a.json:
         a.json.write_text(json.dumps([{**vars(r)} for r in reports], indent=1))

@@ -1,6 +1,7 @@
 """The book builds with warnings as errors and executed cells (a failing cell fails the build), and every page renders
-in a headless browser with the network off: no console error, each script once, math typeset and within the page at
-1280 and 390 px, chapter 3's widget rendered once, no external request."""
+in a headless browser with the network off: no console error or warning, each script once, math typeset (no raw `$`)
+and within the page at 1280 and 390 px, no list markers inside a paragraph, tables within the column, every image
+with real alt text in a captioned, numbered figure, chapter 3's widget rendered once, no external request."""
 import re
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 JB = str(Path(sys.executable).parent / "jupyter-book")
 VENDOR = ROOT / "book" / "_vendor" / "_static"  # served as _static/ (see _config.yml)
 sys.path.insert(0, str(ROOT / "data_scripts"))
-from check_book_browser import check_book, find_chrome  # noqa: E402
+from check_book_browser import _console_warnings, check_book, find_chrome  # noqa: E402
 from check_offline_book import duplicate_assets, static_check  # noqa: E402
 
 
@@ -143,6 +144,18 @@ MATHJAX = '<script defer src="{up}_static/vendor/mathjax/tex-mml-chtml.js"></scr
 VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'  # as in the book's pages
 
 
+def test_console_warnings_are_reported_but_those_allowed():
+    """console.warn and warning-level log entries are reported, errors are not (the error check has them); a warning
+    an allow-list entry matches is left out."""
+    events = [{"method": "Runtime.consoleAPICalled", "params": {"type": "warning", "args": [{"value": "careful"}]}},
+              {"method": "Runtime.consoleAPICalled", "params": {"type": "error", "args": [{"value": "boom"}]}},
+              {"method": "Log.entryAdded", "params": {"entry": {"level": "warning", "source": "network",
+                                                                "text": "slow", "url": "http://127.0.0.1/a"}}},
+              {"method": "Log.entryAdded", "params": {"entry": {"level": "info", "source": "other", "text": "hi"}}}]
+    assert _console_warnings(events) == ["console.warn: careful", "log (network): slow http://127.0.0.1/a"]
+    assert _console_warnings(events, allowed=[("^log \\(network\\): slow", "a test")]) == ["console.warn: careful"]
+
+
 def _fixture_site(root: Path) -> None:
     """One small page per failure the browser check must catch, and one clean page."""
     (root / "_static").symlink_to(VENDOR, target_is_directory=True)
@@ -151,13 +164,28 @@ def _fixture_site(root: Path) -> None:
     wide = r"\[" + "+".join(f"x_{{{i}}}" for i in range(1, 21)) + r"\]"  # about 700 px wide
     widget_view = ('<script type="application/vnd.jupyter.widget-view+json">'
                    '{"model_id": "m", "version_major": 2, "version_minor": 0}</script>')
+    (root / "dot.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"></svg>')
+
+    def figure(src, alt="A grey box", caption="A caption", fig_id="fig-a", number="Fig. 1 "):
+        cap = f'<figcaption><span class="caption-number">{number}</span>{caption}</figcaption>' if caption else ""
+        cap = cap.replace('<span class="caption-number"></span>', "")
+        return f'<figure id="{fig_id}"><img src="{src}" alt="{alt}">{cap}</figure>'
+
+    def table(width, head="h"):
+        return f'<table style="width:{width}px"><tr><th>{head}</th><td>1</td></tr></table>'
+
+    scroll = '<div style="overflow-x:auto">{}</div>'  # as the theme wraps each table
+    article = '<article class="bd-article" style="max-width:688px">{}</article>'  # the book's column at 1280 px
     pages = {
         "clean.html": MATHJAX + "<p>Let " + math.format(r"\(a_{i,j}\)") + " be</p>"
-        + '<div class="math notranslate nohighlight">\\[x^2\\]</div><script src="one.js"></script>',
+        + '<div class="math notranslate nohighlight">\\[x^2\\]</div><script src="one.js"></script>'
+        + article.format(figure("dot.svg") + scroll.format(table(600)) + "<p>A range 3 - 4, $5 or $10 in money; "
+                         "a list:</p><ul><li>one - two</li><li>three</li></ul><pre>$g_x$ in code</pre>"
+                         '<img src="dot.svg" alt="" role="presentation">'),
         "console.html": '<script>console.error("boom")</script>',
         "exception.html": "<script>null.f()</script>",
-        "external.html": '<img src="http://example.com/a.png">',
-        "missing.html": '<img src="missing.png">',
+        "external.html": figure("http://example.com/a.png"),
+        "missing.html": figure("missing.png"),
         "twice.html": '<script src="one.js"></script><script src="one.js"></script>',
         "raw.html": "<p>costs $$x$$ here</p><pre>$$ in code is fine</pre>",
         "untypeset.html": math.format(r"\(x\)"),
@@ -169,6 +197,18 @@ def _fixture_site(root: Path) -> None:
         "widget_twice.html": widget_view + "<script>for (let i = 0; i < 2; i++) document.body.insertAdjacentHTML("
         "'beforeend', '<div class=\"widget-subarea\"><div class=\"jupyter-widgets\">w</div></div>')</script>",
         "chapters/03_dynamic_balance.html": "<p>no widget</p>",
+        "warn.html": '<script>console.warn("careful")</script>',
+        "dollar.html": "<p>the direction $g_x$ here, and $5 or $10 is money</p><p>$$ok$$ is the other check</p>",
+        "bullets.html": "<p>Verdicts:\n- claim 1 holds\n- claim 2 fails</p><p>In one line: - claim 3 holds - claim 4 "
+        "fails</p><ul><li>a real list - fine</li></ul><p>A range 3 - 4 is fine.</p>",
+        "table_wide.html": article.format(scroll.format(table(900, "wide"))),  # scrolls, but too wide at 1280 px
+        "table_phone.html": article.format(table(500, "bare") + scroll.format(table(500, "boxed"))),
+        "alt.html": article.format(figure("dot.svg", alt="", fig_id="f1")
+                                   + figure("dot.svg", alt="dot.svg", fig_id="f2")
+                                   + figure("dot.svg", alt="_images/dot.svg", fig_id="f3")
+                                   + figure("dot.svg", alt="A grey box, 40 by 20 pixels", fig_id="f4")),
+        "caption.html": article.format(figure("dot.svg", caption="") + '<p><img src="dot.svg" alt="A grey box"></p>'
+                                       + figure("dot.svg", fig_id="fig-b", number="")),
     }
     for name, body in pages.items():
         (root / name).parent.mkdir(exist_ok=True)
@@ -184,8 +224,9 @@ def test_browser_check_catches_each_failure(tmp_path):
     reports = {r.page: r for r in check_book(tmp_path, find_chrome())}
     assert sorted(reports) == sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.html")
                                      if p.parts[len(tmp_path.parts)] != "_static")
-    found = {page: [(k, v) for k, v in (("console", r.console_errors), ("external", r.external),
-                                         ("twice", r.duplicate_scripts), ("problems", r.problems)) if v]
+    found = {page: [(k, v) for k, v in (("console", r.console_errors), ("warnings", r.console_warnings),
+                                         ("external", r.external), ("twice", r.duplicate_scripts),
+                                         ("problems", r.problems)) if v]
              for page, r in reports.items()}
     assert found["clean.html"] == [] and found["index.html"] == [] and reports["clean.html"].math == 2
     assert [e.split("\n")[0] for e in reports["console.html"].console_errors] == ["console.error: boom"]
@@ -206,7 +247,24 @@ def test_browser_check_catches_each_failure(tmp_path):
     assert reports["widget_missing.html"].problems == ["widgets: 1 views, 0 rendered, 0 empty"]
     assert reports["widget_twice.html"].problems == ["widgets: 1 views, 2 rendered, 0 empty"]
     assert reports["chapters/03_dynamic_balance.html"].problems == ["widgets: 0 views, expected at least 1"]
+    assert reports["warn.html"].console_warnings == ["console.warn: careful"]
+    assert reports["dollar.html"].problems == ["raw $$ in text: $$ok$$ is the other check",
+                                              "raw $ math in text: $g_x$"]
+    assert reports["bullets.html"].problems == [
+        "list markers inside a paragraph: Verdicts: - claim 1 holds - claim 2 fails",
+        "list markers inside a paragraph: In one line: - claim 3 holds - claim 4 fails"]
+    assert reports["table_wide.html"].problems == ["table wider than the column at 1280 px: 900 px in 688 px (wide)"]
+    # On a phone a table may scroll inside its own box (boxed), but not make the page slide sideways (bare).
+    assert reports["table_phone.html"].problems == [
+        "table wider than the column at 390 px and not in a box that scrolls: 500 px in 374 px (bare)"]
+    assert reports["alt.html"].problems == ['image without real alt text: dot.svg: alt=""',
+                                           'image without real alt text: dot.svg: alt="dot.svg"',
+                                           'image without real alt text: dot.svg: alt="_images/dot.svg"']
+    assert reports["caption.html"].problems == ["no caption: image dot.svg outside a figure",
+                                               "no caption: figure fig-a without a caption",
+                                               "captioned figure without a number: figure fig-b: A caption"]
     for page in ("console.html", "exception.html", "missing.html", "twice.html", "raw.html", "untypeset.html",
                  "escape.html", "undefined.html", "texerror.html", "wide.html", "widget_missing.html",
-                 "widget_twice.html", "chapters/03_dynamic_balance.html"):
+                 "widget_twice.html", "chapters/03_dynamic_balance.html", "warn.html", "dollar.html", "bullets.html",
+                 "table_wide.html", "table_phone.html", "alt.html", "caption.html"):
         assert len(found[page]) == 1, (page, found[page])  # only the failure the page was made for
