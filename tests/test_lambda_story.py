@@ -88,6 +88,61 @@ def test_story_frame_reads_json_nulls():
     assert math.isnan(r.lambda_over_gamma_median) and r.frac_increase == 0.25
 
 
+def _doc(entries):
+    """A story document from {(method, setting, K): (gamma, {seed: (frac_lambda_pos, frac_lambda_gt_gamma,
+    lambda_over_gamma_median, frac_increase, final ACC)})}."""
+    runs = {}
+    for (method, setting, K), (gamma, seeds) in entries.items():
+        variant = method.split("-")[-1]
+        per_seed = {s: {**L.story_stats(LOG), "frac_lambda_pos": a, "frac_lambda_gt_gamma": b,
+                        "lambda_over_gamma_median": c, "frac_increase": d} for s, (a, b, c, d, _) in seeds.items()}
+        runs[L.run_key(method.split("-")[0], variant, setting, K)] = {
+            "method": method, "K": K, "n_tasks": 3, "gamma": gamma, "beta": 0.0, "per_seed": per_seed,
+            "final_acc": {s: v[4] for s, v in seeds.items()}}
+    return {"runs": runs}
+
+
+DOC = _doc({("pi-metacl-lambda", "tuned", 20): (100.0, {"0": (0.9, 0.5, 4.06, 0.25, 50.0),
+                                                        "1": (1.0, 0.7, 4.14, 0.75, 52.0)}),
+            ("pi-metacl-lambda", "zero", 20): (0.0, {"0": (0.5, 0.5, None, 1.0, 40.0),
+                                                     "1": (0.3, 0.3, None, 1.0, 41.0)}),
+            ("pi-metacl-beta", "tuned", 20): (0.0, {"0": (0.0, 0.0, None, 0.123, 60.0),
+                                                    "1": (0.0, 0.0, None, 0.125, 61.0)}),
+            ("mas-metacl-lambda", "tuned", 50): (0.1, {"0": (0.0, 0.0, None, 0.004, 70.0)})})
+
+
+def test_lambda_table_by_hand():
+    t = L.lambda_table(L.story_frame(DOC))
+    assert t.to_dict("records") == [
+        {"K": 20, "reg.": "PI", "γ": "100", "λ > 0": "95", "λ > γ": "60", "λ/γ": "4.1"},  # means over the seeds
+        {"K": 50, "reg.": "MAS", "γ": "0.1", "λ > 0": "0", "λ > γ": "0", "λ/γ": "–"}]  # λ never active: no ratio
+
+
+def test_variant_table_by_hand():
+    f = L.story_frame(DOC)
+    assert L.variant_table(f, "frac_increase").to_dict("records") == [
+        {"K": 20, "reg.": "PI", "tuned γ": "50", "γ = 0": "100", "MetaCL-β": "12"},
+        {"K": 50, "reg.": "MAS", "tuned γ": "0", "γ = 0": "–", "MetaCL-β": "–"}]  # not measured: "–"
+    assert L.variant_table(f, "final ACC", percent=False).iloc[0].tolist() == [20, "PI", "51.0", "40.5", "60.5"]
+
+
+def test_hparams_current():
+    doc = {"config": {"hparams": {"content": {"pmnist": {"methods": {"pi": {"beta": 1.0}}}}}}}
+    assert L.hparams_current(doc, {"pmnist": {"methods": {"pi": {"beta": 1.0}}}})
+    assert not L.hparams_current(doc, {"pmnist": {"methods": {"pi": {"beta": 10.0}}}})
+
+
+def test_committed_story_is_made_with_the_committed_hparams():
+    """Chapter 8 reads results/lambda-story-pmnist.json: when hparams.json changes (β, γ or an option), the file
+    must be regenerated with its provenance command, or the page shows runs of other settings."""
+    from metacl_lite.lab.hparams import load
+
+    story = L.load_story()
+    assert L.hparams_current(story, load()), (
+        "results/lambda-story-pmnist.json was made with another hparams.json; regenerate it: "
+        + story["provenance"]["command"])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The log written by training
 # ---------------------------------------------------------------------------------------------------------------

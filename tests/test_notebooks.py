@@ -246,7 +246,7 @@ def _num(v):
 
 
 def _first_epoch_accuracy_finetune(n_tasks: int, seeds: int) -> float:
-    """Chapter 9's learning-speed number recomputed here: fine-tuning's accuracy on the current task after its first
+    """Chapter 8's learning-speed number recomputed here: fine-tuning's accuracy on the current task after its first
     epoch, mean over the tasks of a K = 20 stream (permutation seed 0, as the chapter's live runs) and over run seeds
     0..seeds-1."""
     from metacl_lite.mnist import permuted_mnist

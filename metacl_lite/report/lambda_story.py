@@ -222,13 +222,25 @@ def load_story(path: Optional[Path] = None) -> dict:
     return read_json(Path(path or RESULTS_FILE), "λ-story results file")
 
 
+def hparams_current(doc: Mapping, hp: Optional[dict] = None) -> bool:
+    """Whether the measurement `doc` was made with the β, γ and options of `hp` (default: the current hparams.json),
+    i.e. whether `COMMAND` would train the same runs again. A False means the file is stale: regenerate it."""
+    from ..lab.hparams import load
+
+    return doc["config"]["hparams"]["content"] == (load() if hp is None else hp)
+
+
+#: The variants as tables and plots name them ((variant, γ setting) -> name), in `VARIANTS`' order.
+VARIANT_NAMES = {("lambda", "tuned"): "MetaCL-λ (tuned γ)", ("lambda", "zero"): "MetaCL-λ (γ = 0)",
+                 ("beta", "tuned"): "MetaCL-β (tuned β)"}
+
+
 def story_frame(doc: Mapping):
-    """One row per run and seed: regulariser, variant ("MetaCL-λ (tuned γ)", "MetaCL-λ (γ = 0)", "MetaCL-β"), K,
-    n_tasks, seed and every `story_stats` value; for tables and plots."""
+    """One row per run and seed: regulariser, variant (`VARIANT_NAMES`), K, n_tasks, seed and every `story_stats`
+    value; for tables and plots."""
     import pandas as pd
 
-    names = {("lambda", "tuned"): "MetaCL-λ (tuned γ)", ("lambda", "zero"): "MetaCL-λ (γ = 0)",
-             ("beta", "tuned"): "MetaCL-β (tuned β)"}
+    names = VARIANT_NAMES
     rows = []
     for key, r in doc["runs"].items():
         imp, _, variant = r["method"].split("-")
@@ -239,6 +251,42 @@ def story_frame(doc: Mapping):
                          "final ACC": r["final_acc"][s],
                          **{k: float("nan") if v is None else v for k, v in st.items()}})  # JSON null: NaN
     return pd.DataFrame(rows)
+
+
+def _pct(v: float) -> str:
+    """A fraction as a whole percentage ("–" for NaN): 0.934 -> "93"."""
+    return "–" if v != v else f"{100 * v:.0f}"
+
+
+def _sig(v: float) -> str:
+    """Two significant digits ("–" for NaN): 0.1934 -> "0.19", 4.06 -> "4.1", 120.4 -> "120"."""
+    return "–" if v != v else f"{float(f'{v:.2g}'):g}"
+
+
+def lambda_table(frame):
+    """MetaCL-λ with its tuned γ, one row per K and regulariser ("reg."), means over seeds as strings for the page:
+    γ, the % of penalised steps with λ > 0 ("λ > 0") and with λ > γ ("λ > γ"), and the median λ/γ over the steps
+    with λ > 0 ("λ/γ", two significant digits)."""
+    lam = frame[frame.variant == VARIANT_NAMES[("lambda", "tuned")]]
+    m = lam.groupby(["K", "regulariser"], sort=False)[["gamma", "frac_lambda_pos", "frac_lambda_gt_gamma",
+                                                        "lambda_over_gamma_median"]].mean()
+    m = m.sort_index(level="K", sort_remaining=False)
+    return m.assign(gamma=m.gamma.map(lambda v: f"{v:g}"), frac_lambda_pos=m.frac_lambda_pos.map(_pct),
+                    frac_lambda_gt_gamma=m.frac_lambda_gt_gamma.map(_pct),
+                    lambda_over_gamma_median=m.lambda_over_gamma_median.map(_sig)).rename(columns={
+        "gamma": "γ", "frac_lambda_pos": "λ > 0", "frac_lambda_gt_gamma": "λ > γ",
+        "lambda_over_gamma_median": "λ/γ"}).reset_index().rename(columns={"regulariser": "reg."})
+
+
+def variant_table(frame, stat: str, percent: bool = True):
+    """One statistic of `story_stats` (or "final ACC") side by side for the three variants: one row per K and
+    regulariser ("reg."), one column per variant (MetaCL-λ with its "tuned γ" and with "γ = 0", "MetaCL-β"), means
+    over seeds as strings (whole percentages of the penalised steps if `percent`, else one decimal)."""
+    short = {VARIANT_NAMES[v]: n for v, n in zip(VARIANTS, ("tuned γ", "γ = 0", "MetaCL-β"))}
+    m = frame.groupby(["K", "regulariser", "variant"], sort=False)[stat].mean().unstack("variant")
+    m = m.sort_index(level="K", sort_remaining=False)[[v for v in short if v in set(frame.variant)]]
+    shown = m.apply(lambda c: c.map(_pct if percent else (lambda v: "–" if v != v else f"{v:.1f}")))
+    return shown.rename(columns=short).rename_axis(columns=None).reset_index().rename(columns={"regulariser": "reg."})
 
 
 if __name__ == "__main__":

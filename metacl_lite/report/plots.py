@@ -102,15 +102,27 @@ def seed_accuracy_curves(res: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Width in inches of a figure that fills the book's content column (about 688 px at the 100 dpi pages render at),
+#: and the smallest font the figures of the analysis chapter use: 9 pt stays 9 pt at that width.
+COLUMN_IN = 6.9
+MIN_FONT = 9.5
+
+
 def plot_fig3(results: dict[int, dict], band: str = "range", axes=None):
-    """Fig. 3 as one figure of four panels (one per K in `results`, {K: results file}): the average accuracy after
-    each task, mean over seeds (line) and a band over seeds ("range": min to max; "sd": ± one standard deviation).
-    Colour: the regulariser (grey for none); line style: the variant (solid plain, dashed MetaCL-β, dotted
-    MetaCL-λ; fine-tune is the plain and MetaCL w/o reg the MetaCL line of "none"). Returns the figure."""
+    """Fig. 3 as one figure with a panel per K in `results` ({K: results file}), two panels a row, sized for the
+    book's column (`COLUMN_IN`): the average accuracy after each task, mean over seeds (line) and a band over seeds
+    ("range": min to max; "sd": ± one standard deviation). Colour: the regulariser (grey for none); line style: the
+    variant (solid plain, dashed MetaCL-β, dotted MetaCL-λ; fine-tune is the plain and MetaCL w/o reg the MetaCL
+    line of "none"). The legend sits below the panels. Returns the figure."""
     ks = sorted(results)
     if axes is None:
-        fig, axes = plt.subplots(1, len(ks), figsize=(3.6 * len(ks), 3.6), sharey=True, squeeze=False)
-        axes = axes[0]
+        ncols = min(2, len(ks))
+        nrows = -(-len(ks) // ncols)
+        fig, grid = plt.subplots(nrows, ncols, figsize=(COLUMN_IN, 2.7 * nrows + 0.9), sharey=True, sharex=True,
+                                 squeeze=False)
+        for ax in grid.flat[len(ks):]:
+            ax.remove()
+        axes = list(grid.flat[:len(ks)])
     fig = axes[0].figure
     for ax, K in zip(axes, ks):
         data = seed_accuracy_curves(results[K])
@@ -122,13 +134,112 @@ def plot_fig3(results: dict[int, dict], band: str = "range", axes=None):
             colour, style = FAMILY_COLOURS[family], VARIANT_STYLES[variant]
             ax.plot(mean.index, mean.values, color=colour, ls=style, lw=1.6)
             ax.fill_between(mean.index, lo.values, hi.values, color=colour, alpha=0.12, lw=0)
-        ax.set(title=f"K = {K}", xlabel="tasks learnt", xlim=(1, data.task.max()))
+        ax.set_title(f"K = {K}", fontsize=11)
+        ax.set_xlim(1, data.task.max())
+        ax.tick_params(labelsize=MIN_FONT)
         ax.grid(True, alpha=0.4)
-    axes[0].set_ylabel("average accuracy on tasks seen (%)")
+    for ax in axes:
+        ss = ax.get_subplotspec()
+        ax.set_xlabel("tasks learnt" if ss.is_last_row() or len(axes) <= 2 else "", fontsize=10)
+        ax.set_ylabel("accuracy on tasks seen (%)" if ss.is_first_col() else "", fontsize=10)
     names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
     handles = ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()]
                + [plt.Line2D([], [], color="k", ls=s, label=names.get(v, v)) for v, s in VARIANT_STYLES.items()])
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    legend_rows = 2 if len(axes) > 1 else 3
+    fig.legend(handles=handles, loc="lower center", ncol=-(-len(handles) // legend_rows), fontsize=10,
+               frameon=False, bbox_to_anchor=(0.5, 0), columnspacing=1.2, handlelength=2.2)
+    fig.tight_layout(rect=(0, (0.3 * legend_rows + 0.05) / fig.get_figheight(), 1, 1))
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Chapter 8 (analysis): MetaCL's gain across K and the λ story, sized for the book's column
+# ----------------------------------------------------------------------------------------------------------------
+def plot_gain_by_K(rows: list[dict], Ks: list[int], paper_Ks: list[int]):
+    """MetaCL's paired ACC gain over its plain regulariser at every K (`claims.gain_by_K` rows): one panel per
+    regulariser, stacked; filled markers and bars: our mean and 95% t-interval per variant; hollow markers: the
+    paper's difference of means where it publishes both; shaded: the K below the paper's. Returns the figure."""
+    gain = pd.DataFrame(rows)
+    regs = list(dict.fromkeys(gain.regulariser)) if len(gain) else ["MAS", "PI", "EWC"]
+    variants = list(dict.fromkeys(gain.variant)) if len(gain) else []
+    colours = dict(zip(variants, sns.color_palette("colorblind", max(len(variants), 1))))
+    fig, axes = plt.subplots(len(regs), 1, figsize=(COLUMN_IN, 1.9 * len(regs) + 1.0), sharex=True, sharey=True,
+                             squeeze=False)
+    axes = axes[:, 0]
+    below = [K for K in Ks if K < min(paper_Ks)]
+    for ax, imp in zip(axes, regs):
+        for i, variant in enumerate(variants):
+            g = gain[(gain.regulariser == imp) & (gain.variant == variant)]
+            if g.empty:
+                continue
+            shift = 0.93 if i == 0 else 1.07  # side by side on the log axis
+            lo, hi = np.array([r[0] for r in g.ci95]), np.array([r[1] for r in g.ci95])
+            ax.errorbar(g.K.to_numpy() * shift, g["mean"], yerr=[g["mean"] - lo, hi - g["mean"]], fmt="o-",
+                        color=colours[variant], capsize=3, ms=5, label=f"{variant} − plain, ours")
+            p = g[g.paper.notna()]
+            ax.scatter(p.K.to_numpy() * shift, p.paper, facecolors="none", edgecolors=colours[variant], s=55,
+                       label=f"{variant} − plain, paper")
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.margins(y=0.12)
+        if below:
+            ax.axvspan(0.7, (max(below) * min(paper_Ks)) ** 0.5, color="grey", alpha=0.1, lw=0)
+        ax.set_xscale("log")
+        ax.set_xlim(0.7, max(Ks) * 1.4)
+        ax.set_xticks(Ks, [str(k) for k in Ks])
+        ax.minorticks_off()
+        ax.tick_params(labelsize=MIN_FONT)
+        ax.set_ylabel(f"{imp}\ngain (points)", fontsize=10)
+    axes[-1].set_xlabel("K, training images per class (shaded: below the paper's K)", fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: (labels[i].split(" − ")[0], not labels[i].endswith("ours")))
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="lower center", ncol=2, fontsize=10,
+               frameon=False, bbox_to_anchor=(0.5, 0))
+    fig.tight_layout(rect=(0, 0.55 / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def plot_story_steps(frame, stat: str = "frac_increase",
+                     ylabel: str = "steps where the penalty rose (%)"):
+    """The λ story (`lambda_story.story_frame`): per K (panel) and regulariser (x), a bar per variant with the mean
+    over seeds of a per-run fraction in percent, its value written on the bar, and a line spanning the seeds.
+    Returns the figure."""
+    data = frame.assign(pct=100 * frame[stat])
+    Ks = sorted(data.K.unique())
+    fig, axes = plt.subplots(1, len(Ks), figsize=(COLUMN_IN, 3.4), sharey=True, squeeze=False)
+    axes = axes[0]
+    order = list(dict.fromkeys(data.variant))
+    for ax, K in zip(axes, Ks):
+        sns.barplot(data=data[data.K == K], x="regulariser", y="pct", hue="variant", hue_order=order,
+                    errorbar=("pi", 100), palette="deep", ax=ax, err_kws={"linewidth": 1.2}, legend=ax is axes[0])
+        for c in ax.containers:
+            ax.bar_label(c, fmt="%.0f", fontsize=MIN_FONT, padding=2, rotation=90)
+        ax.set(title=f"K = {K}", xlabel="", ylim=(0, 125), yticks=range(0, 101, 20),
+               ylabel=ylabel if ax is axes[0] else "")
+        ax.tick_params(labelsize=MIN_FONT)
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=MIN_FONT, frameon=False,
+               bbox_to_anchor=(0.5, 0), columnspacing=1.0, handlelength=1.2)
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def plot_story_ratio(frame, variant: str = "MetaCL-λ (tuned γ)"):
+    """The λ story: per run (dot: one K and seed) the median λ/γ over its steps with λ > 0, by regulariser, on a
+    log axis with a line at 1 (above it λ exceeds γ). Returns the figure."""
+    data = frame[frame.variant == variant].copy()
+    data["K "] = data.K.map(lambda k: f"K = {k}")
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, 3.2))
+    sns.stripplot(data=data, x="regulariser", y="lambda_over_gamma_median", hue="K ", dodge=True, size=7,
+                  palette="crest", jitter=False, ax=ax)
+    ax.set_yscale("log")
+    ax.axhline(1, color="black", lw=1)
+    ax.set(xlabel="", ylabel="median λ/γ (steps with λ > 0)")
+    lo, hi = data.lambda_over_gamma_median.min(), data.lambda_over_gamma_median.max()
+    ticks = [t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100) if lo / 2 <= t <= hi * 2]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_formatter(plt.NullFormatter())
+    ax.tick_params(labelsize=MIN_FONT)
+    ax.legend(title="", fontsize=MIN_FONT, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    fig.tight_layout()
     return fig
