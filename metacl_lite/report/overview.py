@@ -47,8 +47,9 @@ def overview_rows(results_dir: Optional[Path] = None) -> list[dict[str, Any]]:
 
 def overview_markdown(rows: list[dict[str, Any]]) -> str:
     """The overview table, four narrow columns (links relative to book/reproduce/): the setting (a link to its page),
-    the seeds of its results file, the mean |ours − paper| ACC and Spearman's ρ; "–" where there is no file."""
-    lines = ["| Setting | Seeds | mean \\|ours − paper\\| ACC | Spearman ρ |", "|:---|:---|---:|---:|"]
+    the seeds of its results file ("none yet" without one), the mean |ours − paper| ACC ("ACC gap") and Spearman's
+    ρ of the methods' ACC ("–" without a file); the page's caption says what the short headings mean."""
+    lines = ["| Setting | Seeds | ACC gap | ρ |", "|:---|---:|---:|---:|"]
     for r in rows:
         link = f"[{r['title']}, K = {r['K']}]({r['page']}.md)"
         if r["exists"]:
@@ -57,7 +58,7 @@ def overview_markdown(rows: list[dict[str, Any]]) -> str:
                          f"{number(r['gap_ACC']) if r['gap_ACC'] is not None else '–'} | "
                          f"{number(r['rho'], 2) if r['rho'] is not None else '–'} |")
         else:
-            lines.append(f"| {link} | no results file yet | – | – |")
+            lines.append(f"| {link} | none yet | – | – |")
     return "\n".join(lines)
 
 
