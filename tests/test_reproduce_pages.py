@@ -61,7 +61,8 @@ def test_page_conditions_follow_the_results_file_and_the_paper(tmp_path):
 
 def test_generated_pages_glue_every_figure_they_show():
     """A page keeps a glued figure only where its data exists: the CIFAR-100 and CUB pages (no results file) have no
-    figure, the pages beyond the paper no differences figure, and no variant page has the live run's section."""
+    figure, the pages beyond the paper no differences figure, and no variant page has the live run's heading (its
+    code stays: `-p live True` runs it on any page)."""
     from metacl_lite.datafiles import REPO_ROOT
 
     for stem, (_, params) in N.VARIANTS.items():
@@ -70,9 +71,12 @@ def test_generated_pages_glue_every_figure_they_show():
         has_file = (REPO_ROOT / "results" / f"{b}-K{K}.json").exists()
         assert ("{glue:figure} fig_curves" in text) == has_file, stem
         assert ("{glue:figure} fig_differences" in text) == (has_file and paper_table(b, K) is not None), stem
-        assert "## A live run" not in text and "{glue:md} tab_ACC" in text, stem
+        assert "## A live run" not in text and "{glue:md} tab_ACC" in text and "run_experiment(" in text, stem
     template = N.TEMPLATE.read_text()
     assert "## A live run" in template and "{glue:figure} fig_differences" in template
+    # the live run's table is a cell output: rendered as MyST (CommonMark, the default for outputs, has no tables)
+    live_cell = template.split("## A live run", 1)[1].split("```{code-cell} ipython3", 1)[1].split("\nif live:", 1)[0]
+    assert "markdown_format: myst" in live_cell
     for name in ("fig_curves", "fig_differences"):  # each figure numbered, captioned, with alt text not a path
         block = template.split(f"{{glue:figure}} {name}\n", 1)[1].split("```", 1)[0]
         alt = next(line for line in block.splitlines() if line.startswith(":alt: "))
