@@ -118,14 +118,23 @@ def test_failing_cell_fails_the_build(tmp_path):
 
 
 def test_reproduction_pages_in_the_toc_follow_the_variants():
-    """The table of contents lists the overview of every setting, then chapter 8's template and, under it, every
-    variant page in the order of notebooks.VARIANTS (the order their section numbers follow)."""
+    """The parts come in the order of the typed chapter numbers (the method 1-6, claims 7, analysis 8, then the
+    reproductions); the overview of every setting (chapter 9) is the parent of every reproduction page: the
+    template (9.1) and, after it, every variant page in the order of notebooks.VARIANTS (9.2, 9.3, ...), so no
+    CIFAR-100 or CUB page sits under Permuted MNIST's. Its sections are visible, so the intro's contents lists them."""
     from metacl_lite.report.notebooks import VARIANTS
 
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
+    assert [p["caption"] for p in toc["parts"]] == ["The method", "Claims", "Analysis", "Reproductions",
+                                                   "Course assignments", "Running this book"]
+    assert [c["file"] for c in toc["parts"][2]["chapters"]] == ["chapters/08_analysis"]
     part = next(p for p in toc["parts"] if p["caption"] == "Reproductions")
-    assert [c["file"] for c in part["chapters"]] == ["reproduce/overview", "reproduce/benchmark"]
-    assert [s["file"] for s in part["chapters"][1]["sections"]] == [f"reproduce/{stem}" for stem in VARIANTS]
+    [overview] = part["chapters"]
+    assert overview["file"] == "reproduce/overview" and overview["options"]["hidden"] is False
+    assert [s["file"] for s in overview["sections"]] == ["reproduce/benchmark"] + [f"reproduce/{s}" for s in VARIANTS]
+    assert all("sections" not in s for s in overview["sections"])
+    heading = (ROOT / "book" / "reproduce" / "overview.md").read_text().split("\n# ", 1)[1]
+    assert heading.startswith("9. Reproductions")
 
 
 def test_duplicate_assets_names_each_repeated_script_or_stylesheet(tmp_path):

@@ -159,8 +159,8 @@ def test_hparams_and_open_choices_as_recorded():
     assert h["options"] == {"omega_accumulate": "latest", "omega_normalise": "minmax", "pi_xi": 0.001}
     text = I.interpretation_markdown(res)
     assert "MAS β = 3, MAS-MetaCL-β β = 3, MAS-MetaCL-λ γ = 0.3" in text
-    assert "`default: results/tuning-pmnist-K20.json` for MAS; MAS-MetaCL-β." in text
-    assert "`K=20: /work/x/results/t.json` for MAS-MetaCL-λ." in text  # outside this repository: left as is
+    assert "`results/tuning-pmnist-K20.json` (the default values, tuned at K = 20) for MAS; MAS-MetaCL-β." in text
+    assert "`/work/x/results/t.json` (tuned at K = 20) for MAS-MetaCL-λ." in text  # outside this repository: left as is
     assert "as recorded in the file (`config.train`): Ω accumulated across tasks: `latest`; each task's Ω " \
            "normalised: `minmax`; PI's ξ = 0.001" in text
 
@@ -183,7 +183,12 @@ def test_hparams_of_a_file_made_before_sources_and_options_were_recorded():
     assert "EWC β = 100, EWC-MetaCL-β β = 100, EWC-MetaCL-λ γ = 10" in text
     one = doc(acc, config={"method_hparams": res["config"]["method_hparams"],
                            "hparams_source": {m: "K=20: results/a.json" for m in acc if m != "finetune"}})
-    assert "All of them come from `K=20: results/a.json`" in I.interpretation_markdown(one)
+    assert "All of them come from `results/a.json` (tuned at K = 20)" in I.interpretation_markdown(one)
+    default = doc(acc, config={"method_hparams": res["config"]["method_hparams"],
+                               "hparams_source": {m: "default: results/t.json" for m in acc if m != "finetune"}})
+    assert "All of them come from `results/t.json` (the default values, tuned at K = 20)" in \
+        I.interpretation_markdown(default)
+    assert I._source("made by hand") == "`made by hand`"
 
 
 def test_interval_is_a_t_interval_over_the_seeds():
@@ -288,10 +293,10 @@ def test_overview_lists_every_setting_and_handles_missing_files(tmp_path):
     assert k50["rho"] == pytest.approx(1.0) and k50["methods"] == 8
     assert not by[("cub", 10)]["exists"] and by[("cub", 10)]["seeds"] is None
     md = O.overview_markdown(rows)
-    assert "| Permuted MNIST, K = 50 | `results/pmnist-K50.json` | 5 | 8 | 2.0 | 1.00 | [Permuted MNIST, K = 50]" \
-           "(pmnist-K50.md) |" in md
-    assert "| Split CUB-200, K = 10 | not yet (needs the data) | – |" in md
+    assert "| [Permuted MNIST, K = 50](pmnist-K50.md) | 5 | 2.0 | 1.00 |" in md.splitlines()
+    assert "| [Split CUB-200, K = 10](cub-K10.md) | none yet | – | – |" in md.splitlines()
     assert "(benchmark.md)" in md  # Permuted MNIST K = 20 is the template page
+    assert {line.count("|") for line in md.splitlines()} == {5}  # four columns: readable in a 390-px window
     assert "results/cub-K10.json" in O.missing_markdown("cub", 10)
 
 

@@ -150,7 +150,8 @@ def hparams_used(res: dict) -> dict[str, Any]:
                           if m in cfg.get("methods", []) and any(m.startswith(r) for r in REGULARISERS)}
     return {"values": values, "sources": {m: src.get(m) for m in values}, "options": options,
             "method_options": method_options, "options_where": where, "options_recorded": where is not None,
-            "gamma_control": cfg.get("gamma_control"), "compile": train.get("compile", "off")}
+            "gamma_control": cfg.get("gamma_control"), "compile": train.get("compile", "off"),
+            "tuning_K": SPECS[cfg["benchmark"]].tuning_K if cfg.get("benchmark") in SPECS else None}
 
 
 def interval(res: dict) -> dict[str, Any]:
@@ -253,6 +254,19 @@ def _family_sentence(imp: str, f: dict, labels: dict[str, str], no_paper: bool =
     return f"{name}: " + "; ".join(parts)
 
 
+def _source(source: str, tuning_K: Optional[int] = None) -> str:
+    """A `config.hparams_source` entry as a reader reads it: "K=200: results/t.json" -> "`results/t.json` (tuned at
+    K = 200)", "default: results/t.json" -> "`results/t.json` (the default values, tuned at K = <tuning K>)"; any
+    other entry as it is, its paths relative to the repository."""
+    head, sep, rest = source.partition(": ")
+    if sep and head.startswith("K=") and head[2:].isdigit():
+        return f"`{relative_command(rest)}` (tuned at K = {head[2:]})"
+    if sep and head == "default":
+        at = f", tuned at K = {tuning_K}" if tuning_K is not None else ""
+        return f"`{relative_command(rest)}` (the default values{at})"
+    return f"`{relative_command(source)}`"
+
+
 def _hparams_sentences(h: dict, labels: dict[str, str]) -> list[str]:
     out = []
     if h["gamma_control"] is not None:
@@ -275,12 +289,12 @@ def _hparams_sentences(h: dict, labels: dict[str, str]) -> list[str]:
             for m, s in srcs.items():
                 by_src.setdefault(s, []).append(m)
             if len(by_src) == 1:
-                out.append(f"All of them come from `{relative_command(next(iter(by_src)))}` "
-                           f"(`config.hparams_source`).")
+                out.append(f"All of them come from {_source(next(iter(by_src)), h.get('tuning_K'))}, as "
+                           f"`config.hparams_source` records.")
             else:
                 out.append("Where they came from (`config.hparams_source`): " + " ".join(
-                    (f"`{relative_command(s)}`" if s is not None else "not recorded") + f" for {_names(ms, labels)}."
-                    for s, ms in by_src.items()))
+                    (_source(s, h.get("tuning_K")) if s is not None else "not recorded")
+                    + f" for {_names(ms, labels)}." for s, ms in by_src.items()))
     else:
         out.append("No method of this file has a β or γ.")
     def opts(o: dict, xi: bool = True) -> str:  # PI's ξ only where PI is concerned

@@ -321,8 +321,83 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-#: The chapter number of the reproduction pages (the template is 8; its variants 8.1, 8.2, ...).
-CHAPTER = 8
+#: The chapter number of the reproduction part: its overview is chapter 9, the template (Permuted MNIST, K = 20) 9.1
+#: and its variants 9.2, 9.3, ... in the order of VARIANTS (the order of book/_toc.yml).
+CHAPTER = 9
+TEMPLATE_NUMBER = f"{CHAPTER}.1"
+
+
+def variant_number(i: int) -> str:
+    """The section number of the i-th variant (1-based) of VARIANTS: the template is 9.1, so the first variant 9.2."""
+    return f"{CHAPTER}.{i + 1}"
+
+
+#: Blocks of the template that a generated page keeps only where it has what they show: between a line
+#: "% only-if: <condition>" and the next "% end-if" (MyST comments). Conditions: "results" (the committed results
+#: file of the page's setting exists), "paper" (the paper publishes numbers for it), "table" (either), "compare"
+#: (both), "live" (the page trains a live run: the section saying what it is goes where there is none). A glued figure
+#: or table whose data the page cannot have would fail the book's build (a glue key that is never set), so the page
+#: leaves the block out instead; `pages` regenerates it when the results file appears (its STAMP changes).
+ONLY_IF = "% only-if: "
+END_IF = "% end-if"
+
+
+def page_conditions(benchmark: str, K: int, live: bool, results_dir: Optional[Path] = None) -> dict[str, bool]:
+    """The `ONLY_IF` conditions of the page of (benchmark, K)."""
+    from .paper import paper_table
+
+    results = (Path(results_dir or REPO_ROOT / "results") / f"{benchmark}-K{K}.json").exists()
+    paper = paper_table(benchmark, K) is not None
+    return {"results": results, "paper": paper, "table": results or paper, "compare": results and paper,
+            "live": live}
+
+
+def keep_blocks(text: str, conditions: dict[str, bool]) -> str:
+    """`text` without the `ONLY_IF` blocks whose condition is false (their marker lines go too)."""
+    out, skip = [], False
+    for ln in text.splitlines(keepends=True):
+        if ln.startswith(ONLY_IF):
+            skip = not conditions[ln[len(ONLY_IF):].strip()]
+            if skip:
+                continue
+        elif ln.startswith(END_IF):
+            was, skip = skip, False
+            if was:
+                continue
+        if not skip:
+            out.append(ln)
+    return "".join(out)
+
+
+def parameters_markdown(params: dict[str, Any]) -> str:
+    """What a reproduction page was run with, as a reader reads it (a short list, not a Python dict): the setting,
+    the live run (methods, seeds, stream, device, folder) or that there is none."""
+    from ..training import METHODS
+
+    spec = SPECS[params["benchmark"]]
+    b, K = params["benchmark"], params["K"]
+    lines = [f"- **Setting:** {spec.title}, K = {K} training images per class."]
+    if params["live"]:
+        names = list(METHODS) if params["methods"] == "all" else [m.strip() for m in params["methods"].split(",")]
+        methods = (f"all {len(names)} methods" if params["methods"] == "all"
+                   else f"{len(names)} method{'s' if len(names) > 1 else ''} ("
+                   + ", ".join(METHODS[m].label for m in names) + ")")
+        if params["quick"]:
+            stream = "a smoke run of 3 tasks with 1 epoch each (not the paper's protocol)"
+        else:
+            tasks = params["n_tasks"] or spec.n_tasks
+            epochs = params["epochs"] or spec.epochs
+            same = not params["n_tasks"] and not params["epochs"]
+            stream = f"{tasks} tasks of {epochs} epoch{'s' if epochs > 1 else ''}" + (" (the paper's)" if same else
+                                                                                    " (not the paper's protocol)")
+        device = params["device"] or spec.device
+        seeds = params["seeds"]
+        folder = f"`{params['out_dir']}`" if params["out_dir"] else "a temporary folder"
+        lines.append(f"- **Live run:** {methods} and the joint oracle, {seeds} seed{'s' if seeds > 1 else ''}, "
+                     f"{stream}, on `{device}`; its results file goes to {folder}.")
+    else:
+        lines.append("- **Live run:** none (`live = False`); the page shows the committed results.")
+    return "\n".join(lines)
 
 
 #: A comment line of the template's code that names the committed results file the page shows and its digest.
@@ -383,18 +458,20 @@ def _stamped(text: str, stamp: Optional[str]) -> str:
     return re.sub(rf"^{re.escape(STAMP)}.*$", lambda _: stamp, text, count=1, flags=re.M)
 
 
-def make_variant(template_text: str, title: str, params: dict[str, Any], number: str = f"{CHAPTER}",
-                 stamp: Optional[str] = None) -> str:
+def make_variant(template_text: str, title: str, params: dict[str, Any], number: str = TEMPLATE_NUMBER,
+                 stamp: Optional[str] = None, conditions: Optional[dict[str, bool]] = None) -> str:
     """The template's text with its first heading replaced by `number. Reproduction: title`, its parameter
-    defaults by `params` and (if given) its `STAMP` line by `stamp`."""
-    lines = _stamped(template_text, stamp).splitlines(keepends=True)
+    defaults by `params`, (if given) its `STAMP` line by `stamp` and, with `conditions`, without the `ONLY_IF`
+    blocks whose condition is false (`keep_blocks`)."""
+    text = _stamped(template_text, stamp)
+    lines = (keep_blocks(text, conditions) if conditions is not None else text).splitlines(keepends=True)
     out, in_params, titled = [], False, False
     for ln in lines:
         if not titled and ln.startswith("# "):
             out.append(f"# {number}. Reproduction: {title}\n")
             titled = True
             continue
-        if ln.startswith(":tags: [parameters]"):
+        if ln.startswith(":tags: [parameters"):
             in_params = True
         elif in_params and ln.startswith("```"):
             in_params = False
@@ -406,8 +483,8 @@ def make_variant(template_text: str, title: str, params: dict[str, Any], number:
         out.append(ln)
     return "".join(out).replace(
         "This page is a parameterised notebook: the same source reproduces",
-        f"This page is the parameterised notebook of chapter {CHAPTER}, made for the parameters below by "
-        "`python -m metacl_lite pages`. It is the same source that reproduces", 1)
+        f"This page is made from the notebook of section {TEMPLATE_NUMBER} by `python -m metacl_lite pages`, with "
+        "the parameters below: the same source reproduces", 1)
 
 
 def write_variants(check: bool = False) -> list[Path]:
@@ -418,6 +495,9 @@ def write_variants(check: bool = False) -> list[Path]:
     stale = []
     defaults = {"benchmark": "pmnist", "K": 20}  # the template's (tests check them against its parameters cell)
     own = _stamped(text, results_stamp(defaults["benchmark"], defaults["K"]))
+    title = own.split("\n# ", 1)[1].split("\n", 1)[0]
+    want_title = f"{TEMPLATE_NUMBER}. Reproduction: {SPECS[defaults['benchmark']].title}, K = {defaults['K']}"
+    own = own.replace(f"\n# {title}\n", f"\n# {want_title}\n", 1)
     if own != text:
         stale.append(TEMPLATE)
         if not check:
@@ -434,7 +514,8 @@ def write_variants(check: bool = False) -> list[Path]:
     for i, (stem, (title, params)) in enumerate(VARIANTS.items(), 1):
         p = TEMPLATE.parent / f"{stem}.md"
         point = {**defaults, **params}
-        want = make_variant(text, title, params, f"{CHAPTER}.{i}", results_stamp(point["benchmark"], point["K"]))
+        want = make_variant(text, title, params, variant_number(i), results_stamp(point["benchmark"], point["K"]),
+                            page_conditions(point["benchmark"], point["K"], point.get("live", True)))
         if not p.exists() or p.read_text() != want:
             stale.append(p)
             if not check:

@@ -42,27 +42,83 @@ def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[
     return ax
 
 
+#: The reproduction pages' figures are drawn at the width of the book's content column (about 688 px at a 1280-px
+#: window, 100 dpi), so that their text is printed at its own size: legends and tick labels at 9 pt or more.
+PAGE_WIDTH_IN = 6.8
+PAGE_FONT_PT = 9.5
+
+
+def method_style(method: str) -> Optional[dict]:
+    """The line of a method in the book's accuracy figures: colour by regulariser and line style by variant, from
+    `FAMILY_COLOURS` and `VARIANT_STYLES` (as `plot_fig3`); None for a name outside the method families."""
+    try:
+        family, variant = family_variant(method)
+    except (KeyError, ValueError):
+        return None
+    if family not in FAMILY_COLOURS:
+        return None
+    return {"color": FAMILY_COLOURS[family], "ls": VARIANT_STYLES[variant]}
+
+
+def family_variant_handles() -> list:
+    """Legend entries that decode `method_style`: one coloured line per regulariser, one black line per variant."""
+    names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
+    return ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()]
+            + [plt.Line2D([], [], color="k", ls=s, lw=1.6, label=names.get(v, v)) for v, s in VARIANT_STYLES.items()])
+
+
 def plot_accuracy_curves(curves: dict[str, np.ndarray], labels: Optional[dict[str, str]] = None,
                          ax: Optional[plt.Axes] = None, title: str = "") -> plt.Axes:
-    """Fig. 3: average accuracy over the tasks seen so far, after each task."""
+    """Fig. 3 for one setting: the average accuracy over the tasks seen so far, after each task (`curves`: method ->
+    mean curve, as `tables.average_accuracy_curves`). Colour by regulariser and line style by variant
+    (`method_style`, the palette of `plot_fig3`), decoded by a legend of regularisers and variants below the axes;
+    a method outside the families (none in the book) gets the next colour of the cycle and its own legend entry."""
     ax = ax or plt.gca()
-    rows = [{"task": i + 1, "average accuracy (%)": v, "method": (labels or {}).get(m, m)}
-            for m, c in curves.items() for i, v in enumerate(c)]
-    sns.lineplot(data=pd.DataFrame(rows), x="task", y="average accuracy (%)", hue="method", ax=ax, marker="o",
-                 markersize=3)
-    ax.set_title(title)
-    ax.legend(fontsize=7, ncol=2)
+    others = []
+    for m, c in curves.items():
+        style = method_style(m)
+        x = np.arange(1, len(c) + 1)
+        if style is None:
+            others.append(ax.plot(x, c, lw=1.6, label=(labels or {}).get(m, m))[0])
+        else:
+            ax.plot(x, c, lw=1.6, **style)
+    n = max((len(c) for c in curves.values()), default=1)
+    ax.set(xlabel="tasks learnt", ylabel="average accuracy on tasks seen (%)", xlim=(1, max(n, 2)))
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    ax.set_title(title, fontsize=PAGE_FONT_PT + 1)
+    ax.tick_params(labelsize=PAGE_FONT_PT)
+    ax.xaxis.label.set_size(PAGE_FONT_PT)
+    ax.yaxis.label.set_size(PAGE_FONT_PT)
+    ax.grid(True, alpha=0.4)
+    handles = family_variant_handles() + others
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, fontsize=PAGE_FONT_PT,
+              frameon=False)
     return ax
 
 
-def plot_differences(rows: list[dict], ax: Optional[plt.Axes] = None) -> plt.Axes:
-    """Ours minus the paper's, per method and metric (rows from tables.comparison_rows)."""
-    ax = ax or plt.gca()
-    data = [{"method": r["label"], "metric": k, "ours − paper (points)": r[f"{k} diff"]}
-            for r in rows for k in ("ACC", "BT", "FA") if r[f"{k} diff"] is not None]
-    if data:
-        sns.barplot(data=pd.DataFrame(data), y="method", x="ours − paper (points)", hue="metric", ax=ax)
-    ax.axvline(0, color="k", lw=0.8)
+def plot_differences(rows: list[dict], ax=None):
+    """Ours minus the paper's per method, one panel per metric (ACC, BT, FA) sharing the method axis (`rows` from
+    `tables.comparison_rows`); each bar in its method's regulariser colour (`FAMILY_COLOURS`; the joint oracle
+    black), a line at zero. `ax`: three axes to draw on (default: a new figure of the page's width). Returns the
+    axes."""
+    metrics = ("ACC", "BT", "FA")
+    if ax is None:
+        n = max(len(rows), 1)
+        _, ax = plt.subplots(1, 3, figsize=(PAGE_WIDTH_IN, 0.28 * n + 1.3), sharey=True)
+    methods = [r for r in rows if any(r[f"{k} diff"] is not None for k in metrics)]
+    labels = [r["label"] for r in methods]
+    y = np.arange(len(methods))
+    for a, k in zip(ax, metrics):
+        vals = [r[f"{k} diff"] if r[f"{k} diff"] is not None else np.nan for r in methods]
+        colours = [(method_style(r["method"]) or {"color": "k"})["color"] for r in methods]
+        a.barh(y, vals, color=colours, height=0.7)
+        a.axvline(0, color="k", lw=0.8)
+        a.set_title(k, fontsize=PAGE_FONT_PT + 1)
+        a.set_xlabel("ours − paper (points)", fontsize=PAGE_FONT_PT)
+        a.tick_params(labelsize=PAGE_FONT_PT)
+        a.grid(True, axis="x", alpha=0.4)
+    ax[0].set_yticks(y, labels)
+    ax[0].invert_yaxis()
     return ax
 
 

@@ -107,3 +107,53 @@ def format_table(res: dict, fmt: str = "text") -> str:
     out = [title] + notes + [line(HEADS), line("-" * w for w in widths)]
     out += [line([r[c] for c in COLUMNS]) for r in rows]
     return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The reproduction pages' tables: one narrow table per metric (readable in a 390-px window)
+
+
+def paper_rows(benchmark: str, K: int) -> list[dict]:
+    """The rows of `comparison_rows` for a setting without a results file: the paper's numbers only ("–" for ours),
+    in the order of the methods; [] when the paper has no table for (benchmark, K)."""
+    paper = paper_table(benchmark, K) or {}
+    rows = []
+    for m in list(METHODS) + ["joint"]:
+        if m not in paper:
+            continue
+        row = {"method": m, "label": METHODS[m].label if m in METHODS else "Joint training (oracle)", "n": 0,
+               "n_total": 0, "complete": True, "Seeds": "–"}
+        for k in ("ACC", "BT", "FA"):
+            p = paper[m].get(k)
+            row.update({f"{k} ours": "–", f"{k} paper": _fmt(*p) if p else "–", f"{k} diff": None})
+        rows.append(row)
+    return rows
+
+
+def _cell(text: str) -> str:
+    """A table cell as a reader expects it: a minus sign for a negative number, and "mean ± ci" kept on one line
+    (no-break spaces), so that a narrow column does not split it."""
+    return text.replace("-", "−").replace(" ± ", "\u00a0±\u00a0")
+
+
+def metric_table_markdown(rows: list[dict], metric: str, ours: bool = True, paper: bool = True) -> str:
+    """One metric of `comparison_rows` (or `paper_rows`) as a Markdown table of at most three columns, readable in a
+    390-px window: Method, Ours and Paper (`ours`/`paper` False drop a column; the differences are the pages'
+    figure). A row made from fewer seeds than the file asks for says so after its method."""
+    heads = ["Method"] + (["Ours"] if ours else []) + (["Paper"] if paper else [])
+    lines = ["| " + " | ".join(heads) + " |", "|:---|" + "---:|" * (len(heads) - 1)]
+    for r in rows:
+        label = r["label"] + ("" if r["complete"] else f" ({r['n']} of {r['n_total']} seeds)")
+        cells = [label] + ([_cell(r[f"{metric} ours"])] if ours else []) + ([_cell(r[f"{metric} paper"])] if paper
+                                                                             else [])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def live_table_markdown(res: dict) -> str:
+    """A live run's own numbers (no paper column: a short run is not the paper's experiment): Method, ACC, BT, FA."""
+    lines = ["| Method | ACC | BT | FA |", "|:---|---:|---:|---:|"]
+    for r in comparison_rows(res):
+        if r["n"]:
+            lines.append(f"| {r['label']} | " + " | ".join(_cell(r[f"{k} ours"]) for k in ("ACC", "BT", "FA")) + " |")
+    return "\n".join(lines)
