@@ -1,5 +1,6 @@
 """How long each page of the book takes to execute, read from the execution cache of a build, written with its
-provenance to results/book-timings.json (the "Running this book" page shows it).
+provenance to results/book-timings.json (the "Running this book" page shows it, one row per page of the current table
+of contents, and says which runs overlapped: run it after a build that had the machine to itself).
 
     python data_scripts/book_timings.py                     # after `make book`
     python data_scripts/book_timings.py --check             # list the pages whose current code has no cached run
@@ -22,39 +23,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def toc_pages(book: Path) -> list[str]:
-    """The pages of the table of contents, in order (root first), as paths relative to the book without suffix."""
-    import yaml
-
-    toc = yaml.safe_load((book / "_toc.yml").read_text())
-    out = [toc["root"]]
-
-    def walk(entries):
-        for e in entries or []:
-            if "file" in e:
-                out.append(e["file"])
-            walk(e.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return out
-
-
 def page_timings(book: Path, cache_dir: Path) -> list[dict]:
     """One row per page with code: its cached execution time (s), or why there is none."""
-    import jupytext
-    from jupyter_cache import get_cache
-
     import fnmatch
 
+    import jupytext
     import yaml
+    from jupyter_cache import get_cache
+
+    from metacl_lite.report.timings import page_source, toc_pages
 
     cache = get_cache(str(cache_dir)) if cache_dir.exists() else None
     excluded = (yaml.safe_load((book / "_config.yml").read_text()).get("execute") or {}).get("exclude_patterns", [])
     rows = []
     for page in toc_pages(book):
-        src = next((book / f"{page}{ext}" for ext in (".md", ".ipynb") if (book / f"{page}{ext}").exists()), None)
+        src = page_source(book, page)
         if src is None:
             continue
         nb = jupytext.read(str(src))
@@ -103,6 +86,11 @@ def main(argv=None) -> int:
     for r in rows:
         t = f"{r['execution_s']:8.1f} s" if r["execution_s"] is not None else " " * 10
         print(f"{t}  {r['page']}  ({r['status']})")
+    from metacl_lite.report.timings import overlapping_runs
+
+    for page, others in overlapping_runs(rows).items():  # two builds at once: the figures include waiting
+        print(f"warning: the run of {page} overlapped the runs of {', '.join(others)}; time a build that has the "
+              f"machine to itself", file=sys.stderr)
     if a.check:
         return 1 if any(r["status"].startswith(("no ", "no execution")) for r in rows) else 0
     from metacl_lite.lab.atomic import write_json

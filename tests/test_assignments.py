@@ -63,6 +63,19 @@ def test_student_pages_hide_solutions_and_hidden_tests(name):
     assert "# BEGIN SOLUTION" not in text and "# HIDDEN" not in text
     assert any(c.cell_type == "code" and "grader.check(" in c.source for c in nb.cells)
     assert nb.metadata["otter"]["assignment_name"] == name
+    # the notebook opens with its title; otter's init cell comes right after it
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# Assignment ")
+    assert nb.cells[1].cell_type == "code" and nb.cells[1].source.startswith(A.INIT_MARK)
+
+
+def test_init_cell_moves_after_the_title():
+    new = nbformat.v4
+    nb = new.new_notebook(cells=[new.new_code_cell(A.INIT_MARK + "\nimport otter"), new.new_markdown_cell("# T\n\nx"),
+                                 new.new_code_cell("y = 1")])
+    A.init_after_title(nb)
+    assert [c.source.split("\n")[0] for c in nb.cells] == ["# T", A.INIT_MARK, "y = 1"]
+    A.init_after_title(nb)  # already in place: unchanged
+    assert [c.source.split("\n")[0] for c in nb.cells] == ["# T", A.INIT_MARK, "y = 1"]
 
 
 @pytest.mark.slow

@@ -354,15 +354,55 @@ def test_setting_commands_fetch_tune_and_run_each_paper_K():
 
 
 def test_timings_markdown():
-    doc = {"pages": [{"page": "chapters/01_problem", "execution_s": 90.0, "status": "cached"},
+    """Every page of the current table of contents has a row, in its order: a page the file lacks is "not in the book
+    then", the excluded pages share one row, an overlapping run says so; the figures are durations as a reader reads
+    them and the text says where they come from."""
+    doc = {"pages": [{"page": "chapters/01_problem", "execution_s": 90.0, "status": "cached",
+                      "executed": "2026-01-01T10:01:30"},
                      {"page": "running", "execution_s": None, "status": "force (executed on every build; not cached)"},
-                     {"page": "reproduce/benchmark", "execution_s": 1410.0, "status": "cached"}],
-           "provenance": {"command": f"python data_scripts/book_timings.py --out {REPO_ROOT}/results/t.json",
-                          "device": "cpu: Q", "git_commit": "0123456789abc", "started": "2026-01-01T00:00:00+00:00"}}
-    text = Ti.timings_markdown(doc)
-    assert "`python data_scripts/book_timings.py --out results/t.json` on cpu: Q (commit `0123456789`" in text
-    assert "The 2 timed pages took 25 min together" in text
-    assert "| `chapters/01_problem` | 90 | cached |" in text and "| `running` | – | force" in text
+                     {"page": "assignments/a1", "execution_s": None,
+                      "status": "not executed (execute.exclude_patterns: assignments/*)"},
+                     {"page": "assignments/a2", "execution_s": None,
+                      "status": "not executed (execute.exclude_patterns: assignments/*)"},
+                     {"page": "reproduce/benchmark", "execution_s": 1410.0, "status": "cached",
+                      "executed": "2026-01-01T10:25:00"}],
+           "provenance": {"command": f"python data_scripts/book_timings.py --out {REPO_ROOT}/results/t.json --note 'x'",
+                          "device": "cpu: Q", "git_commit": "0123456789abc", "started": "2026-01-01T11:00:00+00:00",
+                          "note": "x"}}
+    pages = ["chapters/01_problem", "reproduce/benchmark", "reproduce/pmnist-K1", "assignments/a1", "assignments/a2",
+             "running"]
+    text = Ti.timings_markdown(doc, pages)
+    assert "on cpu: Q, at commit `0123456789`, read from its execution cache by " \
+           "`python data_scripts/book_timings.py --out results/t.json` on 2026-01-01" in text
+    assert "The 2 timed pages took 25 min together; 2 executed page(s) have no figure." in text
+    assert "Conditions of the build, as recorded: x" in text and "--note" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Page")]
+    assert rows == ["| {doc}`/chapters/01_problem` | 90.0 s |  |", "| {doc}`/reproduce/benchmark` | 23.5 min |  |",
+                    "| {doc}`/reproduce/pmnist-K1` | – | not timed: not in the book then |",
+                    "| `assignments/*` | – | 2 page(s), not executed |",
+                    "| {doc}`/running` | – | runs on every build: see the table at the end |"]
+    assert "overlapped" not in text
+    # the benchmark page's run (10:01:30 to 10:25:00) began before the first chapter's ended: two builds at once
+    doc["pages"][0]["executed"] = "2026-01-01T10:03:00"
+    text = Ti.timings_markdown(doc, pages)
+    assert "| {doc}`/chapters/01_problem` | 90.0 s | overlapped 1 other run(s) |" in text
+    assert "| {doc}`/reproduce/benchmark` | 23.5 min | overlapped 1 other run(s) |" in text
+    assert "the runs of 2 pages overlapped other pages' runs" in text
+    assert Ti.overlapping_runs(doc["pages"]) == {"chapters/01_problem": ["reproduce/benchmark"],
+                                                 "reproduce/benchmark": ["chapters/01_problem"]}
+
+
+def test_timings_cover_every_page_of_the_book_with_code():
+    """The Running page's table has a row for every page with code of the table of contents, the reproduction
+    pages for K = 1, 5 and 10 included, whatever the committed timings file lists."""
+    import json
+
+    pages = Ti.code_pages(REPO_ROOT / "book")
+    assert {"chapters/03_dynamic_balance", "reproduce/pmnist-K1", "reproduce/pmnist-K5", "reproduce/pmnist-K10",
+            "running"} <= set(pages) and "intro" not in pages
+    text = Ti.timings_markdown(json.loads((REPO_ROOT / "results" / "book-timings.json").read_text()), pages)
+    for page in pages:
+        assert f"| {{doc}}`/{page}` |" in text or page.startswith("assignments/"), page
 
 
 def test_page_stamp_follows_the_results_file(tmp_path):

@@ -269,12 +269,15 @@ def _first_epoch_accuracy_finetune(n_tasks: int, seeds: int) -> float:
 CHAPTERS = {
     "01_problem": ({}, lambda g: g["n_train_task"] == 200 and g["n_test_task"] == 10000),
     "02_forgetting": ({}, lambda g: set(g) == {"fig_omega_share"}),
-    "03_dynamic_balance": ({}, lambda g: _num(g["max_err_random"]) < 1e-6 and _num(g["max_err_real"]) < 1e-6),
+    "03_dynamic_balance": ({}, lambda g: _num(g["max_err_random"]) < 1e-6 and _num(g["max_err_real"]) < 1e-6
+                           and g["n_params"] == "269\u202f322"
+                           and g["widget_start"] == "angle 140°, |g2| = 1.50, β = 0.60, γ = 0.00"),
     "04_adaptation": ({}, lambda g: abs(_num(g["slope1"]) - 1) < 0.1 and abs(_num(g["slope2"]) - 2) < 0.2
                       and _num(g["identity_err"]) < 1e-12),
     "05_algorithms": ({}, lambda g: g == {}),
     "06_metrics": ({}, lambda g: math.isclose(_num(g["ex_ACC"]), 72.67) and math.isclose(_num(g["ex_BT"]), -8.5)
-                   and math.isclose(_num(g["ex_FA"]), 0.67)),
+                   and math.isclose(_num(g["ex_FA"]), 0.67) and g["ex_curve"] == "90.0, 82.5 and 72.7"
+                   and (g["t_3seeds"], g["ci_3seeds"]) == ("4.30", "2.48")),
     # MetaCL-lambda keeps <g2, gx> <= 90 degrees by construction (Eqs. 5-6); the speed number is recomputed here
     "08_analysis": ({"speed_tasks": 2, "speed_seeds": 2, "angle_K": 20, "angle_tasks": 3, "angle_seeds": 2},
                     lambda g: _num(g["angle_g2_lambda_max"]) <= 90.0 + 1e-6

@@ -50,12 +50,27 @@ def source_path(name: str, source_dir: Path = SOURCE_DIR) -> Path:
     return Path(source_dir) / f"{name}.md"
 
 
+INIT_MARK = "# Initialize Otter"
+
+
+def init_after_title(nb) -> None:
+    """otter assign puts its "Initialize Otter" code cell first, above the assignment's title; move it to just after
+    the title (the first Markdown cell that starts with "# "), so that a notebook opens with its title. In place."""
+    cells = nb.cells
+    init = next((i for i, c in enumerate(cells) if c.cell_type == "code" and c.source.startswith(INIT_MARK)), None)
+    title = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("# ")), None)
+    if init is not None and title is not None and init < title:
+        cells.insert(title, cells.pop(init))
+
+
 def _normalise_ids(path: Path) -> None:
-    """otter assign gives cells random ids; make them a function of position and content so that regenerating an
-    unchanged source gives a byte-identical notebook (the committed book pages are checked against the sources)."""
+    """Move otter's init cell after the title (`init_after_title`). otter assign gives cells random ids; make them a
+    function of position and content so that regenerating an unchanged source gives a byte-identical notebook (the
+    committed book pages are checked against the sources)."""
     import nbformat
 
     nb = nbformat.read(str(path), as_version=4)
+    init_after_title(nb)
     for i, cell in enumerate(nb.cells):
         src = cell.source if isinstance(cell.source, str) else "".join(cell.source)
         cell["id"] = hashlib.sha1(f"{i}:{cell.cell_type}:{src}".encode()).hexdigest()[:12]

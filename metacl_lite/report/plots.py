@@ -14,31 +14,48 @@ import torch
 from ..balance import dynamic_balance, fixed_balance
 
 
-def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[plt.Axes] = None) -> plt.Axes:
-    """Fig. 2 in 2-D: g1, g2, the fixed combination g1 + beta g2 and the dynamic g_x = g1 + (lambda + gamma) g2.
+def _balance_parts(g1, g2, beta: float, gamma: float):
+    g1, g2 = torch.as_tensor(g1, dtype=torch.float64), torch.as_tensor(g2, dtype=torch.float64)
+    gx, lam = dynamic_balance(g1, g2, gamma)
+    return g1, g2, fixed_balance(g1, g2, beta), gx, lam
 
-    The shaded half-plane {g : <g, g2> < 0} holds the directions whose step -eta g would increase the penalty.
+
+def balance_labels(beta: float, gamma: float, lam: Optional[float] = None) -> dict[str, str]:
+    """The legend's words for `plot_balance_2d`, with β, γ (and λ, when given) to two decimals, as the sliders of
+    chapter 3's interactive figure show them."""
+    lam_text = "" if lam is None else f"λ = {lam:.2f}, "
+    return {"half": "⟨g, g2⟩ < 0 (penalty grows)", "g1": "g1 (task)", "g2": "g2 (penalty)",
+            "fixed": f"g1 + β g2 (β = {beta:.2f})", "dynamic": f"g_x = g1 + (λ + γ) g2 ({lam_text}γ = {gamma:.2f})"}
+
+
+def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[plt.Axes] = None,
+                    legend: bool = True, fontsize: float = 9) -> plt.Axes:
+    """Fig. 2 in 2-D: g1, g2, the fixed combination g1 + beta g2 (Eq. 2's gradient) and the dynamic
+    g_x = g1 + (lambda + gamma) g2 (Eqs. 5-6, `balance.dynamic_balance`).
+
+    The shaded half-plane {g : <g, g2> < 0} holds the directions whose step -eta g would increase the penalty. With
+    `legend`, a legend below the axes names each arrow with beta, lambda and gamma to two decimals.
     """
     ax = ax or plt.gca()
-    g1, g2 = torch.as_tensor(g1, dtype=torch.float64), torch.as_tensor(g2, dtype=torch.float64)
-    gb = fixed_balance(g1, g2, beta)
-    gx, lam = dynamic_balance(g1, g2, gamma)
+    g1, g2, gb, gx, lam = _balance_parts(g1, g2, beta, gamma)
+    words = balance_labels(beta, gamma, lam)
     lim = 1.2 * float(max(g1.norm(), gb.norm(), gx.norm(), g2.norm(), 1.0))
     n = g2 / g2.norm() if float(g2.norm()) > 0 else torch.tensor([0.0, 1.0], dtype=torch.float64)
     t = torch.tensor([-n[1], n[0]])
     poly = torch.stack([t * 3 * lim, t * 3 * lim - n * 3 * lim, -t * 3 * lim - n * 3 * lim, -t * 3 * lim])
-    ax.fill(poly[:, 0], poly[:, 1], color="0.9", zorder=0, label="⟨g, g2⟩ < 0")
-    for v, c, lab in ((g1, "C0", "g1 (task)"), (g2, "C3", "g2 (penalty)"), (gb, "C1", f"g1 + β g2 (β={beta:g})"),
-                      (gx, "C2", f"g_x (λ={lam:.2f}, γ={gamma:g})")):
+    ax.fill(poly[:, 0], poly[:, 1], color="0.9", zorder=0, label=words["half"])
+    for v, c, key in ((g1, "C0", "g1"), (g2, "C3", "g2"), (gb, "C1", "fixed"), (gx, "C2", "dynamic")):
         ax.annotate("", xy=(float(v[0]), float(v[1])), xytext=(0, 0),
                     arrowprops=dict(arrowstyle="-|>", color=c, lw=2))
-        ax.plot([], [], color=c, lw=2, label=lab)
+        ax.plot([], [], color=c, lw=2, label=words[key])
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
     ax.axhline(0, color="0.7", lw=0.5)
     ax.axvline(0, color="0.7", lw=0.5)
-    ax.legend(loc="lower left", fontsize=7)
+    ax.tick_params(labelsize=fontsize)
+    if legend:
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=1, fontsize=fontsize, frameon=False)
     return ax
 
 
@@ -65,6 +82,40 @@ def family_variant_handles() -> list:
     names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
     return ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()]
             + [plt.Line2D([], [], color="k", ls=s, lw=1.6, label=names.get(v, v)) for v, s in VARIANT_STYLES.items()])
+
+
+def balance_g2(norm: float, angle_deg: float) -> np.ndarray:
+    """The 2-D penalty gradient of chapter 3's figures: length `norm`, at `angle_deg` degrees from the x axis."""
+    a = np.deg2rad(angle_deg)
+    return norm * np.array([np.cos(a), np.sin(a)])
+
+
+def balance_title(norm: float, angle_deg: float, lam: Optional[float] = None) -> str:
+    """The title of one panel: |g2| and its angle as the sliders show them (two decimals, whole degrees), and λ."""
+    text = f"|g2| = {norm:.2f}, {angle_deg:.0f}°"
+    return text if lam is None else text + f"\nλ = {lam:.2f}"
+
+
+def plot_balance_panels(g1, norms, angle_deg: float, beta: float, gamma: float = 0.0, width: float = 6.9):
+    """Fig. 2 as one row of panels, one per length of g2 in `norms` (all at `angle_deg`), each titled with |g2| and
+    the dynamic λ, and one legend below them (β and γ are the same in every panel). `width` in inches: 6.9 fills the
+    book's content column at 100 dpi. Returns the figure."""
+    fig, axes = plt.subplots(1, len(norms), figsize=(width, width / len(norms) + 0.6), squeeze=False)
+    for ax, norm in zip(axes[0], norms):
+        g2 = balance_g2(norm, angle_deg)
+        plot_balance_2d(g1, g2, beta=beta, gamma=gamma, ax=ax, legend=False)
+        ax.set_title(balance_title(norm, angle_deg, _balance_parts(g1, g2, beta, gamma)[-1]), fontsize=10)
+    words = balance_labels(beta, gamma)
+    handles = [plt.Rectangle((0, 0), 1, 1, color="0.9", label=words["half"])] + [
+        plt.Line2D([], [], color=c, lw=2, label=words[k]) for c, k in (("C0", "g1"), ("C3", "g2"), ("C1", "fixed"),
+                                                                       ("C2", "dynamic"))]
+    fig.tight_layout(w_pad=1.5)
+    # the legend goes just below the panels' tick labels, after the layout, so the panels keep their size; the book
+    # saves figures with a tight bounding box, which takes the legend in
+    renderer = fig.canvas.get_renderer()
+    bottom = min(ax.get_tightbbox(renderer).y0 for ax in axes[0]) / fig.bbox.height
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, bottom), ncol=2, fontsize=9, frameon=False)
+    return fig
 
 
 def plot_accuracy_curves(curves: dict[str, np.ndarray], labels: Optional[dict[str, str]] = None,

@@ -1,9 +1,12 @@
 """How long things take, in words: what a committed speed-benchmark file says a full grid of a benchmark costs, and
-the book's page execution times (results/book-timings.json).
+the book's page execution times (results/book-timings.json, made by data_scripts/book_timings.py), page by page of
+the current table of contents.
 """
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Optional, Sequence
 
 from .commands import relative_command
 from .paper import paper_table
@@ -112,20 +115,127 @@ def device_table(docs: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def timings_markdown(doc: dict) -> str:
+def toc_pages(book: Path) -> list[str]:
+    """The pages of a book's table of contents (`_toc.yml`), in order (root first), as paths relative to the book
+    without suffix."""
+    import yaml
+
+    toc = yaml.safe_load((Path(book) / "_toc.yml").read_text())
+    out = [toc["root"]]
+
+    def walk(entries):
+        for e in entries or []:
+            if "file" in e:
+                out.append(e["file"])
+            walk(e.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return out
+
+
+def page_source(book: Path, page: str) -> Optional[Path]:
+    """The source file of a page of the table of contents (.md or .ipynb), or None."""
+    return next((p for p in (Path(book) / f"{page}{ext}" for ext in (".md", ".ipynb")) if p.exists()), None)
+
+
+def code_pages(book: Path) -> list[str]:
+    """The pages of the table of contents that have code cells (the pages a build executes or could execute), in
+    order."""
+    import jupytext
+
+    out = []
+    for page in toc_pages(book):
+        src = page_source(book, page)
+        if src is not None and any(c.cell_type == "code" for c in jupytext.read(str(src)).cells):
+            out.append(page)
+    return out
+
+
+def _interval(row: dict) -> Optional[tuple[datetime, datetime]]:
+    """(start, end) of a page's recorded run: the cache record is made when the run ends ("executed", to the
+    second) and the run took "execution_s"."""
+    if row.get("execution_s") is None or not row.get("executed"):
+        return None
+    end = datetime.fromisoformat(row["executed"])
+    return end - timedelta(seconds=row["execution_s"]), end
+
+
+def overlapping_runs(rows: list[dict], slack_s: float = 1.0) -> dict[str, list[str]]:
+    """page -> the other pages whose recorded runs overlapped its own by more than `slack_s` seconds (the record
+    times are to the second). A build executes one page at a time, so an overlap means another build (or another
+    program's notebooks) ran on the same machine at the same time, and the page's figure may include time spent
+    waiting for the shared cores."""
+    spans = {r["page"]: iv for r in rows if (iv := _interval(r)) is not None}
+    out: dict[str, list[str]] = {}
+    for page, (a0, a1) in spans.items():
+        others = [q for q, (b0, b1) in spans.items()
+                  if q != page and (min(a1, b1) - max(a0, b0)).total_seconds() > slack_s]
+        if others:
+            out[page] = others
+    return out
+
+
+def _page_link(page: str) -> str:
+    """A page of the book as a MyST link that shows its title (titles wrap in a narrow column; paths do not)."""
+    return f"{{doc}}`/{page}`"
+
+
+def _status_words(row: dict) -> str:
+    status = row.get("status") or ""
+    if status == "cached":
+        return ""
+    if status.startswith("force"):
+        return "runs on every build: see the table at the end"
+    if status.startswith("not executed"):
+        return "not executed (excluded)"
+    if status == "no cached run of the current code":
+        return "not timed: no run of its current code"
+    return status
+
+
+def timings_markdown(doc: dict, pages: Optional[Sequence[str]] = None) -> str:
     """The committed per-page execution times (results/book-timings.json, written by data_scripts/book_timings.py)
-    as a Markdown table, with the total of the cached pages and where the figures come from."""
+    as a Markdown table: one row per page of `pages` (the pages with code of the current table of contents,
+    `code_pages`; default: the file's own pages), in that order, the pages that the build did not execute
+    (execute.exclude_patterns) in one row per pattern. A page the file does not list is shown as not timed (added to
+    the book after that build); a page whose run overlapped other pages' runs (`overlapping_runs`) says so. The
+    text above the table says where the figures come from and what they add up to."""
     prov = doc.get("provenance") or {}
-    lines = ["| Page | Execution (s) | How known |", "|---|---|---|"]
-    for r in doc["pages"]:
-        t = f"{r['execution_s']:.0f}" if r.get("execution_s") is not None else "–"
-        lines.append(f"| `{r['page']}` | {t} | {r['status']} |")
-    timed = [r for r in doc["pages"] if r.get("execution_s") is not None]
-    head = (f"Read from a build's execution cache by `{relative_command(prov.get('command'))}` on "
-            f"{prov.get('device', '?')} "
-            f"(commit `{(prov.get('git_commit') or '?')[:10]}`, {prov.get('started', '?')}): each figure is the wall "
-            f"time of the page's last full execution. The {len(timed)} timed pages took "
-            f"{sum(r['execution_s'] for r in timed) / 60:.0f} min together; the execution cache skips all of them on "
-            f"a rebuild until their code changes." + (f" Conditions of the build: {prov['note']}" if prov.get("note")
-                                                      else ""))
-    return head + "\n\n" + "\n".join(lines)
+    by_page = {r["page"]: r for r in doc["pages"]}
+    order = list(pages) if pages is not None else list(by_page)
+    overlaps = overlapping_runs(doc["pages"])
+    excluded: dict[str, list[str]] = {}  # exclude pattern -> the pages it keeps from running
+    for page in order:
+        status = by_page.get(page, {}).get("status") or ""
+        if status.startswith("not executed"):
+            excluded.setdefault(status.split(": ", 1)[-1].rstrip(")"), []).append(page)
+    lines = ["| Page | Time | Note |", "|---|---|---|"]
+    for page in order:
+        r = by_page.get(page)
+        pattern = next((pat for pat, group in excluded.items() if page in group), None)
+        if pattern is not None:
+            if page == excluded[pattern][0]:  # one row for all the pages of a pattern
+                lines.append(f"| `{pattern}` | – | {len(excluded[pattern])} page(s), not executed |")
+        elif r is None:
+            lines.append(f"| {_page_link(page)} | – | not timed: not in the book then |")
+        else:
+            t = duration(r["execution_s"]) if r.get("execution_s") is not None else "–"
+            note = f"overlapped {len(overlaps[page])} other run(s)" if page in overlaps else _status_words(r)
+            lines.append(f"| {_page_link(page)} | {t} | {note} |")
+    text = "\n".join(lines)
+    timed = [r for r in doc["pages"] if r.get("execution_s") is not None and r["page"] in order]
+    untimed = len(order) - len(timed) - sum(len(g) for g in excluded.values())
+    command = relative_command(prov.get("command")).split(" --note ")[0]  # the note is quoted below
+    head = (f"From one full build of the book on {prov.get('device', '?')}, at commit "
+            f"`{(prov.get('git_commit') or '?')[:10]}`, read from its execution cache by `{command}` on "
+            f"{(prov.get('started') or '?')[:10]}: each figure is the wall time of the page's last full run in that "
+            f"build. The {len(timed)} timed pages took {sum(r['execution_s'] for r in timed) / 60:.0f} min "
+            f"together; {untimed} executed page(s) have no figure.")
+    if overlaps:
+        head += (f" A build runs one page at a time, yet the runs of {len(overlaps)} pages overlapped other pages' "
+                 f"runs: another build shared the machine, and those figures may include time spent waiting.")
+    if prov.get("note"):
+        head += f" Conditions of the build, as recorded: {prov['note']}"
+    return head + "\n\n" + text
