@@ -160,16 +160,16 @@ def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = Non
         doc = merged(None if force or not out.exists() else load_dynamics(out))
     else:
         doc = merged(None)
-    fresh = force
-    for kind, s in cfg["streams"].items():
-        bench = None
-        for m in s["methods"]:
-            for seed in seeds:
+    fresh, benches = force, {}
+    for seed in seeds:  # seed by seed: an interrupted file holds whole seeds of both streams
+        for kind, s in cfg["streams"].items():
+            for m in s["methods"]:
                 key = f"{m}/{seed}"
                 if key in doc["runs"][kind]:
                     continue
-                bench = bench or make_benchmark(benchmark, s["K"], n_tasks=s["n_tasks"])
-                unit = train_unit(benchmark, kind, s, m, seed, bench)
+                if kind not in benches:
+                    benches[kind] = make_benchmark(benchmark, s["K"], n_tasks=s["n_tasks"])
+                unit = train_unit(benchmark, kind, s, m, seed, benches[kind])
                 if show_progress:
                     print(f"{kind} {key}: {unit['wall_s']:.0f} s", file=sys.stderr, flush=True)
                 inv["units"].append(f"{kind}/{key}")

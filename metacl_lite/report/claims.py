@@ -6,8 +6,11 @@ Within one seed every method sees the same task permutations, initial weights an
 methods are compared by paired per-seed differences a − b, never by overlapping intervals. `VERDICT_RULE` is the one
 rule that turns such differences into a verdict: a raw verdict per test (its 95% interval) and, for the claim, Holm's
 correction over the tests the claim counts (those where the paper states it, each set of runs once). `CLAIMS` lists
-the claims, `verdict_table` sums them up (one verdict per claim, Holm beside raw) and `seeds_note` says what the
-number of seeds can and cannot show.
+the claims, `verdict_table` sums them up (one row per claim: its Holm verdict and the one number behind it),
+`findings_markdown` says in a few lines what holds and what does not, and `seeds_note` says what the number of seeds
+can and cannot show. Claims 5 and 6 read one stream each, the training logs of results/dynamics-pmnist.json
+(`lab.dynamics`), through `dynamics_logs`, so every page that shows them shows the same runs.
+
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from ..errors import FileFormatError
 from ..metrics import mean_ci95
 from .paper import PAPER_SOURCES, paper_table
 from ..lab.summary import summarize
+from ..lab.provenance import relative_to_repo
 from ..lab.store import load_results
 from ..training import METHODS
 
@@ -48,7 +52,7 @@ VERDICT_RULE = (
     "inconclusive otherwise (tests not yet run left out); its verdict is the Holm one, with the raw one beside it.")
 
 LOW_K, STANDARD_K = (20, 50), (200, 500)  # "K=20, 50 can be seen as low-shot scenarios and K=200, 500 are standard"
-ACROSS_K, LIVE = "across K", "live run"
+ACROSS_K, LIVE = "across K", "training logs"
 REGULARISERS = ("mas", "pi", "ewc")
 
 
@@ -257,7 +261,8 @@ def control_file(benchmark: str, K: int, control: str) -> str:
 @dataclass
 class Evidence:
     """What the verdicts are made from: results files per K, the control runs of claim 7 (control -> K -> results
-    file) and the live logs of claims 5-6 ("speed", "angles" -> `run_logs`). Missing entries read "not yet run"."""
+    file) and the training logs of claims 5-6 ("speed", "angles" -> `dynamics_logs`). Missing entries read "not yet
+    run"."""
 
     ks: tuple
     results: dict
@@ -267,38 +272,86 @@ class Evidence:
 
 
 def load_evidence(benchmark: str = "pmnist", ks: Sequence[int] = (20, 50, 200, 500),
-                  folder: Optional[Path] = None) -> Evidence:
-    """The results files results/<benchmark>-K<K>.json and the control files that exist (no logs)."""
+                  folder: Optional[Path] = None, dynamics: bool = True) -> Evidence:
+    """The results files results/<benchmark>-K<K>.json, the control files that exist and (dynamics=True) the
+    training logs of claims 5 and 6 from results/dynamics-<benchmark>.json where it exists (`dynamics_logs`)."""
     folder = Path(folder or REPO_ROOT / "results")
     results = {K: load_results(folder / f"{benchmark}-K{K}.json") for K in ks
                if (folder / f"{benchmark}-K{K}.json").exists()}
     controls = {c: {K: load_results(folder / control_file(benchmark, K, c)) for K in ks
                     if (folder / control_file(benchmark, K, c)).exists()} for c in CONTROLS}
-    return Evidence(tuple(ks), results, controls, {}, benchmark)
+    logs = {}
+    if dynamics and (folder / f"dynamics-{benchmark}.json").exists():
+        logs = dynamics_logs(benchmark=benchmark, path=folder / f"dynamics-{benchmark}.json")
+    return Evidence(tuple(ks), results, controls, logs, benchmark)
 
 
-#: The live runs of claims 5 and 6: which (MetaCL, plain) pairs are compared, and what each run records.
+#: The pairs of claims 5 and 6: which (MetaCL, plain) pairs are compared; their runs are those of `lab.dynamics`.
 SPEED_PAIRS = (("metacl", "finetune"), ("pi-metacl-beta", "pi"))
 ANGLE_PAIR = ("pi-metacl-beta", "pi-metacl-lambda")  # Fig. 5's example
-LIVE_RUNS = {"speed": ([m for p in SPEED_PAIRS for m in p], "eval_every_epoch"),
-             "angles": (list(ANGLE_PAIR), "record_angles")}
+#: The settings of the one stream per claim that a page may change for a live run (None: the committed file's).
+STREAM_PARAMETERS = ("speed_K", "speed_tasks", "speed_seeds", "angle_K", "angle_tasks", "angle_seeds")
 
 
-def run_logs(kind: str, K: int, n_tasks: int, seeds: Sequence[int], benchmark: str = "pmnist") -> dict:
-    """Train the methods of claim 5 (kind="speed", with `eval_every_epoch`) or claim 6 ("angles", with
-    `record_angles`) on a short stream, one run per method and seed: {"K", "n_tasks", "runs": {"method/seed": log}}."""
-    from ..benchmarks import make_benchmark
-    from ..lab.hparams import method_config
-    from ..training import run_stream
+def dynamics_logs(live: bool = False, speed_K: Optional[int] = None, speed_tasks: Optional[int] = None,
+                  speed_seeds: Optional[int] = None, angle_K: Optional[int] = None, angle_tasks: Optional[int] = None,
+                  angle_seeds: Optional[int] = None, benchmark: str = "pmnist", path: Optional[Path] = None) -> dict:
+    """The one stream per claim behind claims 5 (learning speed, "speed") and 6 (gradient angles, "angles"), for
+    every page that shows them: {"speed": log, "angles": log, "source": a phrase}, each log
+    {"K", "n_tasks", "seeds", "runs": {"method/seed": log}} (`lab.dynamics.as_logs`).
 
-    methods, record = LIVE_RUNS[kind]
-    bench = make_benchmark(benchmark, K, n_tasks=n_tasks)  # permutations of seed 0, as in results files
-    runs = {}
-    for m in methods:
-        cfg = method_config(benchmark, m, K=K, **{record: True})
-        for s in seeds:
-            runs[f"{m}/{s}"] = run_stream(bench, m, cfg, seed=s, show_progress=False)
-    return {"K": K, "n_tasks": n_tasks, "runs": runs}
+    By default the committed file results/dynamics-<benchmark>.json (`python -m metacl_lite dynamics`) is read
+    (without it: {"source"} only, and the claims read "not yet run"). live=True trains the same streams again on the
+    page (their K, tasks and seeds, from the file, or the module's defaults without one); a setting given (not None)
+    changes that stream and trains it live too (seeds: 0..N-1). Nothing is written."""
+    from ..lab import dynamics as D
+
+    path = Path(path or D.default_file(benchmark))
+    given = {k: v for k, v in dict(speed_K=speed_K, speed_tasks=speed_tasks, speed_seeds=speed_seeds,
+                                    angle_K=angle_K, angle_tasks=angle_tasks, angle_seeds=angle_seeds).items()
+             if v is not None}
+    doc = D.load_dynamics(path) if path.exists() else None
+    if not live and not given:
+        if doc is None:
+            return {"source": f"no training logs: {relative_to_repo(path)} does not exist "
+                              f"(`{LIVE_NOTE.split(': ', 1)[1]}` makes it)"}
+        return {"speed": D.as_logs(doc, "speed"), "angles": D.as_logs(doc, "angles"),
+                "source": f"read from `{relative_to_repo(path)}`, made by `{doc['provenance']['command']}`"}
+    streams = {k: dict(v) for k, v in (doc["config"]["streams"] if doc else D.STREAMS).items()}
+    seeds = {k: list(doc["config"]["seeds"]) if doc else list(range(D.DEFAULT_SEEDS)) for k in streams}
+    for kind, prefix in (("speed", "speed"), ("angles", "angle")):
+        for setting, key in (("K", "K"), ("tasks", "n_tasks")):
+            if f"{prefix}_{setting}" in given:
+                streams[kind][key] = given[f"{prefix}_{setting}"]
+        if f"{prefix}_seeds" in given:
+            seeds[kind] = list(range(given[f"{prefix}_seeds"]))
+    out = {"source": "trained on this page (a live run; nothing written)"}
+    for kind in ("speed", "angles"):
+        out[kind] = D.as_logs(D.measure(seeds[kind], {kind: streams[kind]}, benchmark), kind)
+    return out
+
+
+def stream_sentence(logs: Mapping) -> str:
+    """What the training logs of claims 5 and 6 are, in one sentence: the streams, their seeds and where they come
+    from (`dynamics_logs`)."""
+    if "speed" not in logs:
+        return logs["source"][0].upper() + logs["source"][1:] + "."
+    sp, an = logs["speed"], logs["angles"]
+    return (f"Learning speed (claim 5): K = {sp['K']}, {sp['n_tasks']} tasks, {len(sp['seeds'])} seeds; gradient "
+            f"angles (claim 6): K = {an['K']}, {an['n_tasks']} tasks (read on task {an['n_tasks']}), "
+            f"{len(an['seeds'])} seeds; {logs['source']}.")
+
+
+def stream_fingerprint(logs: Mapping) -> str:
+    """A short digest of the runs behind claims 5 and 6 (the logs' content), by which a test checks that two pages
+    read the same stream for each claim."""
+    import hashlib
+    import json
+
+    from ..lab.atomic import jsonable
+
+    body = {k: logs[k] for k in ("speed", "angles") if k in logs}
+    return hashlib.sha256(json.dumps(jsonable(body), sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -497,7 +550,7 @@ def angle_tests(pair: tuple = ANGLE_PAIR, task: Optional[int] = None):
     return evaluate
 
 
-LIVE_NOTE = "live run not made: python -m metacl_lite notebook book/chapters/07_claims.md -p live True -o runs/"
+LIVE_NOTE = "no training logs: python -m metacl_lite dynamics"
 
 
 @dataclass(frozen=True)
