@@ -320,7 +320,7 @@ def test_verdict_table():
     ev = C.Evidence((20, 50), {20: _res(20, {"finetune": FT, "metacl": METACL}),
                                50: _res(50, {"finetune": FT, "metacl": noisy})})
     table = C.verdict_table(ev, [C.CLAIMS[0], C.CLAIMS[3], C.CLAIMS[5]])
-    assert list(table.columns) == ["claim", "verdict", "the number behind it"]
+    assert list(table.columns) == ["claim", "verdict", "number behind it"]
     # claim 1 counts FA at K = 20 (2, 3, 4: p = 0.0351) and 50 (2, 3, 2: mean 7/3, sd 1/sqrt 3, t = 7, p = 0.0198)
     # and ACC at K = 20 (2, 3, 4); Holm: 3 * 0.0198, max(2 * 0.0351, ...): all inconclusive, each confirmed alone
     p50 = p_df2(7.0)

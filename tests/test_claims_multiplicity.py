@@ -276,7 +276,7 @@ def test_verdict_table_one_verdict_and_the_number_behind_it():
     rows = _claim2b_K20(0.0125 * 0.99)
     assert rows[2]["p_holm"] == pytest.approx(0.0495)
     table = C.verdict_table({}, [C.CLAIMS[2], C.CLAIMS[5]], rows=rows)
-    assert list(table.columns) == ["claim", "verdict", "the number behind it"] and table.index.name == "#"
+    assert list(table.columns) == ["claim", "verdict", "number behind it"] and table.index.name == "#"
     mean = -t_df2(0.012375) / math.sqrt(3)
     assert table.loc["2b"].tolist() == [C.CLAIMS[2].short, "refuted", f"{mean:+.1f} pts, p(Holm) 0.049"]  # 0.0495: below 0.05
     assert C.behind(rows) == f"EWC-MetaCL-λ − EWC-MetaCL-β, ACC, K = 20: {mean:+.2f}, Holm p {rows[2]['p_holm']:.3f}"

@@ -86,7 +86,7 @@ def command(seeds: Sequence[int], streams: Mapping[str, Mapping], out: Path, ben
     flags = "" if list(seeds) == list(range(len(seeds))) and len(seeds) == DEFAULT_SEEDS else \
         f" --seeds {len(seeds)}" if list(seeds) == list(range(len(seeds))) else f" --seed-list {','.join(map(str, seeds))}"
     for kind in ("speed", "angles"):
-        s = streams[kind]
+        s = streams.get(kind, STREAMS[kind])
         if (s["K"], s["n_tasks"]) != (STREAMS[kind]["K"], STREAMS[kind]["n_tasks"]):
             flags += f" --{kind} {s['K']}:{s['n_tasks']}"
     if Path(out).resolve() != default_file(benchmark).resolve():

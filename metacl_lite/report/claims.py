@@ -755,7 +755,7 @@ def verdict_table(ev: Union[Evidence, dict], claims: Sequence[Claim] = tuple(CLA
     for c in claims:
         mine = [r for r in rows if r["claim"] == c.id]
         table[c.id] = {"claim": c.short or c.title, "verdict": claim_verdict(mine),
-                       "the number behind it": number_behind(mine)}
+                       "number behind it": number_behind(mine)}
     return pd.DataFrame.from_dict(table, orient="index").rename_axis("#")
 
 
