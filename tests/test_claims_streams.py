@@ -130,7 +130,9 @@ def test_the_committed_file_is_the_default_stream():
     assert {k: (s["K"], s["n_tasks"], s["methods"]) for k, s in streams.items()} == \
         {k: (s["K"], s["n_tasks"], s["methods"]) for k, s in D.STREAMS.items()}
     seeds = doc["config"]["seeds"]
-    assert seeds == list(range(D.DEFAULT_SEEDS)) and doc["provenance"]["command"] == "python -m metacl_lite dynamics"
+    assert seeds == list(range(len(seeds))) and len(seeds) >= 5
+    assert doc["provenance"]["command"] == D.command(seeds, streams, DYN) == \
+        "python -m metacl_lite dynamics" + ("" if len(seeds) == D.DEFAULT_SEEDS else f" --seeds {len(seeds)}")
     assert {k: sorted(v) for k, v in doc["runs"].items()} == {
         k: sorted(f"{m}/{s}" for m in streams[k]["methods"] for s in seeds) for k in streams}
     logs = C.dynamics_logs()
