@@ -202,3 +202,23 @@ def test_live_logs_change_only_what_is_given(tmp_path, fake_training):
     assert "live" in logs["source"] and not (tmp_path / "absent.json").exists()
     none = C.dynamics_logs(path=tmp_path / "absent.json")
     assert set(none) == {"source"} and "python -m metacl_lite dynamics" in none["source"]
+
+
+def test_dynamics_command_line_and_the_command_it_records(tmp_path, fake_training, capsys):
+    """`python -m metacl_lite dynamics` writes the file; the command it records parses back to the same settings."""
+    import shlex
+
+    from metacl_lite import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["dynamics", "--speed", "20:1"])
+    assert e.value.code == 2 and "at least 2 tasks" in capsys.readouterr().err
+    out = tmp_path / "d.json"
+    assert cli.main(["dynamics", "--seeds", "2", "--angles", "20:3", "--out", str(out)]) == 0
+    doc = D.load_dynamics(out)
+    recorded = doc["provenance"]["command"]
+    assert recorded == f"python -m metacl_lite dynamics --seeds 2 --angles 20:3 --out {out}"
+    a = cli.build_parser().parse_args(shlex.split(recorded)[3:])
+    assert (list(range(a.seeds)), a.angles["K"], a.angles["n_tasks"], a.speed, a.out) == \
+        (doc["config"]["seeds"], 20, 3, D.STREAMS["speed"], out)
+    assert doc["provenance"]["git_commit"] and doc["provenance"]["packages"]["torch"]
