@@ -510,7 +510,7 @@ def _check_control(ctl: dict, main: dict, imp: str, control: str, K: int) -> Non
 
 def speed_tests(pairs: Sequence[tuple] = SPEED_PAIRS):
     """Claim 5 (Fig. 4): per epoch e, per seed, the MetaCL method's accuracy on the current task after epoch e minus
-    the plain method's, averaged over the tasks of the live stream."""
+    the plain method's, averaged over the tasks of its stream (`dynamics_logs`)."""
     def evaluate(ev: Evidence) -> list[dict]:
         log = ev.logs.get("speed")
         if log is None or not log["runs"]:
@@ -528,7 +528,7 @@ def speed_tests(pairs: Sequence[tuple] = SPEED_PAIRS):
 
 
 def angle_tests(pair: tuple = ANGLE_PAIR, task: Optional[int] = None):
-    """Claim 6 (Fig. 5): on the last task of the live stream (or the 0-based `task`), per seed, MetaCL-β's statistic
+    """Claim 6 (Fig. 5): on the last task of its stream (`dynamics_logs`; or the 0-based `task`), per seed, MetaCL-β's statistic
     minus MetaCL-λ's: the spread (standard deviation over the task's steps, `angle_spread`) of the angles
     <g1, g_x> and <g2, g_x>, and the mean <g1, g_x> (`angle_mean`). The analysis chapter calls it for task 2 too."""
     stats = (("spread of ⟨g1, gx⟩", angle_spread, "g1"), ("spread of ⟨g2, gx⟩", angle_spread, "g2"),
@@ -648,8 +648,8 @@ CLAIMS = [
           "The curves of MetaCL methods are always above the original approaches (i.e. orange, blue and green "
           "curves), which indicates faster learning speed and higher accuracy.",
           "Experiments, Learning Speed Comparison (Fig. 4; CIFAR-100 in the paper)",
-          "Per seed and epoch e, the accuracy on the task being learnt after epoch e, averaged over the tasks of a "
-          "short live Permuted MNIST stream: MetaCL method − plain method. Confirmed when it is at every epoch.",
+          "Per seed and epoch e, the accuracy on the task being learnt after epoch e, averaged over the tasks of "
+          "claim 5's Permuted MNIST stream (the training logs): MetaCL method − plain method. Confirmed when it is at every epoch.",
           speed_tests(),
           short="MetaCL learns faster (Fig. 4)"),
     Claim("6", "The dynamic balance gives a more stable compromise",
@@ -657,7 +657,7 @@ CLAIMS = [
           "g_x\\rangle$ is big) and cannot provide a stable compromise",
           "Experiments, Regularization Strategy Analysis (Fig. 5: PI, Permuted MNIST, K = 50); the caption adds: "
           "\"The dynamic balance strategy can provide a more stable and better compromise.\"",
-          "On the last task of a live stream, per seed, PI-MetaCL-β's spread (standard deviation over the task's "
+          "On the last task of claim 6's stream (the training logs), per seed, PI-MetaCL-β's spread (standard deviation over the task's "
           "outer steps) of the angles ⟨g1, gx⟩ and ⟨g2, gx⟩, and its mean ⟨g1, gx⟩, minus PI-MetaCL-λ's.",
           angle_tests(),
           short="dynamic balance is more stable (Fig. 5)"),
@@ -683,7 +683,7 @@ def verdict_rows(ev: Union[Evidence, dict], claims: Sequence[Claim] = tuple(CLAI
 
 
 def _column(row: dict) -> str:
-    """The column of a row when grouped by K: its K, "across K" (claim 4) or "live run" (claims 5-6)."""
+    """The column of a row when grouped by K: its K, "across K" (claim 4) or "training logs" (claims 5-6)."""
     return LIVE if row["live"] else ACROSS_K if row["K"] == ACROSS_K else f"K = {row['K']}"
 
 
