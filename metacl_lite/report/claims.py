@@ -881,7 +881,7 @@ def seeds_note(rows: Sequence[dict], more: int = 10, alpha: float = ALPHA, power
 
     return (
         f"**What {n} seeds can and cannot show.** Every p-value and interval here comes from the t-test, which "
-        f"assumes that the per-seed differences are normally distributed; {n} seeds are far too few to check that. "
+        f"assumes that the per-seed differences are normally distributed; {n} seeds are {'far ' if n < 10 else ''}too few to check that. "
         f"Without that assumption, a sign or signed-rank test gives at best p = 2/2ⁿ (n seeds, all agreeing), "
         + both(lambda k: f"{sign[k]:.3g} with {k} seeds") + ": " + "; ".join(reach(k) for k in ns) + ". "
         f"The interval's half-width is t(0.975, n − 1)·s/√n, with "
