@@ -266,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--device cuda: time this many of the --grid-seeds and scale to all (each seed is the same "
                         "work; the file says so)")
 
+    _dynamics_parser(sub)
     s = sub.add_parser("assignments", help="course assignments (otter-grader): list, generate, check, grade")
     ssub = s.add_subparsers(dest="acmd", required=True)
     ssub.add_parser("list", help="the assignments and their sources")
@@ -448,8 +449,50 @@ def _bench(a) -> int:
     return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods)
 
 
+def _dynamics_parser(sub) -> None:
+    """`dynamics`: the training logs of claims 5 and 6 (Figs. 4 and 5), results/dynamics-pmnist.json
+    (`lab.dynamics`)."""
+    from .lab.dynamics import DEFAULT_SEEDS, STREAMS
+
+    def stream(kind):
+        def conv(text: str) -> dict:
+            try:
+                K, n = (int(x) for x in text.split(":"))
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"--{kind} {text!r}: write K:n_tasks, e.g. 20:10") from None
+            if K < 1 or n < 2:
+                raise argparse.ArgumentTypeError(f"--{kind} {text!r}: K >= 1 and at least 2 tasks")
+            return {**STREAMS[kind], "K": K, "n_tasks": n}
+        return conv
+
+    d = sub.add_parser("dynamics", help="train the streams of claims 5 and 6 (learning speed, gradient angles) and "
+                                        "write their logs (default results/dynamics-pmnist.json)")
+    d.add_argument("--seeds", type=_positive("--seeds"), default=DEFAULT_SEEDS,
+                   help=f"run seeds 0..N-1 (default {DEFAULT_SEEDS})")
+    d.add_argument("--seed-list", type=_seed_list, default=None, help="explicit comma-separated seeds")
+    for kind in STREAMS:
+        d.add_argument(f"--{kind}", type=stream(kind), default=STREAMS[kind], metavar="K:N_TASKS",
+                       help=f"the {kind} stream (default {STREAMS[kind]['K']}:{STREAMS[kind]['n_tasks']})")
+    d.add_argument("--out", type=Path, default=None, help="default results/dynamics-pmnist.json")
+    d.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
+    d.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+
+
+def _dynamics(a) -> int:
+    import torch
+
+    from .lab.dynamics import default_file, measure
+
+    torch.set_num_threads(a.threads)
+    out = a.out or default_file()
+    seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
+    measure(seeds, {"speed": a.speed, "angles": a.angles}, out=out, force=a.force, show_progress=True)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
 COMMANDS = {"run": _run, "table": _table, "tune": _tune, "choices": _choices, "notebook": _notebook, "pages": _pages, "readme": _readme,
-            "bench": _bench, "assignments": _assignments}
+            "bench": _bench, "assignments": _assignments, "dynamics": _dynamics}
 
 
 def _hint(e: UserError, a) -> str:

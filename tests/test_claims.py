@@ -320,14 +320,14 @@ def test_verdict_table():
     ev = C.Evidence((20, 50), {20: _res(20, {"finetune": FT, "metacl": METACL}),
                                50: _res(50, {"finetune": FT, "metacl": noisy})})
     table = C.verdict_table(ev, [C.CLAIMS[0], C.CLAIMS[3], C.CLAIMS[5]])
-    assert list(table.columns) == ["claim", "verdict: Holm / raw", "the number behind it"]
+    assert list(table.columns) == ["claim", "verdict", "number behind it"]
     # claim 1 counts FA at K = 20 (2, 3, 4: p = 0.0351) and 50 (2, 3, 2: mean 7/3, sd 1/sqrt 3, t = 7, p = 0.0198)
     # and ACC at K = 20 (2, 3, 4); Holm: 3 * 0.0198, max(2 * 0.0351, ...): all inconclusive, each confirmed alone
     p50 = p_df2(7.0)
-    assert table.loc["1"].tolist() == ["MetaCL w/o reg beats fine-tune on FA and ACC", "inconclusive / confirmed",
-                                       f"MetaCL, w/o reg − Fine tune, FA, K = 50: +2.33, Holm p {3 * p50:.3f}"]
-    assert table.loc["3"].tolist()[1:] == ["not yet run / not yet run", "–"]
-    assert table.loc["5"].tolist()[1:] == ["not yet run / not yet run", "–"]
+    assert table.loc["1"].tolist() == ["MetaCL w/o reg beats fine-tune", "inconclusive",
+                                       f"+2.3 pts, p(Holm) {3 * p50:.3f}"]
+    assert table.loc["3"].tolist()[1:] == ["not yet run", "–"]
+    assert table.loc["5"].tolist()[1:] == ["not yet run", "–"]
 
 
 def test_claim_markdown():
@@ -348,8 +348,7 @@ def test_claim_markdown():
     assert md.endswith("\n- Not yet run: results/pmnist-K50.json has no runs of metacl")
     md = C.claim_markdown(C.CLAIMS[5], C.CLAIMS[5].evaluate({20: _res(20, {})}))  # nothing ran: no table
     assert "| test |" not in md and "Verdict: **not yet run**: none of its 2 test(s) has run." in md
-    assert md.endswith("\n- Not yet run: live run not made: `python -m metacl_lite notebook book/chapters/07_claims.md "
-                       "-p live True -o runs/`")
+    assert md.endswith("\n- Not yet run: no training logs: `python -m metacl_lite dynamics`")
 
 
 def test_claim_markdown_by_K():
@@ -397,7 +396,8 @@ def test_chapter_executes(tmp_path):
     from metacl_lite.report.notebooks import glued_values, run_notebook
 
     out = run_notebook(REPO_ROOT / "book" / "chapters" / "07_claims.md",
-                       {"live_seeds": 2, "speed_tasks": 2, "angle_K": 20, "angle_tasks": 3}, tmp_path)
+                       {"speed_tasks": 2, "speed_seeds": 2, "angle_K": 20, "angle_tasks": 3, "angle_seeds": 2},
+                       tmp_path)  # a small live run of both streams (the default reads results/dynamics-pmnist.json)
     g = glued_values(out)
     res = json.loads((REPO_ROOT / "results" / "pmnist-K50.json").read_text())
     acc = {k: float(np.mean(v["acc_matrix"][-1])) for k, v in res["runs"].items()}  # ACC: the last row's mean
@@ -406,3 +406,4 @@ def test_chapter_executes(tmp_path):
     assert g["claim3_n"] == len(seeds)
     assert g["claim3_mean"] == pytest.approx(expected, abs=0.006)
     assert C.NOT_RUN not in (g["verdict_5"], g["verdict_6"])  # the live runs were made and read
+    assert g["stream_id"] != C.stream_fingerprint(C.dynamics_logs())  # not the committed file's runs

@@ -120,7 +120,7 @@ def test_holm_verdict_flips_when_one_p_value_crosses_its_threshold(factor, holm)
     assert rows[0]["holm"] == C.CONFIRMED and {r["holm"] for r in rows[1::2]} == {C.INCONCLUSIVE}
     assert (C.claim_verdict(rows, holm=False), C.claim_verdict(rows)) == (C.REFUTED, holm)
     table = C.verdict_table({20: None}, [C.CLAIMS[2]], rows=rows)
-    assert table.loc["2b", "verdict: Holm / raw"] == f"{holm} / {C.REFUTED}"
+    assert table.loc["2b", "verdict"] == holm  # the summary's one verdict is the Holm one
 
 
 def test_the_family_is_the_whole_claim_across_K_and_only_what_it_counts():
@@ -271,24 +271,23 @@ def test_duplicated_control_run_is_detected_and_not_counted(tmp_path):
 # The table, the text and what the seeds can show
 # ---------------------------------------------------------------------------------------------------------------
 def test_verdict_table_one_verdict_and_the_number_behind_it():
-    """Three columns; the number behind a refuted claim is its refuted test with the smallest adjusted p, behind an
-    inconclusive one its undecided test with the smallest."""
+    """Three columns (short name, Holm verdict, the number behind it); the number behind a refuted claim is its
+    refuted test with the smallest adjusted p, behind an inconclusive one its undecided test with the smallest."""
     rows = _claim2b_K20(0.0125 * 0.99)
     assert rows[2]["p_holm"] == pytest.approx(0.0495)
     table = C.verdict_table({}, [C.CLAIMS[2], C.CLAIMS[5]], rows=rows)
-    assert list(table.columns) == ["claim", "verdict: Holm / raw", "the number behind it"]
-    assert table.loc["2b"].tolist() == [C.CLAIMS[2].title, "refuted / refuted",
-                                        f"EWC-MetaCL-λ − EWC-MetaCL-β, ACC, K = 20: "
-                                        f"{-t_df2(0.012375) / math.sqrt(3):+.2f}, Holm p {rows[2]['p_holm']:.3f}"]
-    assert table.loc["5"].tolist()[1:] == ["not yet run / not yet run", "–"]
+    assert list(table.columns) == ["claim", "verdict", "number behind it"] and table.index.name == "#"
+    mean = -t_df2(0.012375) / math.sqrt(3)
+    assert table.loc["2b"].tolist() == [C.CLAIMS[2].short, "refuted", f"{mean:+.1f} pts, p(Holm) 0.049"]  # 0.0495: below 0.05
+    assert C.behind(rows) == f"EWC-MetaCL-λ − EWC-MetaCL-β, ACC, K = 20: {mean:+.2f}, Holm p {rows[2]['p_holm']:.3f}"
+    assert table.loc["5"].tolist()[1:] == ["not yet run", "–"]
     assert C.verdict_changes(rows, [C.CLAIMS[2]]) == (
         "Holm's correction changes no claim's verdict: of the 5 tests counted, 0 decided on their own (raw) are "
         "inconclusive within their claim's family.")
     rows = _claim2b_K20(0.0125 * 1.01)  # inconclusive: the number behind it is the undecided test nearest to 0.05
     assert rows[2]["p_holm"] == pytest.approx(0.0505)
     assert C.verdict_table({}, [C.CLAIMS[2]], rows=rows).loc["2b"].tolist()[1:] == [
-        "inconclusive / refuted", f"EWC-MetaCL-λ − EWC-MetaCL-β, ACC, K = 20: "
-                                  f"{-t_df2(0.012625) / math.sqrt(3):+.2f}, Holm p {rows[2]['p_holm']:.3f}"]
+        "inconclusive", f"{-t_df2(0.012625) / math.sqrt(3):+.1f} pts, p(Holm) 0.050"]  # not < 0.05
     assert C.verdict_changes(rows, [C.CLAIMS[2]]).startswith(
         "Holm's correction changes the verdict of claim 2b (refuted → inconclusive): of the 5 tests counted, 1 ")
 
@@ -338,3 +337,9 @@ def test_seeds_note_from_the_numbers():
                  "in 5"):
         assert part in note, part
     assert C.seeds_note(C.CLAIMS[5].evaluate({})).startswith("No counted test on results files")
+
+
+def test_p_value_never_rounds_across_the_level():
+    """Three decimals, four where three would put a p-value on the other side of 0.05 than it is."""
+    assert [C._p(x) for x in (0.0496, 0.05049, 0.0123, 0.0004, float("nan"))] == [
+        "0.0496", "0.050", "0.012", "< 0.001", "–"]

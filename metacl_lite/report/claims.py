@@ -6,8 +6,11 @@ Within one seed every method sees the same task permutations, initial weights an
 methods are compared by paired per-seed differences a − b, never by overlapping intervals. `VERDICT_RULE` is the one
 rule that turns such differences into a verdict: a raw verdict per test (its 95% interval) and, for the claim, Holm's
 correction over the tests the claim counts (those where the paper states it, each set of runs once). `CLAIMS` lists
-the claims, `verdict_table` sums them up (one verdict per claim, Holm beside raw) and `seeds_note` says what the
-number of seeds can and cannot show.
+the claims, `verdict_table` sums them up (one row per claim: its Holm verdict and the one number behind it),
+`findings_markdown` says in a few lines what holds and what does not, and `seeds_note` says what the number of seeds
+can and cannot show. Claims 5 and 6 read one stream each, the training logs of results/dynamics-pmnist.json
+(`lab.dynamics`), through `dynamics_logs`, so every page that shows them shows the same runs.
+
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from ..errors import FileFormatError
 from ..metrics import mean_ci95
 from .paper import PAPER_SOURCES, paper_table
 from ..lab.summary import summarize
+from ..lab.provenance import relative_to_repo
 from ..lab.store import load_results
 from ..training import METHODS
 
@@ -48,7 +52,7 @@ VERDICT_RULE = (
     "inconclusive otherwise (tests not yet run left out); its verdict is the Holm one, with the raw one beside it.")
 
 LOW_K, STANDARD_K = (20, 50), (200, 500)  # "K=20, 50 can be seen as low-shot scenarios and K=200, 500 are standard"
-ACROSS_K, LIVE = "across K", "live run"
+ACROSS_K, LIVE = "across K", "training logs"
 REGULARISERS = ("mas", "pi", "ewc")
 
 
@@ -257,7 +261,8 @@ def control_file(benchmark: str, K: int, control: str) -> str:
 @dataclass
 class Evidence:
     """What the verdicts are made from: results files per K, the control runs of claim 7 (control -> K -> results
-    file) and the live logs of claims 5-6 ("speed", "angles" -> `run_logs`). Missing entries read "not yet run"."""
+    file) and the training logs of claims 5-6 ("speed", "angles" -> `dynamics_logs`). Missing entries read "not yet
+    run"."""
 
     ks: tuple
     results: dict
@@ -267,38 +272,86 @@ class Evidence:
 
 
 def load_evidence(benchmark: str = "pmnist", ks: Sequence[int] = (20, 50, 200, 500),
-                  folder: Optional[Path] = None) -> Evidence:
-    """The results files results/<benchmark>-K<K>.json and the control files that exist (no logs)."""
+                  folder: Optional[Path] = None, dynamics: bool = True) -> Evidence:
+    """The results files results/<benchmark>-K<K>.json, the control files that exist and (dynamics=True) the
+    training logs of claims 5 and 6 from results/dynamics-<benchmark>.json where it exists (`dynamics_logs`)."""
     folder = Path(folder or REPO_ROOT / "results")
     results = {K: load_results(folder / f"{benchmark}-K{K}.json") for K in ks
                if (folder / f"{benchmark}-K{K}.json").exists()}
     controls = {c: {K: load_results(folder / control_file(benchmark, K, c)) for K in ks
                     if (folder / control_file(benchmark, K, c)).exists()} for c in CONTROLS}
-    return Evidence(tuple(ks), results, controls, {}, benchmark)
+    logs = {}
+    if dynamics and (folder / f"dynamics-{benchmark}.json").exists():
+        logs = dynamics_logs(benchmark=benchmark, path=folder / f"dynamics-{benchmark}.json")
+    return Evidence(tuple(ks), results, controls, logs, benchmark)
 
 
-#: The live runs of claims 5 and 6: which (MetaCL, plain) pairs are compared, and what each run records.
+#: The pairs of claims 5 and 6: which (MetaCL, plain) pairs are compared; their runs are those of `lab.dynamics`.
 SPEED_PAIRS = (("metacl", "finetune"), ("pi-metacl-beta", "pi"))
 ANGLE_PAIR = ("pi-metacl-beta", "pi-metacl-lambda")  # Fig. 5's example
-LIVE_RUNS = {"speed": ([m for p in SPEED_PAIRS for m in p], "eval_every_epoch"),
-             "angles": (list(ANGLE_PAIR), "record_angles")}
+#: The settings of the one stream per claim that a page may change for a live run (None: the committed file's).
+STREAM_PARAMETERS = ("speed_K", "speed_tasks", "speed_seeds", "angle_K", "angle_tasks", "angle_seeds")
 
 
-def run_logs(kind: str, K: int, n_tasks: int, seeds: Sequence[int], benchmark: str = "pmnist") -> dict:
-    """Train the methods of claim 5 (kind="speed", with `eval_every_epoch`) or claim 6 ("angles", with
-    `record_angles`) on a short stream, one run per method and seed: {"K", "n_tasks", "runs": {"method/seed": log}}."""
-    from ..benchmarks import make_benchmark
-    from ..lab.hparams import method_config
-    from ..training import run_stream
+def dynamics_logs(live: bool = False, speed_K: Optional[int] = None, speed_tasks: Optional[int] = None,
+                  speed_seeds: Optional[int] = None, angle_K: Optional[int] = None, angle_tasks: Optional[int] = None,
+                  angle_seeds: Optional[int] = None, benchmark: str = "pmnist", path: Optional[Path] = None) -> dict:
+    """The one stream per claim behind claims 5 (learning speed, "speed") and 6 (gradient angles, "angles"), for
+    every page that shows them: {"speed": log, "angles": log, "source": a phrase}, each log
+    {"K", "n_tasks", "seeds", "runs": {"method/seed": log}} (`lab.dynamics.as_logs`).
 
-    methods, record = LIVE_RUNS[kind]
-    bench = make_benchmark(benchmark, K, n_tasks=n_tasks)  # permutations of seed 0, as in results files
-    runs = {}
-    for m in methods:
-        cfg = method_config(benchmark, m, K=K, **{record: True})
-        for s in seeds:
-            runs[f"{m}/{s}"] = run_stream(bench, m, cfg, seed=s, show_progress=False)
-    return {"K": K, "n_tasks": n_tasks, "runs": runs}
+    By default the committed file results/dynamics-<benchmark>.json (`python -m metacl_lite dynamics`) is read
+    (without it: {"source"} only, and the claims read "not yet run"). live=True trains the same streams again on the
+    page (their K, tasks and seeds, from the file, or the module's defaults without one); a setting given (not None)
+    changes that stream and trains it live too (seeds: 0..N-1). Nothing is written."""
+    from ..lab import dynamics as D
+
+    path = Path(path or D.default_file(benchmark))
+    given = {k: v for k, v in dict(speed_K=speed_K, speed_tasks=speed_tasks, speed_seeds=speed_seeds,
+                                    angle_K=angle_K, angle_tasks=angle_tasks, angle_seeds=angle_seeds).items()
+             if v is not None}
+    doc = D.load_dynamics(path) if path.exists() else None
+    if not live and not given:
+        if doc is None:
+            return {"source": f"no training logs: {relative_to_repo(path)} does not exist "
+                              f"(`{LIVE_NOTE.split(': ', 1)[1]}` makes it)"}
+        return {"speed": D.as_logs(doc, "speed"), "angles": D.as_logs(doc, "angles"),
+                "source": f"read from `{relative_to_repo(path)}`, made by `{doc['provenance']['command']}`"}
+    streams = {k: dict(v) for k, v in (doc["config"]["streams"] if doc else D.STREAMS).items()}
+    seeds = {k: list(doc["config"]["seeds"]) if doc else list(range(D.DEFAULT_SEEDS)) for k in streams}
+    for kind, prefix in (("speed", "speed"), ("angles", "angle")):
+        for setting, key in (("K", "K"), ("tasks", "n_tasks")):
+            if f"{prefix}_{setting}" in given:
+                streams[kind][key] = given[f"{prefix}_{setting}"]
+        if f"{prefix}_seeds" in given:
+            seeds[kind] = list(range(given[f"{prefix}_seeds"]))
+    out = {"source": "trained on this page (a live run; nothing written)"}
+    for kind in ("speed", "angles"):
+        out[kind] = D.as_logs(D.measure(seeds[kind], {kind: streams[kind]}, benchmark), kind)
+    return out
+
+
+def stream_sentence(logs: Mapping) -> str:
+    """What the training logs of claims 5 and 6 are, in one sentence: the streams, their seeds and where they come
+    from (`dynamics_logs`)."""
+    if "speed" not in logs:
+        return logs["source"][0].upper() + logs["source"][1:] + "."
+    sp, an = logs["speed"], logs["angles"]
+    return (f"Learning speed (claim 5): K = {sp['K']}, {sp['n_tasks']} tasks, {len(sp['seeds'])} seeds; gradient "
+            f"angles (claim 6): K = {an['K']}, {an['n_tasks']} tasks (read on task {an['n_tasks']}), "
+            f"{len(an['seeds'])} seeds; {logs['source']}.")
+
+
+def stream_fingerprint(logs: Mapping) -> str:
+    """A short digest of the runs behind claims 5 and 6 (the logs' content), by which a test checks that two pages
+    read the same stream for each claim."""
+    import hashlib
+    import json
+
+    from ..lab.atomic import jsonable
+
+    body = {k: logs[k] for k in ("speed", "angles") if k in logs}
+    return hashlib.sha256(json.dumps(jsonable(body), sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -457,10 +510,10 @@ def _check_control(ctl: dict, main: dict, imp: str, control: str, K: int) -> Non
 
 def speed_tests(pairs: Sequence[tuple] = SPEED_PAIRS):
     """Claim 5 (Fig. 4): per epoch e, per seed, the MetaCL method's accuracy on the current task after epoch e minus
-    the plain method's, averaged over the tasks of the live stream."""
+    the plain method's, averaged over the tasks of its stream (`dynamics_logs`)."""
     def evaluate(ev: Evidence) -> list[dict]:
         log = ev.logs.get("speed")
-        if log is None:
+        if log is None or not log["runs"]:
             return [_row(f"{_label(a)} − {_label(b)}, accuracy after each epoch", None, None, note=LIVE_NOTE,
                          live=True) for a, b in pairs]
         first = next(iter(log["runs"].values()))
@@ -475,7 +528,7 @@ def speed_tests(pairs: Sequence[tuple] = SPEED_PAIRS):
 
 
 def angle_tests(pair: tuple = ANGLE_PAIR, task: Optional[int] = None):
-    """Claim 6 (Fig. 5): on the last task of the live stream (or the 0-based `task`), per seed, MetaCL-β's statistic
+    """Claim 6 (Fig. 5): on the last task of its stream (`dynamics_logs`; or the 0-based `task`), per seed, MetaCL-β's statistic
     minus MetaCL-λ's: the spread (standard deviation over the task's steps, `angle_spread`) of the angles
     <g1, g_x> and <g2, g_x>, and the mean <g1, g_x> (`angle_mean`). The analysis chapter calls it for task 2 too."""
     stats = (("spread of ⟨g1, gx⟩", angle_spread, "g1"), ("spread of ⟨g2, gx⟩", angle_spread, "g2"),
@@ -487,7 +540,7 @@ def angle_tests(pair: tuple = ANGLE_PAIR, task: Optional[int] = None):
         rows = []
         for name, fn, which in stats:
             test = f"{_label(pair[0])} − {_label(pair[1])}, {name} on {where}"
-            if log is None:
+            if log is None or not log["runs"]:
                 rows.append(_row(test, None, None, unit="degrees", note=LIVE_NOTE, live=True))
                 continue
             last = log["n_tasks"] - 1 if task is None else task
@@ -497,7 +550,7 @@ def angle_tests(pair: tuple = ANGLE_PAIR, task: Optional[int] = None):
     return evaluate
 
 
-LIVE_NOTE = "live run not made: python -m metacl_lite notebook book/chapters/07_claims.md -p live True -o runs/"
+LIVE_NOTE = "no training logs: python -m metacl_lite dynamics"
 
 
 @dataclass(frozen=True)
@@ -513,6 +566,7 @@ class Claim:
     where: str
     statistic: str
     tests: Callable[[Evidence], list[dict]]
+    short: str = ""  # a few words, for the summary table and the findings
 
     def evaluate(self, ev: Union[Evidence, dict], alpha: float = ALPHA) -> list[dict]:
         ev = ev if isinstance(ev, Evidence) else Evidence(tuple(ev), ev)
@@ -547,7 +601,8 @@ CLAIMS = [
           f"{_PAIRED} MetaCL w/o reg − fine-tune in FA at every K of the paper's tables (Appendix D: \"in all "
           "circumstances\"), and in ACC at K = 20, the K of Table 1 that the sentence describes; ACC at the other K "
           "is shown beyond where the paper states it.",
-          method_tests([("metacl", "finetune", "FA", PAPER), ("metacl", "finetune", "ACC", MAIN)])),
+          method_tests([("metacl", "finetune", "FA", PAPER), ("metacl", "finetune", "ACC", MAIN)]),
+          short="MetaCL w/o reg beats fine-tune"),
     Claim("2a", "MetaCL-β beats the plain method on ACC, BT and FA",
           "after applying MetaCL algorithms on these regularization methods, all three metrics ACC, BT and FA are "
           "improved",
@@ -557,7 +612,8 @@ CLAIMS = [
           "other K are shown beyond where the paper states it (Appendix D's \"generally\" makes no claim about "
           "each K).",
           method_tests([(f"{i}-metacl-beta", i, m) for i in REGULARISERS for m in ("ACC", "BT", "FA")],
-                       scope=MAIN)),
+                       scope=MAIN),
+          short="MetaCL-β beats its regulariser"),
     Claim("2b", "MetaCL-λ beats MetaCL-β on ACC (PI: also BT and FA)",
           "compared with the fixed balance strategy MetaCL-$\\beta$, the dynamic balance MetaCL-$\\lambda$ achieves "
           "comparable or better trade-off between BT and FA, and thus further improves ACC",
@@ -569,13 +625,15 @@ CLAIMS = [
           "paper states it.",
           method_tests([(f"{i}-metacl-lambda", f"{i}-metacl-beta", "ACC", PAPER if i == "pi" else MAIN)
                         for i in REGULARISERS]
-                       + [("pi-metacl-lambda", "pi-metacl-beta", m, PAPER) for m in ("BT", "FA")])),
+                       + [("pi-metacl-lambda", "pi-metacl-beta", m, PAPER) for m in ("BT", "FA")]),
+          short="MetaCL-λ beats MetaCL-β"),
     Claim("3", "PI-MetaCL-λ beats PI-MetaCL-β by over 8 ACC points at K = 50",
           "On Permuted MNIST with $K=50$, the PI-MetaCL-$\\lambda$ surpasses PI-MetaCL-$\\beta$ over 8\\% in terms "
           "of ACC",
           "Experiments, Regularization Strategy Analysis (Table 6 of Appendix D, which the text calls Table 3)",
           f"{_PAIRED} PI-MetaCL-λ − PI-MetaCL-β in ACC at K = 50, against the threshold 8.",
-          method_tests([("pi-metacl-lambda", "pi-metacl-beta", "ACC")], threshold=8.0, ks=(50,))),
+          method_tests([("pi-metacl-lambda", "pi-metacl-beta", "ACC")], threshold=8.0, ks=(50,)),
+          short="PI-MetaCL-λ beats PI-MetaCL-β by 8 pts (K = 50)"),
     Claim("4", "MetaCL's improvement is larger at low K than at standard K",
           "Compared with large size of training data, our algorithms can provide more improvement on low-shot "
           "scenarios.",
@@ -584,22 +642,25 @@ CLAIMS = [
           "Per seed, the ACC improvement of each MetaCL method over its base method averaged over K = 20, 50, minus "
           "its average over K = 200, 500 (a paired contrast: seed s starts from the same weights at every K).",
           across_K_tests([("metacl", "finetune", "ACC")]
-                         + [(f"{i}-metacl-{v}", i, "ACC") for i in REGULARISERS for v in ("beta", "lambda")])),
+                         + [(f"{i}-metacl-{v}", i, "ACC") for i in REGULARISERS for v in ("beta", "lambda")]),
+          short="larger gain at low K"),
     Claim("5", "MetaCL learns faster: accuracy above the plain method's after every epoch",
           "The curves of MetaCL methods are always above the original approaches (i.e. orange, blue and green "
           "curves), which indicates faster learning speed and higher accuracy.",
           "Experiments, Learning Speed Comparison (Fig. 4; CIFAR-100 in the paper)",
-          "Per seed and epoch e, the accuracy on the task being learnt after epoch e, averaged over the tasks of a "
-          "short live Permuted MNIST stream: MetaCL method − plain method. Confirmed when it is at every epoch.",
-          speed_tests()),
+          "Per seed and epoch e, the accuracy on the task being learnt after epoch e, averaged over the tasks of "
+          "claim 5's Permuted MNIST stream (the training logs): MetaCL method − plain method. Confirmed when it is at every epoch.",
+          speed_tests(),
+          short="MetaCL learns faster (Fig. 4)"),
     Claim("6", "The dynamic balance gives a more stable compromise",
           "the fixed balance strategy struggles to learn current task 20 (i.e. the angle of $\\langle g_1, "
           "g_x\\rangle$ is big) and cannot provide a stable compromise",
           "Experiments, Regularization Strategy Analysis (Fig. 5: PI, Permuted MNIST, K = 50); the caption adds: "
           "\"The dynamic balance strategy can provide a more stable and better compromise.\"",
-          "On the last task of a live stream, per seed, PI-MetaCL-β's spread (standard deviation over the task's "
+          "On the last task of claim 6's stream (the training logs), per seed, PI-MetaCL-β's spread (standard deviation over the task's "
           "outer steps) of the angles ⟨g1, gx⟩ and ⟨g2, gx⟩, and its mean ⟨g1, gx⟩, minus PI-MetaCL-λ's.",
-          angle_tests()),
+          angle_tests(),
+          short="dynamic balance is more stable (Fig. 5)"),
     Claim("7", "The projection's own effect (controls)",
           "With the dynamic balance strategy, the MetaCL-$\\lambda$ generally outperforms the fixed balance method.",
           "Experiments, Regularization Strategy Analysis; the tuned constants differ (MetaCL-λ adds γ to λ, "
@@ -608,7 +669,8 @@ CLAIMS = [
           "differs); and MetaCL-λ run with γ = 0 (the projection alone) minus MetaCL-β; at every K of the paper's "
           "tables. Where the tuned γ already equals β, the γ = β control repeats the main file's MetaCL-λ runs and "
           "its difference is claim 2b's: shown, not counted.",
-          control_tests()),
+          control_tests(),
+          short="the projection's own gain"),
 ]
 
 
@@ -621,7 +683,7 @@ def verdict_rows(ev: Union[Evidence, dict], claims: Sequence[Claim] = tuple(CLAI
 
 
 def _column(row: dict) -> str:
-    """The column of a row when grouped by K: its K, "across K" (claim 4) or "live run" (claims 5-6)."""
+    """The column of a row when grouped by K: its K, "across K" (claim 4) or "training logs" (claims 5-6)."""
     return LIVE if row["live"] else ACROSS_K if row["K"] == ACROSS_K else f"K = {row['K']}"
 
 
@@ -630,7 +692,14 @@ def _num(x: Optional[float], fmt: str = "+.2f") -> str:
 
 
 def _p(x: float) -> str:
-    return "–" if np.isnan(x) else "< 0.001" if x < 0.001 else f"{x:.3f}"
+    """A p-value for a reader: three decimals, four where three would round it across `ALPHA` (0.0505 is not
+    "0.050", which reads as decided at 0.05 when it is not)."""
+    if np.isnan(x):
+        return "–"
+    if x < 0.001:
+        return "< 0.001"
+    three = f"{x:.3f}"
+    return three if (float(three) < ALPHA) == (x < ALPHA) else f"{x:.4f}"
 
 
 def _unit(row: dict) -> str:
@@ -662,21 +731,50 @@ def behind(rows: Sequence[dict]) -> str:
     return f"{_name(r)}, {_column(r)}: {_num(r['mean'])}{_unit(r)}, Holm p {_p(r['p_holm'])}"
 
 
+def number_behind(rows: Sequence[dict]) -> str:
+    """The one number behind a claim's Holm verdict, short: its `deciding_test`'s mean difference and Holm-adjusted
+    p-value ("+2.3 pts, p(Holm) 0.059"); "–" when no counted test ran. `behind` says which test it is."""
+    r = deciding_test(rows)
+    if r is None:
+        return "–"
+    unit = "°" if r["unit"] == "degrees" else " pts"
+    against = f" against {r['threshold']:g}" if r["threshold"] else ""
+    return f"{_num(r['mean'], '+.1f')}{unit}{against}, p(Holm) {_p(r['p_holm'])}"
+
+
 def verdict_table(ev: Union[Evidence, dict], claims: Sequence[Claim] = tuple(CLAIMS),
                   rows: Optional[list[dict]] = None):
-    """One row per claim, three columns: the claim, its verdict with Holm's correction beside the raw one
-    ("Holm / raw", `claim_verdict`), and the one number behind the Holm verdict (`behind`). Pass `rows`
-    (`verdict_rows`) to avoid computing them again."""
+    """One row per claim (index: the claim's id), three narrow columns: a short name of the claim, its verdict with
+    Holm's correction (`claim_verdict`) and the one number behind it (`number_behind`). The raw verdicts and the
+    tests are in each claim's own text (`claim_markdown`). Pass `rows` (`verdict_rows`) to avoid computing them
+    again."""
     import pandas as pd
 
     rows = verdict_rows(ev, claims) if rows is None else rows
     table = {}
     for c in claims:
         mine = [r for r in rows if r["claim"] == c.id]
-        table[c.id] = {"claim": c.title,
-                       "verdict: Holm / raw": f"{claim_verdict(mine)} / {claim_verdict(mine, holm=False)}",
-                       "the number behind it": behind(mine)}
-    return pd.DataFrame.from_dict(table, orient="index")
+        table[c.id] = {"claim": c.short or c.title, "verdict": claim_verdict(mine),
+                       "number behind it": number_behind(mine)}
+    return pd.DataFrame.from_dict(table, orient="index").rename_axis("#")
+
+
+#: How the findings name each verdict.
+FINDINGS = ((CONFIRMED, "Holds (confirmed)"), (REFUTED, "Does not hold (refuted)"),
+            (INCONCLUSIVE, "Undecided (inconclusive)"), (NOT_RUN, "Not yet run"))
+
+
+def findings_markdown(rows: Sequence[dict], claims: Sequence[Claim] = tuple(CLAIMS)) -> str:
+    """What holds and what does not, in a few Markdown bullets (glue it as a block): one bullet per verdict that
+    occurs, in the order of `FINDINGS`, naming each claim (id, short name, the number behind its verdict)."""
+    groups: dict[str, list[str]] = {}
+    for c in claims:
+        mine = [r for r in rows if r["claim"] == c.id]
+        v = claim_verdict(mine)
+        num = number_behind(mine)
+        groups.setdefault(v, []).append(f"claim {c.id}, {c.short or c.title}" + ("" if num == "–" else f" ({num})"))
+    lines = [f"- **{name}:** " + "; ".join(groups[v]) + "." for v, name in FINDINGS if v in groups]
+    return "\n".join(lines)
 
 
 def verdict_changes(rows: Sequence[dict], claims: Sequence[Claim] = tuple(CLAIMS)) -> str:
@@ -724,7 +822,8 @@ def claim_markdown(claim: Claim, rows: list[dict]) -> str:
         lines.append(f"Verdict: **{claim_verdict(rows)}** with Holm's correction over the {len(ran)} test(s) "
                      f"counted (raw: **{claim_verdict(rows, holm=False)}**). With Holm, "
                      f"{_counts([r['holm'] for r in ran])}; raw, {_counts([r['verdict'] for r in ran])}"
-                     + (f"; {len(counted) - len(ran)} not yet run." if len(ran) < len(counted) else "."))
+                     + (f"; {len(counted) - len(ran)} not yet run." if len(ran) < len(counted) else ".")
+                     + (f" The number behind the verdict: {behind(rows)}." if deciding_test(rows) else ""))
     else:
         lines.append(f"Verdict: **{NOT_RUN}**: none of its {len(counted)} test(s) has run.")
     columns = list(dict.fromkeys(_column(r) for r in ran))
@@ -782,7 +881,7 @@ def seeds_note(rows: Sequence[dict], more: int = 10, alpha: float = ALPHA, power
 
     return (
         f"**What {n} seeds can and cannot show.** Every p-value and interval here comes from the t-test, which "
-        f"assumes that the per-seed differences are normally distributed; {n} seeds are far too few to check that. "
+        f"assumes that the per-seed differences are normally distributed; {n} seeds are {'far ' if n < 10 else ''}too few to check that. "
         f"Without that assumption, a sign or signed-rank test gives at best p = 2/2ⁿ (n seeds, all agreeing), "
         + both(lambda k: f"{sign[k]:.3g} with {k} seeds") + ": " + "; ".join(reach(k) for k in ns) + ". "
         f"The interval's half-width is t(0.975, n − 1)·s/√n, with "
@@ -806,3 +905,59 @@ def differences_frame(rows: list[dict]):
     return pd.DataFrame([{"claim": r["claim"], "test": r["test"], "K": _column(r), "seed": s, "difference": d,
                           "threshold": r["threshold"], "unit": r["unit"], "counted": r["counted"]}
                          for r in rows for s, d in r["differences"].items()])
+
+
+def evidence_basis(ev: Evidence) -> str:
+    """What the verdicts rest on, in a phrase: the seeds of the results files (per K where they differ) and of the
+    training logs of claims 5 and 6."""
+    seeds = {K: len(res["config"]["seeds"]) for K, res in ev.results.items()}
+    files = ("no results files" if not seeds else
+             f"results files with {next(iter(seeds.values()))} seeds at each K" if len(set(seeds.values())) == 1 else
+             "results files with " + ", ".join(f"{n} seeds at K = {K}" for K, n in seeds.items()))
+    logs = {k: len(ev.logs[k]["seeds"]) for k in ("speed", "angles") if k in ev.logs and ev.logs[k]["runs"]}
+    if not logs:
+        return files + ", no training logs for claims 5 and 6"
+    n = set(logs.values())
+    return files + (f", training logs with {n.pop()} seeds for claims 5 and 6" if len(n) == 1 else
+                    f", training logs with {logs.get('speed', 0)} seeds (claim 5) and {logs.get('angles', 0)} "
+                    f"(claim 6)")
+
+
+def _short_test(test: str) -> str:
+    """A test's name as a figure's row label: without the K contrast of claim 4, the task of claim 6 and the words
+    "accuracy after" of claim 5 (the panel's axis says them)."""
+    test = re.sub(r": K [0-9, ]+ minus K [0-9, ]+$", "", test)
+    return re.sub(r" on (the last task|task \d+)$", "", test).replace("accuracy after epoch", "epoch")
+
+
+def plot_differences(frame, claim: str, width: float = 6.8):
+    """One claim's per-seed differences (`differences_frame`): a row per test, dots for seeds and a diamond with the
+    95% t-interval for their mean, one colour per K (the same colour for a K in every claim's figure), the claim's
+    threshold as a black line; the legend above the axes. Sized for the book's column (`width` inches)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    from matplotlib.lines import Line2D
+
+    sub = frame[frame.claim == claim].assign(test=lambda f: f.test.map(_short_test))
+    ks = list(dict.fromkeys(sub.K))
+    allk = [f"K = {K}" for K in (20, 50, 200, 500)] + [ACROSS_K, LIVE]
+    colours = dict(zip(allk, sns.color_palette("colorblind", len(allk))))
+    n_tests = sub.test.nunique()
+    fig, ax = plt.subplots(figsize=(width, 0.9 + (0.3 + 0.12 * len(ks)) * n_tests))
+    dodge = 0.6 if len(ks) > 1 else False
+    sns.stripplot(data=sub, x="difference", y="test", hue="K", hue_order=ks, palette=colours, dodge=bool(dodge),
+                  alpha=0.5, size=3.5, ax=ax, legend=False)
+    sns.pointplot(data=sub, x="difference", y="test", hue="K", hue_order=ks, palette=colours, dodge=dodge,
+                  errorbar=lambda v: paired_test(list(v))["ci95"], linestyle="none", markers="D", markersize=5,
+                  capsize=0.15, err_kws={"linewidth": 1.2}, ax=ax, legend=False)
+    for thr in sub.threshold.unique():
+        ax.axvline(thr, color="black", lw=1)
+    unit = "degrees" if (sub.unit == "degrees").all() else "points"
+    ax.set(ylabel="", xlabel=f"paired per-seed difference a − b ({unit})")
+    ax.tick_params(labelsize=9)
+    ax.xaxis.label.set_size(9)
+    handles = [Line2D([], [], marker="D", linestyle="none", color=colours[k], label=k) for k in ks]
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(ks), fontsize=9, frameon=False,
+              borderaxespad=0.2, handletextpad=0.2, columnspacing=1.0)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,199 @@
+"""The training dynamics behind claims 5 and 6 (the paper's Figs. 4 and 5): one committed file, one stream per claim.
+
+Claim 5 (learning speed, Fig. 4) reads the accuracy on the task being learnt after each of its epochs
+(`TrainConfig.eval_every_epoch`); claim 6 (gradient angles, Fig. 5) reads the angles between the update g_x and
+g1, g2 at each outer step (`TrainConfig.record_angles`). Neither is in a results file (those keep the accuracy
+matrix only), so `python -m metacl_lite dynamics` trains both streams and writes their logs to
+results/dynamics-<benchmark>.json. The claims chapter and the analysis chapter both read that file (or, with their
+`live` option, train the same streams again with `measure`), so both show the same runs.
+
+The file is written after every finished run (one unit: stream, method, seed) under a lock, like the results store
+(`store.UnitFile`): an interrupted command resumes where it stopped, and a file made with other streams or other
+method settings is refused unless the command starts over (`--force`). `provenance.command` regenerates the file.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from ..datafiles import REPO_ROOT
+from ..errors import ConfigMismatch, FileFormatError
+from .atomic import check_writable, jsonable, locked, read_json, write_json
+from .provenance import invocation, now, relative_to_repo
+from .store import LATEST
+
+KIND, SCHEMA = "dynamics", 1
+#: The two streams: claim 5's learning speed at K = 20 over 10 tasks (fine-tune, MetaCL w/o reg, PI and PI's two
+#: MetaCL variants), and claim 6's gradient angles at K = 50 over the paper's 20 tasks (Fig. 5 reads task 20) for
+#: PI-MetaCL-β and PI-MetaCL-λ, the paper's example. What each run logs is `RECORDS[kind]`.
+STREAMS = {"speed": {"K": 20, "n_tasks": 10,
+                     "methods": ["finetune", "metacl", "pi", "pi-metacl-beta", "pi-metacl-lambda"]},
+           "angles": {"K": 50, "n_tasks": 20, "methods": ["pi-metacl-beta", "pi-metacl-lambda"]}}
+RECORDS = {"speed": ("eval_every_epoch", "epoch_acc"), "angles": ("record_angles", "angles")}
+#: Ten seeds by default: both streams together take about 11 minutes of one CPU core (measured on the 2-core build
+#: machine: about 0.75 s of CPU per task and method at K = 20 with an evaluation after every epoch, 0.7 s at K = 50).
+#: The committed file holds the first 5 (its command says --seeds 5): it was made while that machine was shared
+#: about eight ways; `python -m metacl_lite dynamics` adds seeds 5-9 to it, keeping the runs it holds.
+DEFAULT_SEEDS = 10
+
+
+def default_file(benchmark: str = "pmnist") -> Path:
+    return REPO_ROOT / "results" / f"dynamics-{benchmark}.json"
+
+
+def streams_config(streams: Mapping[str, Mapping], benchmark: str = "pmnist", hp: Optional[dict] = None) -> dict:
+    """Per stream: K, n_tasks, methods, what is recorded, and each method's TrainConfig (`hparams.method_config`: its
+    tuned β/γ and options), so that a file made with other settings is recognised."""
+    from .hparams import method_config
+
+    out = {}
+    for kind, s in streams.items():
+        flag, _ = RECORDS[kind]
+        out[kind] = {"K": int(s["K"]), "n_tasks": int(s["n_tasks"]), "methods": list(s["methods"]), "record": flag,
+                     "train": {m: method_config(benchmark, m, K=s["K"], hp=hp, **{flag: True}).to_dict()
+                               for m in s["methods"]}}
+    return out
+
+
+def train_unit(benchmark: str, kind: str, stream: Mapping, method: str, seed: int, bench=None) -> dict:
+    """One run of `method` on the stream of `kind` (`streams_config` entry), seed `seed`: the log that kind reads
+    ("epoch_acc" or "angles"), the final average accuracy and the wall time. Only the final row of the accuracy
+    matrix is evaluated (training does not depend on it)."""
+    import numpy as np
+
+    from ..benchmarks import make_benchmark
+    from ..training import TrainConfig, run_stream
+
+    bench = bench or make_benchmark(benchmark, stream["K"], n_tasks=stream["n_tasks"])  # permutations of seed 0
+    cfg = TrainConfig(**stream["train"][method])
+    r = run_stream(bench, method, cfg, seed=seed, show_progress=False, evaluate_rows="last")
+    key = RECORDS[kind][1]
+    return {key: jsonable(r.get(key, [])), "final_acc": float(np.nanmean(r["acc_matrix"][-1])),
+            "wall_s": float(r["wall_s"])}
+
+
+def as_logs(doc: Mapping, kind: str) -> dict:
+    """The log of one stream in the form the claims read (`report.claims.speed_tests`, `angle_tests`):
+    {"K", "n_tasks", "seeds", "runs": {"method/seed": log}}, over the file's seeds whose runs all exist."""
+    s = doc["config"]["streams"][kind]
+    runs = doc["runs"].get(kind, {})
+    seeds = [x for x in doc["config"]["seeds"] if all(f"{m}/{x}" in runs for m in s["methods"])]
+    return {"K": s["K"], "n_tasks": s["n_tasks"], "seeds": seeds,
+            "runs": {f"{m}/{x}": runs[f"{m}/{x}"] for m in s["methods"] for x in seeds}}
+
+
+def command(seeds: Sequence[int], streams: Mapping[str, Mapping], out: Path, benchmark: str = "pmnist") -> str:
+    """The one command that regenerates a file made with these settings (flags at their defaults left out)."""
+    flags = "" if list(seeds) == list(range(len(seeds))) and len(seeds) == DEFAULT_SEEDS else \
+        f" --seeds {len(seeds)}" if list(seeds) == list(range(len(seeds))) else f" --seed-list {','.join(map(str, seeds))}"
+    for kind in ("speed", "angles"):
+        s = streams.get(kind, STREAMS[kind])
+        if (s["K"], s["n_tasks"]) != (STREAMS[kind]["K"], STREAMS[kind]["n_tasks"]):
+            flags += f" --{kind} {s['K']}:{s['n_tasks']}"
+    if Path(out).resolve() != default_file(benchmark).resolve():
+        flags += f" --out {relative_to_repo(out)}"
+    return "python -m metacl_lite dynamics" + flags
+
+
+def load_dynamics(path: Optional[Path] = None, benchmark: str = "pmnist") -> dict:
+    """A dynamics file, checked: its kind, schema and the sections every reader needs (FileFormatError otherwise)."""
+    path = Path(path or default_file(benchmark))
+    doc = read_json(path, "dynamics file (python -m metacl_lite dynamics)")
+    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+        raise FileFormatError(f"{path} is not a dynamics file (python -m metacl_lite dynamics)")
+    if doc.get("schema") != SCHEMA:
+        raise FileFormatError(f"{path} has schema {doc.get('schema')!r}; this version reads schema {SCHEMA}")
+    for k in ("config", "runs", "provenance"):
+        if not isinstance(doc.get(k), dict):
+            raise FileFormatError(f"{path} has no {k}; make it again with `python -m metacl_lite dynamics`")
+    return doc
+
+
+def _differences(old: Mapping, new: Mapping) -> list[str]:
+    diff = []
+    for key in ("benchmark",):
+        if old.get(key) != new.get(key):
+            diff.append(f"{key} {old.get(key)!r} vs {new.get(key)!r}")
+    for kind, s in new["streams"].items():
+        o = old.get("streams", {}).get(kind)
+        if o is None:
+            continue
+        for k in ("K", "n_tasks", "record"):
+            if o.get(k) != s[k]:
+                diff.append(f"{kind} {k} {o.get(k)} vs {s[k]}")
+        for m in set(o.get("train", {})) & set(s["train"]):
+            if o["train"][m] != s["train"][m]:
+                diff.append(f"{kind} settings of {m}")
+    return diff
+
+
+def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = None, benchmark: str = "pmnist",
+            out: Optional[Path] = None, force: bool = False, show_progress: bool = False) -> dict:
+    """Train every (stream, method, seed) not yet in `out` and return the whole document. With `out` (a file) each
+    finished run is written at once under a lock (resumable; a file made with other settings raises ConfigMismatch
+    unless `force`); without it (a page's live run) nothing is written."""
+    import sys
+
+    from ..benchmarks import make_benchmark
+    from .hparams import load
+
+    hp = load()
+    cfg = {"benchmark": benchmark, "seeds": list(seeds),
+           "streams": streams_config(streams or STREAMS, benchmark, hp)}
+    inv = {"id": uuid.uuid4().hex[:12], **invocation(), "units": [], "wall_s": 0.0}
+
+    def merged(old: Optional[dict]) -> dict:
+        doc = old if old is not None else {"kind": KIND, "schema": SCHEMA, "config": {}, "runs": {},
+                                           "provenance": {"invocations": []}}
+        if old is not None:
+            diff = _differences(old["config"], cfg)
+            if diff:
+                raise ConfigMismatch(f"{out} was made with other settings ({', '.join(diff)})")
+        seeds_all = sorted(set(doc["config"].get("seeds", [])) | set(cfg["seeds"]))
+        doc["config"] = {**cfg, "seeds": seeds_all,
+                         "streams": {**doc["config"].get("streams", {}), **cfg["streams"]}}
+        for kind in cfg["streams"]:
+            doc["runs"].setdefault(kind, {})
+        return doc
+
+    if out is not None:
+        out = check_writable(Path(out))
+        doc = merged(None if force or not out.exists() else load_dynamics(out))
+    else:
+        doc = merged(None)
+    fresh, benches = force, {}
+    for seed in seeds:  # seed by seed: an interrupted file holds whole seeds of both streams
+        for kind, s in cfg["streams"].items():
+            for m in s["methods"]:
+                key = f"{m}/{seed}"
+                if key in doc["runs"][kind]:
+                    continue
+                if kind not in benches:
+                    benches[kind] = make_benchmark(benchmark, s["K"], n_tasks=s["n_tasks"])
+                unit = train_unit(benchmark, kind, s, m, seed, benches[kind])
+                if show_progress:
+                    print(f"{kind} {key}: {unit['wall_s']:.0f} s", file=sys.stderr, flush=True)
+                inv["units"].append(f"{kind}/{key}")
+                inv["wall_s"] += unit["wall_s"]
+                inv["finished"] = now()
+                if out is None:
+                    doc["runs"][kind][key] = unit
+                    continue
+                with locked(out):
+                    doc = merged(None if fresh or not out.exists() else load_dynamics(out))
+                    fresh = False
+                    doc["runs"][kind][key] = unit
+                    prov = doc["provenance"]
+                    prov["invocations"] = [i for i in prov.get("invocations", []) if i.get("id") != inv["id"]] + [
+                        dict(inv)]
+                    prov["wall_s_total"] = sum(float(i.get("wall_s") or 0.0) for i in prov["invocations"])
+                    for k in LATEST:  # the latest invocation's, for readers (as the results store)
+                        prov[k] = inv[k]
+                    prov["command"] = command(doc["config"]["seeds"], cfg["streams"], out, benchmark)
+                    write_json(out, doc)
+    if out is None:
+        doc["provenance"] = {**{k: inv[k] for k in LATEST},
+                             "command": command(seeds, cfg["streams"], default_file(benchmark), benchmark), "invocations": [inv], "wall_s_total": inv["wall_s"], "live": True}
+    return jsonable(doc)

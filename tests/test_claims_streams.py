@@ -1,0 +1,224 @@
+"""One stream per claim across the book, and a summary that keeps every claim's verdict (issue 20).
+
+Claims 5 and 6 read the training logs of results/dynamics-pmnist.json (`lab.dynamics`) through
+`claims.dynamics_logs`, in the claims chapter, in the analysis chapter's Figs. 4 and 5 and in the intro's findings;
+the summary table and the findings carry one verdict per claim."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import jupytext
+import pytest
+
+from metacl_lite.datafiles import REPO_ROOT
+from metacl_lite.errors import ConfigMismatch
+from metacl_lite.lab import dynamics as D
+from metacl_lite.report import claims as C
+from metacl_lite.report.notebooks import declared_parameters, files_stamp
+
+CH7, CH8, INTRO = (REPO_ROOT / "book" / "chapters" / "07_claims.md", REPO_ROOT / "book" / "chapters" / "08_analysis.md",
+                   REPO_ROOT / "book" / "intro.md")
+DYN = REPO_ROOT / "results" / "dynamics-pmnist.json"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The summary and the findings keep every claim's verdict
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def committed():
+    ev = C.load_evidence("pmnist")
+    return ev, C.verdict_rows(ev)
+
+
+def test_summary_has_one_row_and_one_verdict_per_claim(committed):
+    ev, rows = committed
+    table = C.verdict_table(ev, rows=rows)
+    assert list(table.index) == [c.id for c in C.CLAIMS]
+    for c in C.CLAIMS:
+        mine = [r for r in rows if r["claim"] == c.id]
+        assert table.loc[c.id, "claim"] == c.short
+        assert table.loc[c.id, "verdict"] == C.claim_verdict(mine)
+        assert table.loc[c.id, "number behind it"] == C.number_behind(mine)
+    # every claim has run on the committed files (claims 5 and 6 on the training logs): a verdict and a number
+    assert C.NOT_RUN not in set(table["verdict"]) and "–" not in set(table["number behind it"])
+
+
+def test_summary_is_narrow():
+    """Readable at 390 px: three short columns beside the id; the short names are a few words."""
+    assert all(len(c.short) <= 48 for c in C.CLAIMS) and len({c.short for c in C.CLAIMS}) == len(C.CLAIMS)
+
+
+def test_findings_name_every_claim_once_under_its_verdict(committed):
+    ev, rows = committed
+    md = C.findings_markdown(rows)
+    lines = md.split("\n")
+    assert all(line.startswith("- **") for line in lines) and 1 <= len(lines) <= 4
+    for c in C.CLAIMS:
+        v = C.claim_verdict([r for r in rows if r["claim"] == c.id])
+        name = dict(C.FINDINGS)[v]
+        [line] = [line for line in lines if f"claim {c.id}, {c.short}" in line]  # once
+        assert line.startswith(f"- **{name}:**"), (c.id, line)
+
+
+def test_number_behind_a_threshold_claim_names_the_threshold():
+    from test_claims import _acc, _res
+
+    rows = C.CLAIMS[3].evaluate({50: _res(50, {"pi-metacl-beta": _acc([50, 50, 50]),
+                                               "pi-metacl-lambda": _acc([51, 51.5, 52])})})
+    assert C.claim_verdict(rows) == C.REFUTED  # +1.5 points, far below the paper's 8
+    assert C.number_behind(rows).startswith("+1.5 pts against 8, p(Holm) ")
+
+
+@pytest.mark.parametrize("n", [5, 10])
+def test_seeds_note_reads_right_for_5_and_10_seeds(n):
+    """The seeds sentence takes n from the files; with 5 it compares with 10, with 10 it speaks of 10 alone."""
+    rows = [{"claim": "1", "counted": True, "live": False, "n": n, "sd": 1.0, "unit": "points"}] * 3
+    note = C.seeds_note(rows)
+    assert note.startswith(f"**What {n} seeds can and cannot show.**")
+    assert f"{n} seeds are {'far ' if n == 5 else ''}too few to check that" in note
+    assert ("5 seeds" in note) == (n == 5) and "with 10 seeds" in note
+    assert "no such test of 5 seeds can reach 0.05" in note if n == 5 else "can reach 0.05" in note
+    assert not re.search(r"with 10 seeds and [^;.]*with 10 seeds", note)  # no "10 and 10"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One stream per claim: both chapters (and the intro) read the same runs
+# ---------------------------------------------------------------------------------------------------------------
+def _calls(path, name):
+    """The calls of C.<name>(...) in the code cells of a page: [(positional args, {keyword: source})]."""
+    out = []
+    for cell in jupytext.read(str(path)).cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == f"C.{name}":
+                out.append(([ast.unparse(a) for a in node.args],
+                            {k.arg: ast.unparse(k.value) for k in node.keywords}))
+    return out
+
+
+def test_both_chapters_read_one_stream_per_claim():
+    """Chapter 7 (claims 5 and 6) and chapter 9 (Figs. 4 and 5) declare the same stream parameters, all defaulting to
+    the committed file, and pass them all, unchanged, to the one function that gives the logs; neither trains runs
+    of its own."""
+    names = ("live",) + C.STREAM_PARAMETERS
+    p7, p8 = declared_parameters(CH7), declared_parameters(CH8)
+    assert {k: p7.get(k, "absent") for k in names} == {k: p8.get(k, "absent") for k in names} == \
+        {"live": False, **dict.fromkeys(C.STREAM_PARAMETERS)}
+    want = (["live"], {k: k for k in C.STREAM_PARAMETERS})
+    assert _calls(CH7, "dynamics_logs") == _calls(CH8, "dynamics_logs") == [want]
+    for page in (CH7, CH8):
+        code = "\n".join(c.source for c in jupytext.read(str(page)).cells if c.cell_type == "code")
+        assert not re.search(r"\b(run_stream|run_logs|live_logs|measure)\(", code), page
+
+
+def test_pages_that_read_the_dynamics_file_carry_its_current_stamp():
+    """A page that reads results/dynamics-pmnist.json carries the file's digest in its code, so that the book's
+    cache executes it again when the file changes."""
+    stamp = files_stamp(["dynamics-pmnist.json"])
+    for page in (CH7, CH8, INTRO):
+        assert stamp in page.read_text().splitlines(), page
+
+
+def test_the_committed_file_is_the_default_stream():
+    """The committed file holds the module's streams and seeds, complete, made by the command it records, and the
+    claims read every one of its seeds."""
+    doc = D.load_dynamics(DYN)
+    streams = doc["config"]["streams"]
+    assert {k: (s["K"], s["n_tasks"], s["methods"]) for k, s in streams.items()} == \
+        {k: (s["K"], s["n_tasks"], s["methods"]) for k, s in D.STREAMS.items()}
+    seeds = doc["config"]["seeds"]
+    assert seeds == list(range(len(seeds))) and len(seeds) >= 5
+    assert doc["provenance"]["command"] == D.command(seeds, streams, DYN) == \
+        "python -m metacl_lite dynamics" + ("" if len(seeds) == D.DEFAULT_SEEDS else f" --seeds {len(seeds)}")
+    assert {k: sorted(v) for k, v in doc["runs"].items()} == {
+        k: sorted(f"{m}/{s}" for m in streams[k]["methods"] for s in seeds) for k in streams}
+    logs = C.dynamics_logs()
+    assert logs["speed"]["seeds"] == logs["angles"]["seeds"] == seeds
+    rows = C.verdict_rows(C.load_evidence("pmnist"), [C.CLAIMS[5], C.CLAIMS[6]])
+    assert {r["n"] for r in rows} == {len(seeds)}
+    assert {m for pair in C.SPEED_PAIRS for m in pair} <= set(streams["speed"]["methods"])
+    assert set(C.ANGLE_PAIR) == set(streams["angles"]["methods"])
+
+
+@pytest.mark.slow
+def test_executed_chapters_show_the_same_runs(tmp_path):
+    """Executed with their defaults, the claims chapter and the analysis chapter glue the same fingerprint of the
+    runs behind claims 5 and 6: the committed file's."""
+    from metacl_lite.report.notebooks import glued_values, run_notebook
+
+    want = C.stream_fingerprint(C.dynamics_logs())
+    for page in (CH7, CH8):
+        g = glued_values(run_notebook(page, {}, tmp_path / page.stem))
+        assert g["stream_id"] == want, page
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The dynamics file: one unit per run, resumable, refused when made otherwise
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def fake_training(monkeypatch):
+    """Units without training: a log that says which run it is."""
+    trained = []
+
+    def unit(benchmark, kind, stream, method, seed, bench=None):
+        trained.append(f"{kind}/{method}/{seed}")
+        key = D.RECORDS[kind][1]
+        log = [[0, float(seed)]] if kind == "speed" else [[0, 1.0, None, 0.0]]
+        return {key: log, "final_acc": 50.0 + seed, "wall_s": 1.0}
+
+    monkeypatch.setattr(D, "train_unit", unit)
+    monkeypatch.setattr("metacl_lite.benchmarks.make_benchmark", lambda *a, **k: None)
+    return trained
+
+
+def test_dynamics_file_is_written_per_unit_and_resumes(tmp_path, fake_training):
+    out = tmp_path / "dyn.json"
+    D.measure([0], out=out)
+    n = sum(len(s["methods"]) for s in D.STREAMS.values())
+    assert len(fake_training) == n
+    doc = D.load_dynamics(out)
+    assert doc["provenance"]["command"] == "python -m metacl_lite dynamics --seeds 1 --out " + str(out)
+    D.measure([0, 1], out=out)  # seed 0 is kept, seed 1 trained
+    assert len(fake_training) == 2 * n and all(u.endswith("/1") for u in fake_training[n:])
+    doc = D.load_dynamics(out)
+    assert doc["config"]["seeds"] == [0, 1] and len(doc["provenance"]["invocations"]) == 2
+    assert D.as_logs(doc, "speed")["runs"]["metacl/1"]["epoch_acc"] == [[0, 1.0]]
+    del doc["runs"]["angles"]["pi-metacl-lambda/1"]  # an interrupted seed is not read
+    assert D.as_logs(doc, "angles")["seeds"] == [0] and D.as_logs(doc, "speed")["seeds"] == [0, 1]
+    with pytest.raises(ConfigMismatch, match="speed n_tasks 10 vs 3"):
+        D.measure([0], {**D.STREAMS, "speed": {**D.STREAMS["speed"], "n_tasks": 3}}, out=out)
+    assert json.loads(out.read_text())["config"]["seeds"] == [0, 1]  # refused: nothing changed
+
+
+def test_live_logs_change_only_what_is_given(tmp_path, fake_training):
+    """A page's live run trains the committed file's streams (or the module's defaults) with the settings given."""
+    logs = C.dynamics_logs(speed_tasks=2, speed_seeds=2, angle_K=20, path=tmp_path / "absent.json")
+    assert (logs["speed"]["K"], logs["speed"]["n_tasks"], logs["speed"]["seeds"]) == (20, 2, [0, 1])
+    assert (logs["angles"]["K"], logs["angles"]["n_tasks"], len(logs["angles"]["seeds"])) == \
+        (20, D.STREAMS["angles"]["n_tasks"], D.DEFAULT_SEEDS)
+    assert "live" in logs["source"] and not (tmp_path / "absent.json").exists()
+    none = C.dynamics_logs(path=tmp_path / "absent.json")
+    assert set(none) == {"source"} and "python -m metacl_lite dynamics" in none["source"]
+
+
+def test_dynamics_command_line_and_the_command_it_records(tmp_path, fake_training, capsys):
+    """`python -m metacl_lite dynamics` writes the file; the command it records parses back to the same settings."""
+    import shlex
+
+    from metacl_lite import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["dynamics", "--speed", "20:1"])
+    assert e.value.code == 2 and "at least 2 tasks" in capsys.readouterr().err
+    out = tmp_path / "d.json"
+    assert cli.main(["dynamics", "--seeds", "2", "--angles", "20:3", "--out", str(out)]) == 0
+    doc = D.load_dynamics(out)
+    recorded = doc["provenance"]["command"]
+    assert recorded == f"python -m metacl_lite dynamics --seeds 2 --angles 20:3 --out {out}"
+    a = cli.build_parser().parse_args(shlex.split(recorded)[3:])
+    assert (list(range(a.seeds)), a.angles["K"], a.angles["n_tasks"], a.speed, a.out) == \
+        (doc["config"]["seeds"], 20, 3, D.STREAMS["speed"], out)
+    assert doc["provenance"]["git_commit"] and doc["provenance"]["packages"]["torch"]
