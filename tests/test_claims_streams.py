@@ -117,9 +117,12 @@ def test_both_chapters_read_one_stream_per_claim():
 def test_pages_that_read_the_dynamics_file_carry_its_current_stamp():
     """A page that reads results/dynamics-pmnist.json carries the file's digest in its code, so that the book's
     cache executes it again when the file changes."""
-    stamp = files_stamp(["dynamics-pmnist.json"])
+    from metacl_lite.report.notebooks import stamped_pages
+    pages = stamped_pages()
     for page in (CH7, CH8, INTRO):
-        assert stamp in page.read_text().splitlines(), page
+        assert "dynamics-pmnist.json" in pages[page], page
+        assert files_stamp(pages[page]) in page.read_text().splitlines(), page
+    assert files_stamp(["dynamics-pmnist.json"]).split("# shows: ")[1] in files_stamp(pages[CH7])
 
 
 def test_the_committed_file_is_the_default_stream():

@@ -466,8 +466,9 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
         ["pmnist-K1.json", "pmnist-K5.json", "pmnist-K10.json"] + \
         [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + ["bench-cifar100.json", "bench-cub.json",
                                                                         "bench-cifar100-cuda.json", "bench-cub-cuda.json"]
-    assert pages["08_analysis.md"][-8:] == [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + \
-        ["lambda-story-pmnist.json"]
+    assert pages["08_analysis.md"][-9:] == ["dynamics-pmnist.json"] + \
+        [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + ["lambda-story-pmnist.json"]
+    assert pages["intro.md"] == pages["07_claims.md"] and pages["07_claims.md"][-1] == "dynamics-pmnist.json"
     assert pages["running.md"] == ["book-timings.json", "bench-pmnist-K20.json", "bench-pmnist-cuda.json",
                                    "bench-cifar100.json", "bench-cifar100-cuda.json", "bench-cub.json",
                                    "bench-cub-cuda.json"]

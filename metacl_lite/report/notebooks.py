@@ -427,12 +427,17 @@ def results_stamp(benchmark: str, K: int, results_dir: Optional[Path] = None) ->
     return files_stamp([f"{benchmark}-K{K}.json"], results_dir)
 
 
+#: The training logs of claims 5 and 6 (`lab.dynamics`), read by the intro and chapters 7 and 8.
+DYNAMICS = "dynamics-pmnist.json"
+
+
 def stamped_pages() -> dict[Path, list[str]]:
     """Pages other than the reproduction pages that read files of results/, and which: the overview of every setting
     (each setting's results file, the speed benchmarks of the benchmarks we could not run, and for the targets table
     the Permuted MNIST files beyond the paper's K and every K's tuning file), "Running this book"
-    (the page timings), the claims chapter (the results and control files) and the analysis chapter (the results
-    files, the tuning file of every K, the lambda story)."""
+    (the page timings), the intro's findings and the claims chapter (the results and control files, and the training
+    logs of claims 5 and 6) and the analysis chapter (the results files, those training logs, the tuning file of every
+    K, the lambda story)."""
     from .claims import CONTROLS, control_file
     from .timings import DEVICE_FILES
 
@@ -446,8 +451,9 @@ def stamped_pages() -> dict[Path, list[str]]:
                                                         "bench-cifar100-cuda.json", "bench-cub-cuda.json"],
             REPO_ROOT / "book" / "running.md": ["book-timings.json"] + [n for pair in DEVICE_FILES.values()
                                                                          for n in pair],
-            chapters / "07_claims.md": pmnist + controls,
-            chapters / "08_analysis.md": [f"pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
+            REPO_ROOT / "book" / "intro.md": pmnist + controls + [DYNAMICS],
+            chapters / "07_claims.md": pmnist + controls + [DYNAMICS],
+            chapters / "08_analysis.md": [f"pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks] + [DYNAMICS]
             + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
             + ["lambda-story-pmnist.json"]}
 
