@@ -399,7 +399,7 @@ def test_timings_cover_every_page_of_the_book_with_code():
 
     pages = Ti.code_pages(REPO_ROOT / "book")
     assert {"chapters/03_dynamic_balance", "reproduce/pmnist-K1", "reproduce/pmnist-K5", "reproduce/pmnist-K10",
-            "running"} <= set(pages) and "intro" not in pages
+            "running", "intro"} <= set(pages)  # the intro computes its findings
     text = Ti.timings_markdown(json.loads((REPO_ROOT / "results" / "book-timings.json").read_text()), pages)
     for page in pages:
         assert f"| {{doc}}`/{page}` |" in text or page.startswith("assignments/"), page
