@@ -223,3 +223,24 @@ def test_an_unknown_method_keeps_its_own_legend_entry():
     assert "My method" in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close(fig)
 
+
+
+def test_figure_and_table_labels_are_unique_across_the_book_and_each_reference_finds_its_own_page():
+    """Sphinx warns on a label defined twice (the build runs with warnings as errors): every generated page suffixes
+    the template's labels with its name, and its {numref}s point at its own labels."""
+    import re
+    from pathlib import Path
+    book = Path(__file__).resolve().parents[1] / "book"
+    seen = {}
+    for page in sorted(book.rglob("*.md")):
+        if "_build" in page.parts:
+            continue
+        text = page.read_text()
+        names = re.findall(r"^:name:\s*(\S+)", text, flags=re.M)
+        for n in names:
+            assert n not in seen, f"{n} in {page} and {seen[n]}"
+            seen[n] = page
+        for ref in re.findall(r"\{numref\}`(?:[^<`]*<)?([^>`]+)>?`", text):
+            if "-repro-" in ref:
+                assert ref in names, (page, ref)
+    assert seen["tab-repro-acc-pmnist-k50"].name == "pmnist-K50.md"

@@ -464,12 +464,20 @@ def _stamped(text: str, stamp: Optional[str]) -> str:
     return re.sub(rf"^{re.escape(STAMP)}.*$", lambda _: stamp, text, count=1, flags=re.M)
 
 
+#: The template's figure and table labels (`:name:` and the `{numref}`s to them): each page makes its own unique.
+LABEL = re.compile(r"\b((?:fig|tab)-repro-[a-z]+)\b")
+
+
 def make_variant(template_text: str, title: str, params: dict[str, Any], number: str = TEMPLATE_NUMBER,
-                 stamp: Optional[str] = None, conditions: Optional[dict[str, bool]] = None) -> str:
+                 stamp: Optional[str] = None, conditions: Optional[dict[str, bool]] = None,
+                 labels: Optional[str] = None) -> str:
     """The template's text with its first heading replaced by `number. Reproduction: title`, its parameter
-    defaults by `params`, (if given) its `STAMP` line by `stamp` and, with `conditions`, without the `ONLY_IF`
-    blocks whose condition is false (`keep_blocks`)."""
+    defaults by `params`, (if given) its `STAMP` line by `stamp`, with `conditions`, without the `ONLY_IF`
+    blocks whose condition is false (`keep_blocks`), and with `labels` (the page's name), every figure and table
+    label and the references to it suffixed with it, so that labels stay unique across the book."""
     text = _stamped(template_text, stamp)
+    if labels:
+        text = LABEL.sub(lambda m: f"{m.group(1)}-{labels.lower()}", text)
     lines = (keep_blocks(text, conditions) if conditions is not None else text).splitlines(keepends=True)
     out, in_params, titled = [], False, False
     for ln in lines:
@@ -521,7 +529,7 @@ def write_variants(check: bool = False) -> list[Path]:
         p = TEMPLATE.parent / f"{stem}.md"
         point = {**defaults, **params}
         want = make_variant(text, title, params, variant_number(i), results_stamp(point["benchmark"], point["K"]),
-                            page_conditions(point["benchmark"], point["K"], point.get("live", True)))
+                            page_conditions(point["benchmark"], point["K"], point.get("live", True)), labels=stem)
         if not p.exists() or p.read_text() != want:
             stale.append(p)
             if not check:
