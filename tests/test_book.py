@@ -206,7 +206,8 @@ def _fixture_site(root: Path) -> None:
         "widget_twice.html": widget_view + "<script>for (let i = 0; i < 2; i++) document.body.insertAdjacentHTML("
         "'beforeend', '<div class=\"widget-subarea\"><div class=\"jupyter-widgets\">w</div></div>')</script>",
         "chapters/03_dynamic_balance.html": "<p>no widget</p>",
-        "warn.html": '<script>console.warn("careful")</script>',
+        "warn.html": '<script>console.warn("careful"); console.warn("strict mode: use allowUnionTypes to allow '
+                     'union type keyword at #/properties (strictTypes)")</script>',
         "dollar.html": "<p>the direction $g_x$ here, and $5 or $10 is money</p><p>$$ok$$ is the other check</p>",
         "bullets.html": "<p>Verdicts:\n- claim 1 holds\n- claim 2 fails</p><p>In one line: - claim 3 holds - claim 4 "
         "fails</p><ul><li>a real list - fine</li></ul><p>A range 3 - 4 is fine.</p>",
@@ -215,9 +216,14 @@ def _fixture_site(root: Path) -> None:
         "alt.html": article.format(figure("dot.svg", alt="", fig_id="f1")
                                    + figure("dot.svg", alt="dot.svg", fig_id="f2")
                                    + figure("dot.svg", alt="_images/dot.svg", fig_id="f3")
-                                   + figure("dot.svg", alt="A grey box, 40 by 20 pixels", fig_id="f4")),
+                                   + figure("dot.svg", alt="A grey box, 40 by 20 pixels", fig_id="f4")
+                                   + widget_view + '<div class="widget-subarea"><div class="jupyter-widgets">'
+                                   '<img src="dot.svg" alt=""></div></div>'),
         "caption.html": article.format(figure("dot.svg", caption="") + '<p><img src="dot.svg" alt="A grey box"></p>'
-                                       + figure("dot.svg", fig_id="fig-b", number="")),
+                                       + figure("dot.svg", fig_id="fig-b", number="")
+                                       # a widget's drawing: alt text, no caption possible (not flagged)
+                                       + widget_view + '<div class="widget-subarea"><div class="jupyter-widgets">'
+                                       '<img src="dot.svg" alt="A grey box"></div></div>'),
     }
     for name, body in pages.items():
         (root / name).parent.mkdir(exist_ok=True)
@@ -268,7 +274,8 @@ def test_browser_check_catches_each_failure(tmp_path):
         "table wider than the column at 390 px and not in a box that scrolls: 500 px in 374 px (bare)"]
     assert reports["alt.html"].problems == ['image without real alt text: dot.svg: alt=""',
                                            'image without real alt text: dot.svg: alt="dot.svg"',
-                                           'image without real alt text: dot.svg: alt="_images/dot.svg"']
+                                           'image without real alt text: dot.svg: alt="_images/dot.svg"',
+                                           'image without real alt text: dot.svg: alt=""']
     assert reports["caption.html"].problems == ["no caption: image dot.svg outside a figure",
                                                "no caption: figure fig-a without a caption",
                                                "captioned figure without a number: figure fig-b: A caption"]

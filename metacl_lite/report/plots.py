@@ -350,3 +350,18 @@ def plot_story_ratio(frame, variant: str = "MetaCL-λ (tuned γ)"):
     ax.legend(title="", fontsize=MIN_FONT, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     fig.tight_layout()
     return fig
+
+
+def png_html(fig, alt: str):
+    """A figure as an HTML <img> with alt text (`IPython.display.HTML`): for outputs that a caption cannot reach,
+    such as a widget's drawing, which the static page shows as a snapshot."""
+    import base64
+    import html
+    import io
+
+    from IPython.display import HTML
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode()
+    return HTML(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}" style="max-width:100%">')
