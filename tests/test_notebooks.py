@@ -209,8 +209,10 @@ def test_grid_run_keeps_every_point(tmp_path, tiny):
 @pytest.mark.slow
 def test_failed_run_keeps_the_executed_notebook_and_no_temporary_input(tmp_path, tiny):
     out = tmp_path / "runs"
-    with pytest.raises(papermill.PapermillExecutionError, match="failed on purpose"):
+    from metacl_lite.errors import NotebookFailed
+    with pytest.raises(NotebookFailed, match="failed on purpose") as e:  # one line naming the executed notebook
         run_cli(tiny, [("fail", "True")], [], out)
+    assert str(e.value).endswith(f"is {out / 'tiny-failTrue.ipynb'}") and not e.value.user
     assert sorted(p.name for p in out.iterdir()) == ["tiny-failTrue.ipynb"]
     assert "failed on purpose" in (out / "tiny-failTrue.ipynb").read_text()
 
