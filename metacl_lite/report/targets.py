@@ -82,9 +82,6 @@ def targets_markdown(rows: list[dict[str, Any]], part: str = "all") -> str:
     if part != "gaps":
         raise ValueError(f"part is 'all', 'protocol' or 'gaps', not {part!r}")
 
-    def mark(v, ok):
-        return "–" if v is None else f"{number(v)} {'✓' if ok else '✗'}"
-
     lines = [f"| K | ACC gap (≤ {TARGET_ACC_GAP:g}) | Largest FA gap (< {TARGET_FA_GAP:g}) | Outside: above / below |",
              "|---:|:---|:---|:---|"]
     for r in rows:
@@ -94,18 +91,25 @@ def targets_markdown(rows: list[dict[str, Any]], part: str = "all") -> str:
         if not r["in_paper"]:
             lines.append(f"| {r['K']} | beyond the paper | – | – |")
             continue
-        fa = mark(r["fa_max"], r["fa_max"] is not None and r["fa_max"] < TARGET_FA_GAP)
-        fa += f" ({method_labels()[r['fa_method']]})" if r["fa_method"] else ""
-        acc = mark(r["acc_gap"], r["acc_gap"] is not None and r["acc_gap"] <= TARGET_ACC_GAP)
-        way = "–" if r["acc_above"] is None else f"{r['acc_above']} / {r['acc_below']}"
+        acc, fa, way = _gap_cells(r)
         lines.append(f"| {r['K']} | {acc} | {fa} | {way} |")
     return "\n".join(lines)
 
 
-def _targets_wide(rows: list[dict[str, Any]]) -> str:
-    """The table of `target_rows` in one table of eight columns, each gap marked ✓ (target met) or ✗."""
+def _gap_cells(r: dict[str, Any]) -> tuple[str, str, str]:
+    """A row's ACC gap and largest FA gap, each marked ✓ (target met) or ✗, and which way the ACC rows miss."""
     def mark(v, ok):
         return "–" if v is None else f"{number(v)} {'✓' if ok else '✗'}"
+
+    fa = mark(r["fa_max"], r["fa_max"] is not None and r["fa_max"] < TARGET_FA_GAP)
+    fa += f" ({method_labels()[r['fa_method']]})" if r["fa_method"] else ""
+    acc = mark(r["acc_gap"], r["acc_gap"] is not None and r["acc_gap"] <= TARGET_ACC_GAP)
+    way = "–" if r["acc_above"] is None else f"{r['acc_above']} / {r['acc_below']}"
+    return acc, fa, way
+
+
+def _targets_wide(rows: list[dict[str, Any]]) -> str:
+    """The table of `target_rows` in one table of eight columns, each gap marked ✓ (target met) or ✗."""
 
     lines = [f"| K | Seeds | β/γ tuned at this K | mean \\|ours − paper\\| ACC (≤ {TARGET_ACC_GAP:g}) | largest "
              f"\\|ours − paper\\| FA of a regularised method (< {TARGET_FA_GAP:g}) | ACC rows outside our interval: "
@@ -116,13 +120,10 @@ def _targets_wide(rows: list[dict[str, Any]]) -> str:
         if not r["exists"]:
             lines.append(f"| {r['K']} | no results file yet | – | – | – | – | – | {yes[r['interior']]} |")
             continue
-        fa = mark(r["fa_max"], r["fa_max"] is not None and r["fa_max"] < TARGET_FA_GAP)
-        fa += f" ({method_labels()[r['fa_method']]})" if r["fa_method"] else ""
-        acc = mark(r["acc_gap"], r["acc_gap"] is not None and r["acc_gap"] <= TARGET_ACC_GAP)
+        acc, fa, way = _gap_cells(r)
         if not r["in_paper"]:
             acc = fa = "– (beyond the paper)"
         rho = number(r["rho"], 2) if r["rho"] is not None else "–"
-        way = "–" if r["acc_above"] is None else f"{r['acc_above']} / {r['acc_below']}"
         lines.append(f"| {r['K']} | {r['seeds']} | {yes[r['tuned_at_K']]} | {acc} | {fa} | {way} | {rho} | "
                      f"{yes[r['interior']]} |")
     return "\n".join(lines)
