@@ -336,10 +336,10 @@ def test_claim_markdown():
     md = C.claim_markdown(claim, rows)
     assert md.startswith(f"> {claim.quote}\n>\n> — {claim.where}\n\n**Statistic.** {claim.statistic}\n")
     # two tests ran, both counted: p = 0.0351 each, Holm-adjusted 2p = 0.0702
-    assert (f"| MetaCL, w/o reg − Fine tune, FA | 20 | +3.00 [+0.52, +5.48] | 3/3 | +3.60 | {P234:.3f} "
-            f"({2 * P234:.3f}) | **inconclusive** / confirmed |") in md
-    assert "| MetaCL, w/o reg − Fine tune, ACC | 50 | – | 0/0 | -4.40 | – | not counted / not yet run |" in md
-    assert "| MetaCL, w/o reg − Fine tune, FA | 50 | – | 0/0 | +4.20 | – | **not yet run** / not yet run |" in md
+    assert (f"| MetaCL, w/o reg − Fine tune, FA | 20 | **inconclusive** / confirmed | +3.00 [+0.52, +5.48] | 3/3 | "
+            f"+3.60 | {P234:.3f} ({2 * P234:.3f}) |") in md
+    assert "| MetaCL, w/o reg − Fine tune, ACC | 50 | not counted / not yet run | – | 0/0 | -4.40 | – |" in md
+    assert "| MetaCL, w/o reg − Fine tune, FA | 50 | **not yet run** / not yet run | – | 0/0 | +4.20 | – |" in md
     assert ("Verdict: **inconclusive** with Holm's correction over the 2 test(s) counted (raw: **confirmed**). With "
             "Holm, 0 confirmed, 0 refuted, 2 inconclusive; raw, 2 confirmed, 0 refuted, 0 inconclusive; 1 not yet "
             "run.") in md

@@ -800,23 +800,24 @@ def _counts(verdicts: Sequence[str]) -> str:
 
 def claim_markdown(claim: Claim, rows: list[dict]) -> str:
     """The generated text of one claim: the quote and where it stands, the statistic, one table row per test and K
-    (mean difference with its 95% interval, seeds agreeing with the claim, the paper's own difference, the p-value
-    with the Holm-adjusted one in brackets, and the verdict "Holm / raw"; no table when nothing ran), the claim's
+    (the verdict "Holm / raw" first, so that a narrow screen shows it beside the test without scrolling, then the
+    mean difference with its 95% interval, seeds agreeing with the claim, the paper's own difference, and the p-value
+    with the Holm-adjusted one in brackets; no table when nothing ran), the claim's
     verdict with Holm's correction beside the raw one, per K where it has several, the tests shown but not counted
     and why, and what to run for the tests not yet run."""
     lines = [f"> {claim.quote}", ">", f"> — {claim.where}", "", f"**Statistic.** {claim.statistic}", ""]
     counted = [r for r in rows if r["counted"]]
     ran = [r for r in counted if r["verdict"] != NOT_RUN]
     if any(r["verdict"] != NOT_RUN for r in rows):
-        lines += ["| test | K | mean difference [95% interval] | seeds for | paper | p (Holm) | verdict: Holm / raw |",
+        lines += ["| test | K | verdict: Holm / raw | mean difference [95% interval] | seeds for | paper | p (Holm) |",
                   "|---|---|---|---|---|---|---|"]
         for r in rows:
             lo, hi = r["ci95"]
             mean = "–" if r["n"] == 0 else f"{_num(r['mean'])}{_unit(r)} [{_num(lo)}, {_num(hi)}]"
             p = _p(r["p"]) + (f" ({_p(r['p_holm'])})" if r["counted"] and r["n"] > 0 else "")
             holm = f"**{r['holm']}**" if r["counted"] else r["holm"]
-            lines.append(f"| {_name(r)} | {'–' if r['K'] is None else r['K']} | {mean} | {r['n_agree']}/{r['n']} | "
-                         f"{_num(r['paper'])} | {p} | {holm} / {r['verdict']} |")
+            lines.append(f"| {_name(r)} | {'–' if r['K'] is None else r['K']} | {holm} / {r['verdict']} | {mean} | "
+                         f"{r['n_agree']}/{r['n']} | {_num(r['paper'])} | {p} |")
         lines.append("")
     if ran:
         lines.append(f"Verdict: **{claim_verdict(rows)}** with Holm's correction over the {len(ran)} test(s) "
