@@ -260,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--workers", type=_positive("--workers"), default=None,
                    help="--device cuda: units sharing the GPU (default 8, or the cores if fewer)")
     b.add_argument("--out", type=Path, default=None,
-                   help="pmnist: where the figures go (default results/bench-pmnist-K<K>.json; a partial run that "
-                        "would replace a fuller file there is refused)")
+                   help="where the figures go (default results/bench-pmnist-K<K>.json, with --device cuda "
+                        "results/bench-<suite>-cuda.json; a partial run that would replace a fuller file there is "
+                        "refused)")
     b.add_argument("--measured-seeds", type=_positive("--measured-seeds"), default=None,
                    help="--device cuda: time this many of the --grid-seeds and scale to all (each seed is the same "
                         "work; the file says so)")
@@ -434,7 +435,8 @@ def _bench(a) -> int:
                 raise UserError(f"{flag} does not apply with --device {a.device} (the GPU bench times whole grids at "
                                 f"full size); drop it")
         bench_gpu(a.suite, a.device, seeds=a.grid_seeds or 5,
-                  measured_seeds=a.measured_seeds, workers=a.workers, methods=a.methods, compile=a.compile)
+                  measured_seeds=a.measured_seeds, workers=a.workers, methods=a.methods, compile=a.compile,
+                  out=a.out)
         return 0
     for flag, given in (("--workers", a.workers), ("--measured-seeds", a.measured_seeds)):
         if given:

@@ -18,6 +18,15 @@ the same masks as eager, in the same order from the same global generator: on CP
 bernoulli_ for them, and `fallback_random` makes it do so for every random op on every device. BatchNorm (ResNet-18)
 updates the model's running statistics as eager training does.
 
+On a GPU the compiled step is also captured in CUDA graphs (inductor's `triton.cudagraphs`, what
+`torch.compile(mode="reduce-overhead")` turns on): an eager MetaCL outer step on these small batches is ~60 tiny
+kernel launches per inner step, launch-bound, and one graph replay replaces them. The graph's outputs live in memory
+the next replay reuses, so every call marks a new step (`torch.compiler.cudagraph_mark_step_begin`) and turns the
+outputs into g1 (a new tensor) before returning. Where a graph cannot be captured (an input the step mutates in
+place: ResNet-18's BatchNorm statistics), inductor runs the same compiled kernels without a graph. "auto" on a GPU
+reads `CUDA_COSTS`, the GPU's own measured costs (`benchmarks/speed.py steps ARCH --device cuda`); a network
+without a measured GPU cost stays eager under "auto".
+
 Compiled code is cached on disk by torch (FX graph cache), so later processes skip most of the compile time; the
 cache lives in $TORCHINDUCTOR_CACHE_DIR, set here (when unset) to ~/.cache/metacl-lite/torchinductor (or under
 $XDG_CACHE_HOME) instead of torch's default in /tmp.
@@ -61,6 +70,16 @@ COSTS: dict[tuple[str, str], Cost] = {
     ("cifar_cnn", "plain"): Cost(compile_s=35.0, saving_s=0.030),  # 276 -> 247 ms; first compile 200 s
 }
 
+#: The same on a GPU, compiled with CUDA graphs (`MODES`), measured with `benchmarks/speed.py steps ARCH --device
+#: cuda`. Empty until measured on a GPU: "auto" then trains eagerly there (`use_compiled`).
+CUDA_COSTS: dict[tuple[str, str], Cost] = {}
+
+#: inductor's options per device kind: the same kernels everywhere, and on a GPU the step captured in CUDA graphs
+#: ("triton.cudagraphs", what mode="reduce-overhead" sets; torch.compile takes either a mode or options, not both).
+#: fallback_random: random ops (dropout) call torch's own kernels, drawing what eager draws.
+MODES: dict[str, dict] = {"cpu": {"fallback_random": True},
+                          "cuda": {"fallback_random": True, "triton.cudagraphs": True}}
+
 
 def cache_dir() -> Path:
     """Where torch keeps compiled code: $TORCHINDUCTOR_CACHE_DIR, else (and then set to) a folder in the user's
@@ -83,8 +102,8 @@ def use_compiled(choice: str, arch: str | None, kind: str, outer_steps: int, dev
     """Whether a run compiles its task gradient: `kind` ("metacl" or "plain", `training.Method.update`) on the
     network `arch` (`specs.BenchmarkSpec.model`) for `outer_steps` outer steps.
 
-    "auto": compile when outer_steps x saving per step > compile time (`COSTS`) and a C++ compiler exists; the costs
-    were measured on a CPU, so on a GPU (`device` "cuda") "auto" stays eager until GPU costs are measured."""
+    "auto": compile when outer_steps x saving per step > compile time and a C++ compiler exists, with the costs of
+    the device kind (`COSTS` on the CPU, `CUDA_COSTS` on a GPU: a network without a measured cost stays eager)."""
     global _noted
     if choice not in COMPILE_CHOICES:
         raise UsageError(f"compile={choice!r} is not an option; choose one of {', '.join(COMPILE_CHOICES)}")
@@ -95,7 +114,7 @@ def use_compiled(choice: str, arch: str | None, kind: str, outer_steps: int, dev
             raise UsageError("compile='on' needs a C++ compiler for torch.compile (g++, or $CXX); install one "
                              "(e.g. `apt-get install g++`) or use compile='auto'/'off'")
         return True
-    cost = COSTS.get((arch, kind)) if device == "cpu" else None  # no GPU costs measured: "auto" stays eager there
+    cost = (CUDA_COSTS if _kind(device) == "cuda" else COSTS).get((arch, kind))
     if cost is None or outer_steps * cost.saving_s <= cost.compile_s:
         return False
     if not have_compiler():
@@ -134,22 +153,43 @@ class CompiledSteps:
     never used: every parameter and buffer is passed in), so that every model with this body reuses the compiled
     code instead of recompiling for each new model object."""
 
-    def __init__(self, body: nn.Module):
+    def __init__(self, body: nn.Module, device_kind: str = "cpu"):
         cache_dir()
         template = copy.deepcopy(body).train()
-        opts = dict(fullgraph=True, dynamic=False, options={"fallback_random": True})
-        self.metacl_steps = torch.compile(
+        self.options = dict(MODES[device_kind])
+        self.graphs = bool(self.options.get("triton.cudagraphs"))
+        opts = dict(fullgraph=True, dynamic=False, options=self.options)
+        self._metacl_steps = torch.compile(
             lambda alpha, bundle_size, *a: _metacl_steps(template, alpha, bundle_size, *a), **opts)
-        self.plain_grad = torch.compile(lambda *a: _grad_loss(template, *a), **opts)
+        self._plain_grad = torch.compile(lambda *a: _grad_loss(template, *a), **opts)
+
+    def _step(self) -> None:
+        """A new step for CUDA graphs: the previous call's outputs (already used) may be overwritten."""
+        if self.graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+
+    def metacl_steps(self, *a):
+        self._step()
+        return self._metacl_steps(*a)
+
+    def plain_grad(self, *a):
+        self._step()
+        return self._plain_grad(*a)
 
 
-_STEPS: dict[str, CompiledSteps] = {}
+_STEPS: dict[tuple[str, str], CompiledSteps] = {}
+
+
+def _kind(device) -> str:
+    return "cuda" if str(device).startswith("cuda") else "cpu"
 
 
 def compiled_steps(model: nn.Module) -> CompiledSteps:
-    key = repr(model.body)
+    """The compiled steps of the model's body on the model's device kind (one set per architecture and kind)."""
+    device_kind = _kind(next(model.parameters()).device)
+    key = (repr(model.body), device_kind)
     if key not in _STEPS:
-        _STEPS[key] = CompiledSteps(model.body)
+        _STEPS[key] = CompiledSteps(model.body, device_kind)
     return _STEPS[key]
 
 

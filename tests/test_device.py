@@ -136,13 +136,46 @@ def test_to_device_keeps_shared_tensors_shared(monkeypatch):
 
 
 def test_compile_auto_stays_eager_on_a_gpu_whose_costs_are_not_measured(monkeypatch):
-    """"auto" weighs costs measured on a CPU; on a GPU it stays eager (the README says so), "on" still compiles."""
+    """"auto" weighs costs measured on a CPU; on a GPU it stays eager while no GPU cost is measured (the README says
+    so), "on" still compiles; a measured GPU cost (`CUDA_COSTS`) is weighed on a GPU only."""
     from metacl_lite import compiled
 
     monkeypatch.setattr(compiled, "have_compiler", lambda: True)
     assert compiled.use_compiled("auto", "mlp", "metacl", 10 ** 6, "cpu")
     assert not compiled.use_compiled("auto", "mlp", "metacl", 10 ** 6, "cuda")
     assert compiled.use_compiled("on", "mlp", "metacl", 1, "cuda")
+    # once a GPU cost is measured, "auto" weighs it there (and only there): 10 s to compile, 20 ms saved per step
+    monkeypatch.setattr(compiled, "CUDA_COSTS", {("mlp", "metacl"): compiled.Cost(10.0, 0.020)})
+    monkeypatch.setattr(compiled, "COSTS", {})
+    assert compiled.use_compiled("auto", "mlp", "metacl", 501, "cuda")
+    assert not compiled.use_compiled("auto", "mlp", "metacl", 500, "cuda")
+    assert not compiled.use_compiled("auto", "mlp", "metacl", 10 ** 6, "cpu")
+    assert not compiled.use_compiled("auto", "cifar_cnn", "metacl", 10 ** 6, "cuda:1")
+    assert compiled.use_compiled("auto", "mlp", "metacl", 501, "cuda:1")
+
+
+def test_compiled_steps_capture_cuda_graphs_on_a_gpu_only(monkeypatch):
+    """The compiled steps of a model on the CPU use inductor's plain options; a model on a GPU gets its own steps
+    with CUDA graphs (what mode="reduce-overhead" sets), each call marking a new graph step."""
+    from metacl_lite import compiled
+    from metacl_lite.models import mlp
+
+    calls, marks = [], []
+    monkeypatch.setattr(compiled, "_STEPS", {})
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: calls.append(kw) or fn)
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    model = mlp()
+    cpu = compiled.compiled_steps(model)
+    assert cpu is compiled.compiled_steps(mlp())  # one set per architecture and device kind
+    assert calls == [dict(fullgraph=True, dynamic=False, options={"fallback_random": True})] * 2 and not cpu.graphs
+    x, y = torch.randn(20, 784), torch.randint(0, 10, (20,))
+    g = compiled.plain_gradient(model, x, y, 0)
+    assert marks == [] and g.shape == (sum(p.numel() for p in model.parameters()),)
+    gpu = compiled.CompiledSteps(model.body, "cuda")
+    assert gpu.graphs and calls[-1]["options"] == {"fallback_random": True, "triton.cudagraphs": True}
+    gpu.plain_grad(*compiled._split(model, 0), x, y)
+    gpu.metacl_steps(0.01, 10, *compiled._split(model, 0), x, y)
+    assert marks == [1, 1]
 
 
 def test_gpu_units_on_ray_ask_for_a_share_of_a_card_and_let_ray_choose_it(hparams_file, monkeypatch, tmp_path):
@@ -166,3 +199,38 @@ def test_gpu_units_on_ray_ask_for_a_share_of_a_card_and_let_ray_choose_it(hparam
     G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "b.json", device="cuda:1",
                      plan=Plan(executor="local", workers=2), **TINY)
     assert seen == {"share": 0.0, "devices": {"cuda:1"}}
+
+
+def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_it(monkeypatch, tmp_path):
+    """bench --device cuda --compile on --out FILE: the figures go to FILE, not to the default file the README and
+    the book read, and the recorded command carries --compile and --out (checked with stand-ins for the GPU and the
+    units: no training here)."""
+    from metacl_lite import device as dev
+    from metacl_lite.lab import bench, executors
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(dev, "deterministic", lambda d: None)
+    monkeypatch.setattr(dev, "describe", lambda d: "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)")
+    monkeypatch.setattr(provenance, "describe", dev.describe)
+    jobs = []
+
+    def fake_run_all(fn, todo, save, plan):
+        for job in todo:
+            jobs.append(job)
+            save(job, {"value": {"wall_s": 2.0}})
+        return []
+
+    monkeypatch.setattr(executors, "run_all", fake_run_all)
+    default = bench.REPO_ROOT / "results" / "bench-cifar100-cuda.json"
+    before = default.read_bytes()
+    out = tmp_path / "bench-cifar100-cuda-compile-on.json"
+    assert main(["bench", "--suite", "cifar100", "--device", "cuda", "--compile", "on", "--grid-seeds", "2",
+                 "--measured-seeds", "1", "--methods", "finetune,metacl", "--workers", "1", "--out", str(out)]) == 0
+    assert default.read_bytes() == before
+    doc = json.loads(out.read_text())
+    assert [j.cfg["compile"] for j in jobs] == ["on"] * 4  # 2 methods, references and oracle of one seed
+    assert doc["compile"] == "on" and doc["complete"] and doc["grid_s"] == 2 * doc["wall_s_measured"]
+    assert doc["provenance"]["command"] == (
+        "python -m metacl_lite bench --suite cifar100 --device cuda --grid-seeds 2 --measured-seeds 1 --workers 1 "
+        f"--compile on --methods finetune,metacl --out {out}")
+    assert doc["provenance"]["device"] == "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)"

@@ -274,15 +274,17 @@ def _grid_units(seeds: Sequence[int], methods: Sequence[str]):
 
 
 def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: Optional[int] = None,
-              workers: Optional[int] = None, methods: Optional[Sequence[str]] = None, compile: str = "off") -> dict:
+              workers: Optional[int] = None, methods: Optional[Sequence[str]] = None, compile: str = "off",
+              out: Optional[Path] = None) -> dict:
     """The whole grid of `suite` at its paper K (Permuted MNIST K = 20, CIFAR-100 K = 20, CUB K = 10) on a GPU, every
     unit at full size (all tasks and epochs): `seeds` seeds of every method, their references and oracle, as `workers`
     processes sharing the card. Permuted MNIST trains on the embedded data with the tuned beta/gamma (`run_experiment`);
     CIFAR-100 and CUB on synthetic tensors of the exact shapes (`synthetic.py`; the data cannot be had everywhere, and
     the time does not depend on the pixels), beta = 1 and gamma = 0.1. `measured_seeds` < `seeds` times that many
-    seeds and scales the wall time to `seeds` (every seed is the same work; the file says so). Writes
-    results/bench-<suite>-cuda.json with each unit's own wall time, the device, the determinism settings and the
-    targets."""
+    seeds and scales the wall time to `seeds` (every seed is the same work; the file says so). Writes `out` (default
+    results/bench-<suite>-cuda.json, the file the README and the book read; another file for a variant such as
+    `compile` "on", to compare before it replaces the default one) with each unit's own wall time, the device, the
+    determinism settings and the targets."""
     from ..device import describe, determinism_settings, deterministic, kind, resolve
     from ..training import TrainConfig
     from .executors import check_plan, default_workers, run_all
@@ -297,7 +299,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     K, _, target = GPU_TARGETS[suite]
     measured = min(seeds, measured_seeds or seeds)
     methods = list(methods or METHODS)
-    out_file = check_bench_out(REPO_ROOT / "results" / f"bench-{suite}-cuda.json",
+    default_out = REPO_ROOT / "results" / f"bench-{suite}-cuda.json"
+    out_file = check_bench_out(Path(out) if out is not None else default_out,
                                {"gpu": True, "methods": methods, "seeds": seeds})
     deterministic(where)
     workers = workers or default_workers(gpu=True)
@@ -347,6 +350,10 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     cmd += "" if workers == default_workers(gpu=True) else f" --workers {workers}"
     cmd += "" if compile == "off" else f" --compile {compile}"
     cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"
+    if out_file.resolve() != default_out.resolve():
+        from .provenance import relative_to_repo
+
+        cmd += f" --out {relative_to_repo(out_file)}"
     prov = provenance(cmd, where)
     doc = {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": True, "K": K,
            "n_tasks": spec.n_tasks,
