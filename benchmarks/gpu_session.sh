@@ -9,6 +9,7 @@
 #   bash benchmarks/gpu_session.sh grids     # Permuted MNIST and CIFAR-100 grids with --compile on (variant files)
 #   bash benchmarks/gpu_session.sh profile   # where a CUB run's time goes: operators by GPU time, eager and compiled
 #   bash benchmarks/gpu_session.sh cub       # the CUB grid (one seed of five), compiled
+#   bash benchmarks/gpu_session.sh cub-tf32  # the same grid eager with --precision tf32 (other numbers: an option)
 #
 # On the lent machine of this project's sessions: the device tool's run with carry [".whl"] and the command
 # `OUT=$OUT bash benchmarks/gpu_session.sh PHASE`; .whl/ holds pytest and its dependencies as wheels (made where
@@ -17,7 +18,7 @@
 # The figures decide compiled.CUDA_COSTS (from steps-*.json: compile_s "filled cache", step_ms saving) and whether
 # the compiled grid files replace results/bench-<suite>-cuda.json (when faster and the GPU tests pass).
 set -u
-PHASE=${1:?"usage: bash benchmarks/gpu_session.sh check|steps|grids|profile|cub"}
+PHASE=${1:?"usage: bash benchmarks/gpu_session.sh check|steps|grids|profile|cub|cub-tf32"}
 OUT=${OUT:-${2:-gpu-out}}
 mkdir -p "$OUT"
 WHL=$(ls "$PWD"/.whl/*.whl 2>/dev/null | tr '\n' ':')
@@ -53,6 +54,10 @@ case "$PHASE" in
     run $PY -m metacl_lite bench --suite cub --device cuda --compile on --measured-seeds 1 \
         --out "$OUT/bench-cub-cuda-compile-on.json"
     ;;
-  *) echo "unknown phase $PHASE: check, steps, grids, profile or cub" >&2; exit 2 ;;
+  cub-tf32)
+    run $PY -m metacl_lite bench --suite cub --device cuda --precision tf32 --measured-seeds 1 \
+        --out "$OUT/bench-cub-cuda-tf32.json"
+    ;;
+  *) echo "unknown phase $PHASE: check, steps, grids, profile, cub or cub-tf32" >&2; exit 2 ;;
 esac
 log "done $PHASE"

@@ -1,7 +1,8 @@
 """On a CUDA GPU (`make test-gpu`; `make test` leaves these out, and here they fail rather than skip without a GPU):
 the CPU and the GPU agree on a short stream within a stated tolerance, two GPU runs are bit-identical for all three
 networks (dropout and BatchNorm included), compiled task gradients (CUDA graphs) equal eager ones within float
-rounding on all three networks and repeat bit for bit, the MLP's steps are graph replays, every
+rounding on all three networks and repeat bit for bit, the MLP's steps are graph replays, TF32 runs repeat bit
+for bit, every
 method runs end to end on every network, and a grid shares the card between worker processes with the numbers of a
 single process. `data_scripts/gpu_check.py` runs them and writes results/gpu-check.json."""
 from __future__ import annotations
@@ -124,6 +125,18 @@ def test_two_compiled_gpu_runs_are_bit_identical(net, method):
     acc1, p1 = _run(bench, method, "cuda", compile="on")
     acc2, p2 = _run(bench, method, "cuda", compile="on")
     assert np.array_equal(acc1, acc2, equal_nan=True) and torch.equal(p1, p2)
+
+
+def test_tf32_runs_repeat_bit_for_bit_and_each_run_sets_its_own_precision():
+    """--precision tf32: TF32 is on while such a run trains, two runs give the same numbers, and a float32 run after
+    it in the same process (a worker trains units of several files) turns TF32 off again."""
+    bench = _stream("cifar_cnn")
+    acc1, p1 = _run(bench, "pi-metacl-lambda", "cuda", precision="tf32")
+    assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    acc2, p2 = _run(bench, "pi-metacl-lambda", "cuda", precision="tf32")
+    assert np.array_equal(acc1, acc2, equal_nan=True) and torch.equal(p1, p2)
+    _run(bench, "finetune", "cuda")
+    assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
 
 
 @pytest.mark.parametrize("net", ["mlp", "cifar_cnn", "resnet18"])
