@@ -299,6 +299,12 @@ def test_a_tf32_tuning_records_it_in_its_protocol_and_command():
         "--device cuda --precision tf32")
 
 
+def test_the_cli_offers_the_precisions_the_device_module_knows():
+    from metacl_lite import cli
+
+    assert cli.PRECISIONS == DV.PRECISIONS
+
+
 def test_set_precision_sets_tf32_on_a_gpu_only():
     before = DV.determinism_settings()
     try:

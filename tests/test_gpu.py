@@ -70,8 +70,10 @@ def test_two_gpu_runs_are_bit_identical(net, method):
     assert np.array_equal(acc1, acc2, equal_nan=True) and torch.equal(p1, p2)
 
 
-#: compiled (CUDA graphs) against eager, one call of each task gradient: relative and absolute tolerance. The
-#: kernels sum in other orders; ResNet-18's inner step differs by ~1e-5 relative on the CPU too (compiled.py).
+#: compiled (CUDA graphs) against eager, one call of each task gradient: the largest |compiled - eager| relative to
+#: the largest |eager|. The kernels sum in other orders, and g1 = (theta - theta^m) / (alpha m) turns one ulp of a
+#: parameter near 1 (a BatchNorm scale) into ~1e-5 of g1; ResNet-18's inner step differs by ~1e-5 relative on the CPU
+#: too (compiled.py).
 COMPILED_RTOL = {"mlp": 1e-4, "cifar_cnn": 1e-4, "resnet18": 1e-3}
 
 
@@ -96,10 +98,11 @@ def test_compiled_task_gradients_equal_eager_within_rounding(net):
             eager = fn()
             torch.manual_seed(0)
             comp = cfn()
-            assert torch.allclose(eager, comp, rtol=COMPILED_RTOL[net], atol=1e-6), net
+            err = float((comp - eager).abs().max() / eager.abs().max())
+            assert err <= COMPILED_RTOL[net], (net, err)
 
 
-def test_the_mlp_steps_are_captured_in_cuda_graphs():
+def test_the_mlp_steps_are_captured_in_cuda_graphs(monkeypatch):
     """On a GPU the compiled steps run as CUDA graph replays: inductor skips no graph for the MLP."""
     from torch._dynamo.utils import counters
 
@@ -109,13 +112,17 @@ def test_the_mlp_steps_are_captured_in_cuda_graphs():
     model = _new_model(bench, 0, "cuda")
     e = bench.train_stream[0]
     x, y = e.inputs()[:100].cuda(), e.y[:100].cuda()
+    # compiled afresh here: inductor counts a skipped graph once, when it compiles or first runs a function
+    monkeypatch.setattr(compiled, "_STEPS", {})
+    torch._dynamo.reset()
+    counters.clear()
     steps = compiled.compiled_steps(model)
     assert steps.graphs
-    counters.clear()
     for _ in range(3):
         compiled.metacl_gradient(model, x, y, 0, 0.01, 10)
         compiled.plain_gradient(model, x, y, 0)
     assert not counters["inductor"].get("cudagraph_skips"), dict(counters["inductor"])
+
 
 
 @pytest.mark.parametrize("net, method", [("mlp", "pi-metacl-lambda"), ("cifar_cnn", "mas-metacl-beta")])
@@ -149,18 +156,22 @@ def test_every_method_runs_a_stream_end_to_end(net):
         assert np.isfinite(acc[1, :2]).all() and torch.isfinite(p).all(), m
 
 
-def test_a_grid_shares_the_gpu_between_workers_with_the_numbers_of_one_process(hparams_file, tmp_path):
+@pytest.mark.parametrize("compile", ["off", "on"])
+def test_a_grid_shares_the_gpu_between_workers_with_the_numbers_of_one_process(hparams_file, tmp_path, compile):
+    """Three worker processes or one: the same numbers, eager and compiled (CUDA graphs, each process compiling for
+    itself)."""
     from metacl_lite.lab.executors import check_plan
     from metacl_lite.lab.grid import run_experiment
 
     kw = dict(K=5, n_tasks=2, epochs=1, seeds=[0, 1], methods=["finetune", "pi-metacl-lambda"], show_progress=False,
-              device="cuda")
+              device="cuda", compile=compile)
     run_experiment("pmnist", out=tmp_path / "a.json", plan=check_plan("local", 3, 1), **kw)
     run_experiment("pmnist", out=tmp_path / "b.json", plan=check_plan("local", 1, 1), **kw)
     a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
     assert a["config"]["train"]["device"] == "cuda" and a["config"]["accelerator"] == accelerator("cuda")
     assert a["provenance"]["invocations"][0]["device"].startswith(f"cuda: {accelerator('cuda')}")
-    assert a["provenance"]["command"].endswith("--device cuda --out " + str(tmp_path / "a.json"))
+    assert a["provenance"]["command"].endswith(("--compile on " if compile == "on" else "") + "--device cuda --out "
+                                               + str(tmp_path / "a.json"))
     for section in ("runs", "references", "oracle"):
         assert {k: {f: v for f, v in u.items() if f != "wall_s"} for k, u in a[section].items()} == \
                {k: {f: v for f, v in u.items() if f != "wall_s"} for k, u in b[section].items()}

@@ -286,7 +286,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     `compile` "on", to compare before it replaces the default one) with each unit's own wall time, the device, the
     determinism settings and the targets. `precision`: "float32", or "tf32" (`TrainConfig.precision`: faster, other
     numbers), recorded in the file."""
-    from ..device import describe, determinism_settings, deterministic, kind, resolve
+    from ..device import describe, determinism_settings, deterministic, kind, resolve, set_precision
     from ..training import TrainConfig
     from .executors import check_plan, default_workers, run_all
     from .grid import Job, run_experiment, run_job
@@ -305,6 +305,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     out_file = check_bench_out(Path(out) if out is not None else default_out,
                                {"gpu": True, "methods": methods, "seeds": seeds})
     deterministic(where)
+    set_precision(precision, where)  # as every unit sets it: the file's determinism record says what they ran with
     workers = workers or default_workers(gpu=True)
     plan = check_plan("local", workers, 1)
     units: list[dict] = []
