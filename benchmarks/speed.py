@@ -82,10 +82,11 @@ def bench_eval(repeats: int) -> None:
             f"{k} {v[0]:.1f} ({v[1]:.1f})" for k, v in t.items()), flush=True)
 
 
-def _setup(arch: str, batch: int, device: str = "cpu"):
-    from metacl_lite.device import deterministic
+def _setup(arch: str, batch: int, device: str = "cpu", precision: str = "float32"):
+    from metacl_lite.device import deterministic, set_precision
 
     deterministic(device)  # the settings every run on a GPU trains with
+    set_precision(precision, device)
     build, shape, heads = ARCHS[arch]
     torch.manual_seed(0)
     model = build().train().to(device)
@@ -100,11 +101,11 @@ def _step_fns(model, x, y, task):
             ("plain", "compiled"): lambda: compiled.plain_gradient(model, x, y, task)}
 
 
-def compile_child(arch: str, kind: str, batch: int, device: str = "cpu") -> None:
+def compile_child(arch: str, kind: str, batch: int, device: str = "cpu", precision: str = "float32") -> None:
     """In a fresh process: seconds to the first compiled calls of one step function (compile + two steps: on a GPU
     the second call records the CUDA graph)."""
     torch.set_num_threads(1)
-    model, x, y, task = _setup(arch, batch, device)
+    model, x, y, task = _setup(arch, batch, device, precision)
     t0 = time.perf_counter()
     fn = _step_fns(model, x, y, task)[(kind, "compiled")]
     fn()
@@ -113,25 +114,39 @@ def compile_child(arch: str, kind: str, batch: int, device: str = "cpu") -> None
     print(time.perf_counter() - t0)
 
 
-def bench_steps(arch: str, repeats: int, batch: int, device: str = "cpu", out=None) -> dict:
+def _write(doc: dict, out, device: str) -> None:
+    """The figures so far, with provenance (written after each measurement: a run cut off keeps what it has)."""
+    if out is None:
+        return
+    from metacl_lite.lab.atomic import write_json
+    from metacl_lite.lab.provenance import invocation
+
+    doc["provenance"] = {"command": " ".join(["python", "benchmarks/speed.py", *sys.argv[1:]]), **invocation(device)}
+    write_json(out, doc)
+
+
+def bench_steps(arch: str, repeats: int, batch: int, device: str = "cpu", out=None,
+                precision: str = "float32") -> dict:
     """Compile times (new process, empty and filled disk cache) and ms per outer step, eager against compiled, of
-    both task gradients on `device`; written to `out` (JSON, with provenance) when given: the figures of
-    `compiled.COSTS` (CPU) and `compiled.CUDA_COSTS` (GPU)."""
+    both task gradients on `device`; written to `out` (JSON, with provenance) after each measurement: the figures of
+    `compiled.COSTS` (CPU) and `compiled.CUDA_COSTS` (GPU). The compile children fill one temporary disk cache, which
+    this process then reads, so the timings compile nothing from scratch."""
     doc = {"kind": "compile-costs", "arch": arch, "batch": batch, "bundle": 10, "repeats": repeats,
-           "device": device, "compile_s": {}, "step_ms": {}}
-    for kind in ("metacl", "plain"):
-        with tempfile.TemporaryDirectory() as cache:
-            env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+           "device": device, "precision": precision, "complete": False, "compile_s": {}, "step_ms": {}}
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+        for kind in ("metacl", "plain"):
             cmd = [sys.executable, __file__, "_compile", arch, "--kind", kind, "--batch", str(batch), "--device",
-                   device]
+                   device, "--precision", precision]
             for label in ("empty cache", "filled cache"):
-                t = float(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+                t = float(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
                           .strip().splitlines()[-1])
                 doc["compile_s"].setdefault(kind, {})[label] = t
                 print(f"{arch} {kind:6s} first compiled calls in a new process ({label}): {t:6.1f} s", flush=True)
-    model, x, y, task = _setup(arch, batch, device)
-    fns = _step_fns(model, x, y, task)
-    t = timings_ms(fns, repeats)
+                _write(doc, out, device)
+        model, x, y, task = _setup(arch, batch, device, precision)
+        fns = _step_fns(model, x, y, task)
+        t = timings_ms(fns, repeats)
     for kind in ("metacl", "plain"):
         (e, em), (c, cm) = t[(kind, "eager")], t[(kind, "compiled")]
         doc["step_ms"][kind] = {"eager_min": e, "eager_median": em, "compiled_min": c, "compiled_median": cm,
@@ -141,15 +156,12 @@ def bench_steps(arch: str, repeats: int, batch: int, device: str = "cpu", out=No
     if device.startswith("cuda"):
         from torch._dynamo.utils import counters
 
-        doc["cudagraph_skips"] = dict(counters["inductor"].get("cudagraph_skips") or {}) or \
-            int(counters["inductor"].get("cudagraph_skips", 0))
+        # compiled functions that inductor ran without a CUDA graph (counted once each; e.g. an input mutated in
+        # place, as ResNet-18's BatchNorm statistics)
+        doc["cudagraph_skips"] = int(counters["inductor"]["cudagraph_skips"])
+    doc["complete"] = True
+    _write(doc, out, device)
     if out is not None:
-        from metacl_lite.lab.atomic import write_json
-        from metacl_lite.lab.provenance import invocation
-
-        doc["provenance"] = {"command": " ".join(["python", "benchmarks/speed.py", *sys.argv[1:]]),
-                             **invocation(device)}
-        write_json(out, doc)
         print(f"wrote {out}")
     return doc
 
@@ -179,7 +191,8 @@ def bench_run(K: int, method: str) -> None:
         training.evaluate_tasks = real
 
 
-def bench_profile(suite: str, method: str, n_tasks: int, device: str, compile: str, out) -> None:
+def bench_profile(suite: str, method: str, n_tasks: int, device: str, compile: str, out,
+                  precision: str = "float32") -> None:
     """Where one run's time goes on `device`: `method` on the first `n_tasks` tasks of `suite` (synthetic tensors of
     the exact shapes for cifar100/cub, the embedded data for pmnist) under torch.profiler, after a warm-up run; prints
     (and writes to `out`) the operators by their own GPU time (CPU time on the CPU) and the run's wall time."""
@@ -191,11 +204,14 @@ def bench_profile(suite: str, method: str, n_tasks: int, device: str, compile: s
     from metacl_lite.synthetic import synthetic_benchmark
     from metacl_lite.training import TrainConfig, run_stream
 
-    deterministic(device)
+    from metacl_lite.device import kind
+
+    deterministic(device)  # on cuda:N also makes N the current GPU, which "cuda" below means
     spec = get_spec(suite)
     bench = (permuted_mnist(K=20, n_tasks=n_tasks, seed=0) if suite == "pmnist"
              else synthetic_benchmark(suite, {"cifar100": 20, "cub": 10}[suite], n_tasks))
-    cfg = TrainConfig(epochs=spec.epochs, compile=compile, device=device, **SYNTHETIC_STRENGTH)
+    cfg = TrainConfig(epochs=spec.epochs, compile=compile, device=kind(device), precision=precision,
+                      **SYNTHETIC_STRENGTH)
     run_stream(bench, method, cfg, seed=0, show_progress=False)  # warm-up: cuDNN, compile, CUDA graphs
     _sync()
     gpu = device.startswith("cuda")
@@ -207,7 +223,8 @@ def bench_profile(suite: str, method: str, n_tasks: int, device: str, compile: s
     wall = time.perf_counter() - t0
     table = prof.key_averages().table(sort_by="self_cuda_time_total" if gpu else "self_cpu_time_total",
                                       row_limit=30)
-    text = (f"{suite} {method}, {n_tasks} task(s) x {spec.epochs} epoch(s), device {device}, compile {compile}: "
+    text = (f"{suite} {method}, {n_tasks} task(s) x {spec.epochs} epoch(s), device {device}, compile {compile}, "
+            f"precision {precision}: "
             f"{wall:.1f} s under the profiler\n{table}")
     print(text, flush=True)
     if out is not None:
@@ -228,18 +245,20 @@ def main() -> None:
     p.add_argument("--suite", default="cub", choices=("pmnist", "cifar100", "cub"), help="profile: the benchmark")
     p.add_argument("--n-tasks", type=int, default=2, help="profile: tasks of the stream")
     p.add_argument("--compile", default="off", choices=("off", "on"), help="profile: compiled task gradients")
+    p.add_argument("--precision", default="float32", choices=("float32", "tf32"),
+                   help="steps, profile: on a GPU, float32 or TF32 products and convolutions")
     a = p.parse_args()
     torch.set_num_threads(1)
     if a.what == "eval":
         bench_eval(a.repeats)
     elif a.what == "steps":
-        bench_steps(a.arch, a.repeats, a.batch, a.device, a.json)
+        bench_steps(a.arch, a.repeats, a.batch, a.device, a.json, a.precision)
     elif a.what == "run":
         bench_run(a.K, a.method)
     elif a.what == "profile":
-        bench_profile(a.suite, a.method, a.n_tasks, a.device, a.compile, a.json)
+        bench_profile(a.suite, a.method, a.n_tasks, a.device, a.compile, a.json, a.precision)
     else:
-        compile_child(a.arch, a.kind, a.batch, a.device)
+        compile_child(a.arch, a.kind, a.batch, a.device, a.precision)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ from typing import Optional
 from .errors import ConfigMismatch, CorruptUnit, LockedError, NotebookFailed, UnitsFailed, UserError
 from .specs import BENCHMARKS, get_spec
 
+#: `device.PRECISIONS`, spelled out: importing device.py would load torch before every command (a test keeps the two
+#: equal)
+PRECISIONS = ("float32", "tf32")
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # Option types: checked by argparse, so a bad value exits 2 with the option named, before anything is imported
@@ -123,6 +127,13 @@ def _executor_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile", choices=("auto", "on", "off"), default="off",
                    help="compiled task gradients (torch.compile): auto compiles runs long enough to repay it; "
                         "compiled runs agree with eager ones within float rounding, not bit for bit (default off)")
+    _precision_option(p)
+
+
+def _precision_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", choices=PRECISIONS, default="float32",
+                   help="matrix products and convolutions: float32 (default), or tf32 on a GPU (tensor cores: "
+                        "faster, other numbers; recorded in the file, which refuses units of the other precision)")
 
 
 def _choice_options(p: argparse.ArgumentParser) -> None:
@@ -257,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--compile", choices=("auto", "on", "off"), default="off",
                    help="pmnist: today's path with compiled task gradients (the legacy path stays eager)")
     _device_option(b)
+    _precision_option(b)
     b.add_argument("--workers", type=_positive("--workers"), default=None,
                    help="--device cuda: units sharing the GPU (default 8, or the cores if fewer)")
     b.add_argument("--out", type=Path, default=None,
@@ -338,7 +350,7 @@ def _run(a) -> int:
     res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
                          show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
                          random_init=a.random_init, plan=_plan(a), compile=a.compile, options=_options(a),
-                         gamma=a.gamma, redo=a.redo or (), device=a.device)
+                         gamma=a.gamma, redo=a.redo or (), device=a.device, precision=a.precision)
     print(format_table(res))
     return 0
 
@@ -364,7 +376,7 @@ def _tune(a) -> int:
                show_progress=False if a.no_progress else None, beta_grid=a.beta_grid or BETA_GRID,
                gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs, weights=a.weights,
                random_init=a.random_init, force=a.force, plan=_plan(a), compile=a.compile, options=_options(a),
-               around=a.around, window=a.window or WINDOW, device=a.device)
+               around=a.around, window=a.window or WINDOW, device=a.device, precision=a.precision)
     for m, v in res["chosen"].items():
         print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
     print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")
@@ -375,6 +387,10 @@ def _tune(a) -> int:
 def _choices(a) -> int:
     from .lab import choices as CH
 
+    for flag, given in (("--compile", a.compile != "off"), ("--precision", a.precision != "float32")):
+        if given:  # its variants and their tunings train eagerly in float32, as the files they are compared with
+            raise UserError(f"{flag} does not apply to choices (its variants train eagerly in float32, like the "
+                            f"tunings they are compared with); drop it")
     Ks = a.K or list(CH.DECISION_KS)
     bad = [K for K in Ks if K not in CH.DECISION_KS]
     if bad:
@@ -436,9 +452,10 @@ def _bench(a) -> int:
                                 f"full size); drop it")
         bench_gpu(a.suite, a.device, seeds=a.grid_seeds or 5,
                   measured_seeds=a.measured_seeds, workers=a.workers, methods=a.methods, compile=a.compile,
-                  out=a.out)
+                  out=a.out, precision=a.precision)
         return 0
-    for flag, given in (("--workers", a.workers), ("--measured-seeds", a.measured_seeds)):
+    for flag, given in (("--workers", a.workers), ("--measured-seeds", a.measured_seeds),
+                        ("--precision", a.precision != "float32")):
         if given:
             raise UserError(f"{flag} applies to bench --device cuda only; drop it")
     if a.suite == "pmnist":

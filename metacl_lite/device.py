@@ -12,6 +12,8 @@ What carries over, and what does not:
   and a GPU run of the same seed agree to float rounding per step, not bit for bit. So a results file records the
   device kind (`TrainConfig.device`) and the GPU model (`config["accelerator"]`), and refuses units made elsewhere.
 - Batch order and initial weights come from CPU generators on every device (the same mini-batches everywhere).
+- TF32 (`--precision tf32`, GPU only) is off unless asked for: it changes the numbers, so a file records it
+  (`TrainConfig.precision`) and refuses units made with the other precision.
 """
 from __future__ import annotations
 
@@ -31,6 +33,10 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda")
 DEVICE_KINDS = ("cpu", "cuda")
 #: cuBLAS's deterministic workspace (NVIDIA's cuBLAS documentation, "Results reproducibility").
 CUBLAS_WORKSPACE = ":4096:8"
+#: The float precision of matrix products and convolutions (`TrainConfig.precision`): "float32" (the default, as
+#: on the CPU) or, on a GPU only, "tf32" (tensor cores with 10-bit mantissas for the products' inputs: several times
+#: faster convolutions, other numbers). An explicit option, recorded in every file and refused when mixed.
+PRECISIONS = ("float32", "tf32")
 
 
 def resolve(choice: str) -> str:
@@ -109,6 +115,18 @@ def deterministic(device: str) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
     if str(device).startswith("cuda:"):
         torch.cuda.set_device(torch.device(device))
+
+
+def set_precision(precision: str, device: str) -> None:
+    """The precision of a run's matrix products and convolutions (`PRECISIONS`), set at the start of every unit (a
+    worker process may train units of several files). On the CPU only "float32" exists (`TrainConfig` refuses
+    "tf32" there), so nothing changes."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"precision={precision!r} is not an option; choose one of {', '.join(PRECISIONS)}")
+    if kind(device) != "cuda":
+        return
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
 
 
 def determinism_settings() -> dict:

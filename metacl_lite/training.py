@@ -25,7 +25,7 @@ from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
 from . import compiled
-from .device import DEVICE_KINDS, benchmark_on
+from .device import DEVICE_KINDS, PRECISIONS, benchmark_on, set_precision
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .streams import Benchmark, Experience
 from .errors import UsageError
@@ -58,13 +58,18 @@ class TrainConfig:
     record_penalty: bool = False  # record lambda, gamma and l_reg before/after every penalised step (lambda_story.py)
     compile: str = "off"  # task gradients under torch.compile: "on", "off" or "auto" (long runs; compiled.py)
     device: str = "cpu"  # where the run trains: "cpu" or "cuda" (the current GPU; device.py says what carries over)
+    precision: str = "float32"  # products and convolutions: "float32", or "tf32" on a GPU (other numbers; device.py)
 
     def __post_init__(self):
         for name, allowed in (("omega_accumulate", OMEGA_ACCUMULATE), ("omega_normalise", OMEGA_NORMALISE),
-                              ("compile", compiled.COMPILE_CHOICES), ("device", DEVICE_KINDS)):
+                              ("compile", compiled.COMPILE_CHOICES), ("device", DEVICE_KINDS),
+                              ("precision", PRECISIONS)):
             if getattr(self, name) not in allowed:
                 raise UsageError(f"{name}={getattr(self, name)!r} is not an option; choose one of "
                                  f"{', '.join(allowed)}")
+        if self.precision != "float32" and self.device != "cuda":
+            raise UsageError(f"precision={self.precision!r} (--precision) needs a GPU (--device cuda): the CPU "
+                             f"computes in float32 only; leave --precision out there")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -381,6 +386,12 @@ def _new_model(bench: Benchmark, seed: int, device: str = "cpu") -> MultiHeadNet
                        **bench.info.get("model", {})).to(device)
 
 
+def _on_device(bench: Benchmark, cfg: TrainConfig) -> Benchmark:
+    """The benchmark's streams on the run's device (once per benchmark and device), with the run's precision set."""
+    set_precision(cfg.precision, cfg.device)
+    return benchmark_on(bench, cfg.device)
+
+
 def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: int,
                show_progress: Optional[bool] = None, evaluate_rows: str = "all") -> dict:
     """Train `method` through the whole stream. Returns the accuracy matrix (lower triangle; NaN above), the wall
@@ -394,7 +405,7 @@ def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: i
     `seed`, and the global torch RNG (dropout) is seeded with `seed` too.
     """
     method = get_method(method) if isinstance(method, str) else method
-    bench = benchmark_on(bench, cfg.device)  # the streams on the run's device, once
+    bench = _on_device(bench, cfg)  # the streams on the run's device, once; the run's precision
     model = _new_model(bench, seed, cfg.device)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -417,7 +428,7 @@ def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: i
 def train_reference(bench: Benchmark, task: int, cfg: TrainConfig, seed: int) -> float:
     """a*_i for FA: a model from the same random init as the seed's runs, trained on task i only with the fine-tune
     procedure and the same budget (cfg.epochs), evaluated on task i."""
-    bench = benchmark_on(bench, cfg.device)
+    bench = _on_device(bench, cfg)
     model = _new_model(bench, seed, cfg.device)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -429,7 +440,7 @@ def train_reference(bench: Benchmark, task: int, cfg: TrainConfig, seed: int) ->
 def train_joint(bench: Benchmark, cfg: TrainConfig, seed: int) -> list[float]:
     """The joint-training oracle: all tasks' low-shot training data at once (Eq. 1), Adam, cfg.epochs epochs over the
     union (the same number of outer steps as the sequential stream). Returns the accuracy on each task."""
-    bench = benchmark_on(bench, cfg.device)
+    bench = _on_device(bench, cfg)
     model = _new_model(bench, seed, cfg.device)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)

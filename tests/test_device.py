@@ -234,3 +234,88 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
         "python -m metacl_lite bench --suite cifar100 --device cuda --grid-seeds 2 --measured-seeds 1 --workers 1 "
         f"--compile on --methods finetune,metacl --out {out}")
     assert doc["provenance"]["device"] == "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)"
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A machine that says it has a GPU (for the checks and the records only: the units are `fake_units`, and no
+    determinism or precision flag of this process is changed)."""
+    from metacl_lite import training
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
+    monkeypatch.setattr(G, "deterministic", lambda d: None)
+    monkeypatch.setattr(training, "set_precision", lambda p, d: None)
+    monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")
+
+
+def test_tf32_needs_a_gpu_and_is_refused_before_any_work(no_gpu, hparams_file, fake_units, tmp_path, capsys):
+    from metacl_lite.training import TrainConfig
+
+    with pytest.raises(UsageError, match=r"precision='tf32' \(--precision\) needs a GPU"):
+        TrainConfig(precision="tf32")
+    with pytest.raises(UsageError, match="precision='bf16' is not an option; choose one of float32, tf32"):
+        TrainConfig(device="cuda", precision="bf16")
+    out = tmp_path / "r.json"
+    for argv in (["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--seeds", "1",
+                  "--precision", "tf32", "--out", str(out), "--no-progress", "--workers", "1"],
+                 ["tune", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--precision", "tf32", "--out",
+                  str(out), "--no-progress", "--workers", "1"]):
+        assert main(argv) == 2
+        assert "needs a GPU (--device cuda)" in capsys.readouterr().err
+    assert fake_units == [] and not out.exists()
+    assert main(["choices", "--precision", "tf32"]) == 2 and "--precision does not apply to choices" in \
+        capsys.readouterr().err
+
+
+def test_a_tf32_file_records_it_refuses_float32_units_and_its_command_names_it(fake_gpu, hparams_file, fake_units,
+                                                                              tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, device="cuda", precision="tf32", **TINY)
+    doc = json.loads(out.read_text())
+    assert doc["config"]["train"]["precision"] == "tf32"
+    assert [c.precision for _, c in fake_units] == ["tf32"] * 3  # the run, its references and its oracle
+    assert doc["provenance"]["command"].endswith(f"--device cuda --precision tf32 --out {out}")
+    with pytest.raises(ConfigMismatch, match=r"train.precision: 'tf32' in the file, 'float32' here"):
+        G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], out=out, device="cuda", **TINY)
+    # a file made before the option existed is float32: extended in float32, refused in tf32
+    old = tmp_path / "old.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=old, device="cuda", **TINY)
+    doc = json.loads(old.read_text())
+    del doc["config"]["train"]["precision"]
+    old.write_text(json.dumps(doc))
+    G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], out=old, device="cuda", **TINY)
+    with pytest.raises(ConfigMismatch, match=r"train.precision: 'float32' in the file, 'tf32' here"):
+        G.run_experiment("pmnist", seeds=[0, 2], methods=["finetune"], out=old, device="cuda", precision="tf32",
+                         **TINY)
+
+
+def test_a_tf32_tuning_records_it_in_its_protocol_and_command():
+    from metacl_lite.lab import tuning as T
+
+    p = {**T.default_protocol("pmnist", 20), "device": "cuda", "accelerator": "GPU X", "precision": "tf32"}
+    assert T.is_default(p)  # where and how precisely the units ran is no other protocol, as for the device
+    assert T.tune_command({"protocol": p, "methods": list(T.TUNABLE)}, T.default_tuning_out(p)).endswith(
+        "--device cuda --precision tf32")
+
+
+def test_the_cli_offers_the_precisions_the_device_module_knows():
+    from metacl_lite import cli
+
+    assert cli.PRECISIONS == DV.PRECISIONS
+
+
+def test_set_precision_sets_tf32_on_a_gpu_only():
+    before = DV.determinism_settings()
+    try:
+        DV.set_precision("tf32", "cpu")
+        assert DV.determinism_settings() == before
+        DV.set_precision("tf32", "cuda:1")  # flags only; nothing here touches a GPU
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, True)
+        DV.set_precision("float32", "cuda")
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (False, False)
+        with pytest.raises(UsageError, match="precision='fp16' is not an option"):
+            DV.set_precision("fp16", "cuda")
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before["matmul_tf32"]
+        torch.backends.cudnn.allow_tf32 = before["cudnn_tf32"]

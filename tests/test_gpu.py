@@ -1,7 +1,8 @@
 """On a CUDA GPU (`make test-gpu`; `make test` leaves these out, and here they fail rather than skip without a GPU):
 the CPU and the GPU agree on a short stream within a stated tolerance, two GPU runs are bit-identical for all three
 networks (dropout and BatchNorm included), compiled task gradients (CUDA graphs) equal eager ones within float
-rounding on all three networks and repeat bit for bit, the MLP's steps are graph replays, every
+rounding on all three networks and repeat bit for bit, the MLP's steps are graph replays, TF32 runs repeat bit
+for bit, every
 method runs end to end on every network, and a grid shares the card between worker processes with the numbers of a
 single process. `data_scripts/gpu_check.py` runs them and writes results/gpu-check.json."""
 from __future__ import annotations
@@ -69,8 +70,10 @@ def test_two_gpu_runs_are_bit_identical(net, method):
     assert np.array_equal(acc1, acc2, equal_nan=True) and torch.equal(p1, p2)
 
 
-#: compiled (CUDA graphs) against eager, one call of each task gradient: relative and absolute tolerance. The
-#: kernels sum in other orders; ResNet-18's inner step differs by ~1e-5 relative on the CPU too (compiled.py).
+#: compiled (CUDA graphs) against eager, one call of each task gradient: the largest |compiled - eager| relative to
+#: the largest |eager|. The kernels sum in other orders, and g1 = (theta - theta^m) / (alpha m) turns one ulp of a
+#: parameter near 1 (a BatchNorm scale) into ~1e-5 of g1; ResNet-18's inner step differs by ~1e-5 relative on the CPU
+#: too (compiled.py).
 COMPILED_RTOL = {"mlp": 1e-4, "cifar_cnn": 1e-4, "resnet18": 1e-3}
 
 
@@ -95,10 +98,11 @@ def test_compiled_task_gradients_equal_eager_within_rounding(net):
             eager = fn()
             torch.manual_seed(0)
             comp = cfn()
-            assert torch.allclose(eager, comp, rtol=COMPILED_RTOL[net], atol=1e-6), net
+            err = float((comp - eager).abs().max() / eager.abs().max())
+            assert err <= COMPILED_RTOL[net], (net, err)
 
 
-def test_the_mlp_steps_are_captured_in_cuda_graphs():
+def test_the_mlp_steps_are_captured_in_cuda_graphs(monkeypatch):
     """On a GPU the compiled steps run as CUDA graph replays: inductor skips no graph for the MLP."""
     from torch._dynamo.utils import counters
 
@@ -108,13 +112,17 @@ def test_the_mlp_steps_are_captured_in_cuda_graphs():
     model = _new_model(bench, 0, "cuda")
     e = bench.train_stream[0]
     x, y = e.inputs()[:100].cuda(), e.y[:100].cuda()
+    # compiled afresh here: inductor counts a skipped graph once, when it compiles or first runs a function
+    monkeypatch.setattr(compiled, "_STEPS", {})
+    torch._dynamo.reset()
+    counters.clear()
     steps = compiled.compiled_steps(model)
     assert steps.graphs
-    counters.clear()
     for _ in range(3):
         compiled.metacl_gradient(model, x, y, 0, 0.01, 10)
         compiled.plain_gradient(model, x, y, 0)
     assert not counters["inductor"].get("cudagraph_skips"), dict(counters["inductor"])
+
 
 
 @pytest.mark.parametrize("net, method", [("mlp", "pi-metacl-lambda"), ("cifar_cnn", "mas-metacl-beta")])
@@ -124,6 +132,18 @@ def test_two_compiled_gpu_runs_are_bit_identical(net, method):
     acc1, p1 = _run(bench, method, "cuda", compile="on")
     acc2, p2 = _run(bench, method, "cuda", compile="on")
     assert np.array_equal(acc1, acc2, equal_nan=True) and torch.equal(p1, p2)
+
+
+def test_tf32_runs_repeat_bit_for_bit_and_each_run_sets_its_own_precision():
+    """--precision tf32: TF32 is on while such a run trains, two runs give the same numbers, and a float32 run after
+    it in the same process (a worker trains units of several files) turns TF32 off again."""
+    bench = _stream("cifar_cnn")
+    acc1, p1 = _run(bench, "pi-metacl-lambda", "cuda", precision="tf32")
+    assert torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32
+    acc2, p2 = _run(bench, "pi-metacl-lambda", "cuda", precision="tf32")
+    assert np.array_equal(acc1, acc2, equal_nan=True) and torch.equal(p1, p2)
+    _run(bench, "finetune", "cuda")
+    assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
 
 
 @pytest.mark.parametrize("net", ["mlp", "cifar_cnn", "resnet18"])
@@ -136,18 +156,22 @@ def test_every_method_runs_a_stream_end_to_end(net):
         assert np.isfinite(acc[1, :2]).all() and torch.isfinite(p).all(), m
 
 
-def test_a_grid_shares_the_gpu_between_workers_with_the_numbers_of_one_process(hparams_file, tmp_path):
+@pytest.mark.parametrize("compile", ["off", "on"])
+def test_a_grid_shares_the_gpu_between_workers_with_the_numbers_of_one_process(hparams_file, tmp_path, compile):
+    """Three worker processes or one: the same numbers, eager and compiled (CUDA graphs, each process compiling for
+    itself)."""
     from metacl_lite.lab.executors import check_plan
     from metacl_lite.lab.grid import run_experiment
 
     kw = dict(K=5, n_tasks=2, epochs=1, seeds=[0, 1], methods=["finetune", "pi-metacl-lambda"], show_progress=False,
-              device="cuda")
+              device="cuda", compile=compile)
     run_experiment("pmnist", out=tmp_path / "a.json", plan=check_plan("local", 3, 1), **kw)
     run_experiment("pmnist", out=tmp_path / "b.json", plan=check_plan("local", 1, 1), **kw)
     a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
     assert a["config"]["train"]["device"] == "cuda" and a["config"]["accelerator"] == accelerator("cuda")
     assert a["provenance"]["invocations"][0]["device"].startswith(f"cuda: {accelerator('cuda')}")
-    assert a["provenance"]["command"].endswith("--device cuda --out " + str(tmp_path / "a.json"))
+    assert a["provenance"]["command"].endswith(("--compile on " if compile == "on" else "") + "--device cuda --out "
+                                               + str(tmp_path / "a.json"))
     for section in ("runs", "references", "oracle"):
         assert {k: {f: v for f, v in u.items() if f != "wall_s"} for k, u in a[section].items()} == \
                {k: {f: v for f, v in u.items() if f != "wall_s"} for k, u in b[section].items()}

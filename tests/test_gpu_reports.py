@@ -26,6 +26,9 @@ def test_the_grid_is_set_beside_its_target_and_says_when_it_was_scaled():
     rows = [r.split(" | ")[0] for r in missed.splitlines() if r.startswith("| ") and "wall per unit" not in r]
     assert rows == ["| finetune", "| ewc", "| references (all tasks)", "| joint oracle"]  # the paper's order
     assert "(missed)" in gpu_grid_markdown(_doc()) and "(met)" in gpu_grid_markdown(_doc(1700.0, 5))
+    assert "8 worker processes sharing the GPU, task gradients eager: **5 seeds" in missed  # float32: nothing said
+    tf32 = gpu_bench_summary({**_doc(), "compile": "on", "precision": "tf32"})
+    assert "8 worker processes sharing the GPU, task gradients compiled (on), in TF32: **5 seeds" in tf32
 
 
 def test_durations_read_as_seconds_or_minutes():

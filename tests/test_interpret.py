@@ -171,6 +171,14 @@ def test_a_compiled_file_says_so():
     assert "compiled" not in I.interpretation_markdown(doc(paper_plus({})))
 
 
+def test_a_tf32_file_says_so():
+    text = I.interpretation_markdown(doc(paper_plus({}), config={"train": {"epochs": 5, "device": "cuda",
+                                                                           "precision": "tf32"}}))
+    assert ("Matrix products and convolutions in TF32 (`--precision tf32`, `config.train.precision`), not float32: "
+            "faster on a GPU, other numbers than a float32 run.") in text
+    assert "TF32" not in I.interpretation_markdown(doc(paper_plus({})))  # float32, and files made before the option
+
+
 def test_hparams_of_a_file_made_before_sources_and_options_were_recorded():
     acc = {"finetune": 50.0, "ewc": 51.0, "ewc-metacl-beta": 52.0, "ewc-metacl-lambda": 53.0}
     res = doc(acc, config={"method_hparams": {"ewc": {"beta": 100.0}, "ewc-metacl-beta": {"beta": 100.0},

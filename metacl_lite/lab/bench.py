@@ -275,7 +275,7 @@ def _grid_units(seeds: Sequence[int], methods: Sequence[str]):
 
 def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: Optional[int] = None,
               workers: Optional[int] = None, methods: Optional[Sequence[str]] = None, compile: str = "off",
-              out: Optional[Path] = None) -> dict:
+              out: Optional[Path] = None, precision: str = "float32") -> dict:
     """The whole grid of `suite` at its paper K (Permuted MNIST K = 20, CIFAR-100 K = 20, CUB K = 10) on a GPU, every
     unit at full size (all tasks and epochs): `seeds` seeds of every method, their references and oracle, as `workers`
     processes sharing the card. Permuted MNIST trains on the embedded data with the tuned beta/gamma (`run_experiment`);
@@ -284,8 +284,9 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     seeds and scales the wall time to `seeds` (every seed is the same work; the file says so). Writes `out` (default
     results/bench-<suite>-cuda.json, the file the README and the book read; another file for a variant such as
     `compile` "on", to compare before it replaces the default one) with each unit's own wall time, the device, the
-    determinism settings and the targets."""
-    from ..device import describe, determinism_settings, deterministic, kind, resolve
+    determinism settings and the targets. `precision`: "float32", or "tf32" (`TrainConfig.precision`: faster, other
+    numbers), recorded in the file."""
+    from ..device import describe, determinism_settings, deterministic, kind, resolve, set_precision
     from ..training import TrainConfig
     from .executors import check_plan, default_workers, run_all
     from .grid import Job, run_experiment, run_job
@@ -296,6 +297,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
 
         raise UsageError("bench --device cuda times the grids on a GPU; on the CPU use bench without --device")
     spec = get_spec(suite)
+    TrainConfig(device="cuda", precision=precision)  # an unknown precision: refused before any work
     K, _, target = GPU_TARGETS[suite]
     measured = min(seeds, measured_seeds or seeds)
     methods = list(methods or METHODS)
@@ -303,6 +305,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     out_file = check_bench_out(Path(out) if out is not None else default_out,
                                {"gpu": True, "methods": methods, "seeds": seeds})
     deterministic(where)
+    set_precision(precision, where)  # as every unit sets it: the file's determinism record says what they ran with
     workers = workers or default_workers(gpu=True)
     plan = check_plan("local", workers, 1)
     units: list[dict] = []
@@ -311,7 +314,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
         with tempfile.TemporaryDirectory() as d:
             out = Path(d) / "grid.json"
             run_experiment("pmnist", K, seeds=range(measured), methods=methods, out=out, show_progress=False,
-                           plan=plan, command=lambda c, o: "bench", compile=compile, device=where)
+                           plan=plan, command=lambda c, o: "bench", compile=compile, device=where,
+                           precision=precision)
             from .store import load_results
 
             doc = load_results(out)
@@ -322,7 +326,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
         data = "embedded Permuted MNIST, beta/gamma tuned at K = 20 (hparams.json)"
     else:
         jobs = [Job(u, suite, K, spec.n_tasks, "synthetic", {"random_init": True},
-                    TrainConfig(epochs=spec.epochs, compile=compile, device="cuda",
+                    TrainConfig(epochs=spec.epochs, compile=compile, device="cuda", precision=precision,
                                 **(SYNTHETIC_STRENGTH if u.kind == "run" else {})).to_dict(), device=where)
                 for u in _grid_units(range(measured), methods)]
 
@@ -349,6 +353,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     cmd += "" if measured == seeds else f" --measured-seeds {measured}"
     cmd += "" if workers == default_workers(gpu=True) else f" --workers {workers}"
     cmd += "" if compile == "off" else f" --compile {compile}"
+    cmd += "" if precision == "float32" else f" --precision {precision}"
     cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"
     if out_file.resolve() != default_out.resolve():
         from .provenance import relative_to_repo
@@ -358,7 +363,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     doc = {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": True, "K": K,
            "n_tasks": spec.n_tasks,
            "epochs": spec.epochs, "data": data, "synthetic": suite != "pmnist", "workers": workers,
-           "compile": compile, "seeds": seeds, "measured_seeds": measured, "methods": methods,
+           "compile": compile, "precision": precision, "seeds": seeds, "measured_seeds": measured, "methods": methods,
            "wall_s_measured": wall, "grid_s": grid_s, "target_s": target, "units": units,
            "determinism": determinism_settings(), "provenance": {**prov, "wall_s_total": wall}}
     write_json(out_file, doc)

@@ -86,6 +86,8 @@ def run_command(config: dict, out: Path, spec: Optional[BenchmarkSpec] = None) -
         cmd += f" --compile {config['train']['compile']}"
     if config["train"].get("device", "cpu") != spec.device:  # a file made on a GPU refuses CPU units, and vice versa
         cmd += f" --device {config['train'].get('device', 'cpu')}"
+    if config["train"].get("precision", "float32") != "float32":  # TF32 on a GPU: other numbers, refused when mixed
+        cmd += f" --precision {config['train']['precision']}"
     if config.get("gamma_control") is not None:
         cmd += f" --gamma {config['gamma_control']}"
     if config.get("data_source", "auto") != "auto":
@@ -378,7 +380,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                    weights: Optional[str] = None, random_init: bool = False,
                    command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None,
                    compile: str = "off", options: Optional[dict] = None, gamma: Optional[str] = None,
-                   redo: Sequence[str] = (), device: Optional[str] = None) -> dict:
+                   redo: Sequence[str] = (), device: Optional[str] = None, precision: str = "float32") -> dict:
     """Train every unit of the grid still missing from `out` and save each as it finishes.
 
     Everything is checked before any compute: the options, the output path, the data, the tuned beta/gamma of every
@@ -392,7 +394,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     method_hparams, written by default to `control_file`.
     `device`: auto, cpu, cuda or cuda:N (default: the benchmark's, `BenchmarkSpec.device`), resolved here before any
     work; its kind is recorded in config["train"]["device"] and the GPU model in config["accelerator"], so a file
-    refuses units trained on another kind of device or another GPU model.
+    refuses units trained on another kind of device or another GPU model. `precision`: `TrainConfig.precision`
+    ("float32", or "tf32" on a GPU: faster products and convolutions, other numbers), recorded in config["train"].
     `redo`: methods whose finished runs in `out` are discarded first and trained again (after their beta/gamma or
     options changed); the file records what was discarded (provenance.discarded)."""
     spec = get_spec(benchmark)  # resolved once: every check, lookup and unit below gets the spec, not the name
@@ -416,7 +419,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     absent = H.missing(spec, needed if gamma != "0" else [], K, hp)
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}")
-    options = {**check_options(options), "device": kind(where)}
+    options = {**check_options(options), "device": kind(where), "precision": precision}
     if gamma is None:
         cfgs = {m: H.method_config(spec, m, epochs, K, hp, compile=compile, **options) for m in methods}
         method_hp = {m: H.method_hparams(spec, m, K, hp) for m in methods}

@@ -61,8 +61,8 @@ TUNING_SEEDS = (100, 101)
 #: Half-decades searched on each side of the centre by a windowed search (`tune(around=K')`).
 WINDOW = 2
 #: Protocol fields that do not make a protocol other than the default one (`is_default`): the model options, the
-#: compiled task gradients, and a windowed search of the default lattice.
-NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator", "threads")
+#: compiled task gradients, where and how precisely the units ran, and a windowed search of the default lattice.
+NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator", "threads", "precision")
 
 #: Methods with a strength to tune (the nine regularised ones).
 TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
@@ -198,6 +198,8 @@ def tune_command(doc: dict, out: Path) -> str:
         cmd += f" --threads {p['threads']}"
     if p.get("device", "cpu") != get_spec(p["benchmark"]).device:
         cmd += f" --device {p.get('device', 'cpu')}"
+    if p.get("precision", "float32") != "float32":
+        cmd += f" --precision {p['precision']}"
     if (p.get("model") or {}).get("random_init"):
         cmd += " --random-init"
     return cmd + out_flag(out, default_tuning_out(p))
@@ -343,7 +345,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
          force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
          plan: Optional[Plan] = None, compile: str = "off", options: Optional[dict] = None,
          decided: bool = True, reuse: Optional[dict] = None, around: Optional[int] = None,
-         window: int = WINDOW, device: Optional[str] = None) -> dict:
+         window: int = WINDOW, device: Optional[str] = None, precision: str = "float32") -> dict:
     """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
 
     around: search each method in a window of the half-decade lattice (`window_grid`: `window` half-decades either
@@ -351,7 +353,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     like the full grid wherever the best value lies on an edge. The protocol records the centres' K, the window and
     every method's grid. compile: recorded in the protocol unless "off" (compiled and eager runs round differently).
     device: auto, cpu, cuda or cuda:N (default: the benchmark's); a GPU's kind and model are recorded in the protocol
-    (a file refuses units from another device, as from another compile setting).
+    (a file refuses units from another device, as from another compile setting). precision: `TrainConfig.precision`,
+    recorded in the protocol unless "float32" ("tf32" on a GPU only).
 
     Each method trains with the open choices decided for its regulariser (hparams.json "options", see `choices`)
     overridden by `options`; decided=False starts from the defaults instead (how `choices` tunes its variants). The
@@ -379,6 +382,9 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     where = resolve(spec.device if device is None else device)
     if kind(where) != "cpu":
         protocol["device"], protocol["accelerator"] = kind(where), accelerator(where)
+    TrainConfig(device=kind(where), precision=precision)  # "tf32" on the CPU: refused here, before any work
+    if precision != "float32":
+        protocol["precision"] = precision
     plan = plan or check_plan()
     if kind(where) == "cpu" and plan.threads != 1:  # another thread count sums in another order: other numbers
         protocol["threads"] = plan.threads
@@ -435,7 +441,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         param = H.strength_key(m)
         done = store.done("units")
         return [Job(Unit("run", s, m), spec, K, n, "auto", model,
-                    TrainConfig(epochs=protocol["epochs"], compile=compile, device=kind(where),
+                    TrainConfig(epochs=protocol["epochs"], compile=compile, device=kind(where), precision=precision,
                                 **protocol["method_options"][m], **{param: v}).to_dict(), split="val",
                     evaluate_rows="last", device=unit_device(plan, where))
                 for v in values for s in seeds if unit_key(m, param, v, s) not in done]

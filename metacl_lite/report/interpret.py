@@ -133,7 +133,8 @@ def hparams_used(res: dict) -> dict[str, Any]:
     `config.method_options` where the file has it (choices decided per regulariser), else the file-wide ones;
     `options_where`: "method_options", "train", or None when the file predates the options and they are the
     defaults the code then had), the γ control, if the file is one (`gamma_control`), and whether the task gradients
-    were compiled (`compile`: "off" in files that predate the option)."""
+    were compiled (`compile`: "off" in files that predate the option) and the precision of the products
+    (`precision`: "float32" in files that predate the option)."""
     cfg = res["config"]
     mh = cfg.get("method_hparams") or {}
     values = {m: dict(mh[m]) for m in _method_order() if mh.get(m)}
@@ -151,6 +152,7 @@ def hparams_used(res: dict) -> dict[str, Any]:
     return {"values": values, "sources": {m: src.get(m) for m in values}, "options": options,
             "method_options": method_options, "options_where": where, "options_recorded": where is not None,
             "gamma_control": cfg.get("gamma_control"), "compile": train.get("compile", "off"),
+            "precision": train.get("precision", "float32"),
             "tuning_K": SPECS[cfg["benchmark"]].tuning_K if cfg.get("benchmark") in SPECS else None}
 
 
@@ -326,6 +328,9 @@ def _hparams_sentences(h: dict, labels: dict[str, str]) -> list[str]:
     if h.get("compile", "off") != "off":
         out.append(f"Task gradients compiled (`--compile {h['compile']}`, `config.train.compile`): equal to eager "
                    f"ones within float rounding, not bit for bit.")
+    if h.get("precision", "float32") != "float32":
+        out.append(f"Matrix products and convolutions in {h['precision'].upper()} (`--precision {h['precision']}`, "
+                   f"`config.train.precision`), not float32: faster on a GPU, other numbers than a float32 run.")
     return out
 
 
