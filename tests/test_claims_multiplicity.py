@@ -326,8 +326,8 @@ def test_seeds_note_from_the_numbers():
     e5, e10 = C.detectable_effect(5), C.detectable_effect(10)
     h5, h10 = C.detectable_effect(5, 0.05 / 3), C.detectable_effect(10, 0.05 / 3)
     assert note.startswith("**What 5 seeds can and cannot show.**")
-    for part in ("0.0625 with 5 seeds and 0.00195 with 10 seeds: no such test of 5 seeds can reach 0.05; one of 10 "
-                 "seeds can reach 0.05 and even Holm's strictest level here, 0.05/3.",
+    for part in ("0.0625 with 5 seeds and 0.00195 with 10 seeds: no such test of 5 seeds can reach 0.05; such a test "
+                 "of 10 seeds, all agreeing, can reach 0.05 and even Holm's strictest level here, 0.05/3.",
                  "t = 2.78 at 5 seeds and t = 2.26 at 10 seeds",
                  f"{e5:.2f} s with 5 seeds and {e10:.2f} s with 10 seeds at level 0.05, and {h5:.2f} s with 5 seeds "
                  f"and {h10:.2f} s with 10 seeds at Holm's strictest level 0.05/3 (the largest family here has 3 "
