@@ -51,7 +51,8 @@ case "$PHASE" in
         --json results/compile-costs-resnet18-cuda.json
     ;;
   grids)
-    run $PY -m metacl_lite bench --suite pmnist --device cuda --compile on --out results/bench-pmnist-cuda-compile-on.json
+    run $PY -m metacl_lite bench --suite pmnist --device cuda --compile on \
+        --out results/bench-pmnist-cuda-compile-on.json
     run $PY -m metacl_lite bench --suite cifar100 --device cuda --compile on --measured-seeds 1 \
         --out results/bench-cifar100-cuda-compile-on.json
     ;;

@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad
 
+from .device import kind as device_kind
 from .errors import UsageError
 
 COMPILE_CHOICES = ("auto", "on", "off")
@@ -114,7 +115,7 @@ def use_compiled(choice: str, arch: str | None, kind: str, outer_steps: int, dev
             raise UsageError("compile='on' needs a C++ compiler for torch.compile (g++, or $CXX); install one "
                              "(e.g. `apt-get install g++`) or use compile='auto'/'off'")
         return True
-    cost = (CUDA_COSTS if _kind(device) == "cuda" else COSTS).get((arch, kind))
+    cost = (CUDA_COSTS if device_kind(device) == "cuda" else COSTS).get((arch, kind))
     if cost is None or outer_steps * cost.saving_s <= cost.compile_s:
         return False
     if not have_compiler():
@@ -153,12 +154,12 @@ class CompiledSteps:
     never used: every parameter and buffer is passed in), so that every model with this body reuses the compiled
     code instead of recompiling for each new model object."""
 
-    def __init__(self, body: nn.Module, device_kind: str = "cpu"):
+    def __init__(self, body: nn.Module, kind: str = "cpu"):
         cache_dir()
         template = copy.deepcopy(body).train()
-        self.options = dict(MODES[device_kind])
-        self.graphs = bool(self.options.get("triton.cudagraphs"))
-        opts = dict(fullgraph=True, dynamic=False, options=self.options)
+        options = dict(MODES[kind])
+        self.graphs = bool(options.get("triton.cudagraphs"))
+        opts = dict(fullgraph=True, dynamic=False, options=options)
         self._metacl_steps = torch.compile(
             lambda alpha, bundle_size, *a: _metacl_steps(template, alpha, bundle_size, *a), **opts)
         self._plain_grad = torch.compile(lambda *a: _grad_loss(template, *a), **opts)
@@ -180,16 +181,12 @@ class CompiledSteps:
 _STEPS: dict[tuple[str, str], CompiledSteps] = {}
 
 
-def _kind(device) -> str:
-    return "cuda" if str(device).startswith("cuda") else "cpu"
-
-
 def compiled_steps(model: nn.Module) -> CompiledSteps:
     """The compiled steps of the model's body on the model's device kind (one set per architecture and kind)."""
-    device_kind = _kind(next(model.parameters()).device)
-    key = (repr(model.body), device_kind)
+    where = device_kind(next(model.parameters()).device)
+    key = (repr(model.body), where)
     if key not in _STEPS:
-        _STEPS[key] = CompiledSteps(model.body, device_kind)
+        _STEPS[key] = CompiledSteps(model.body, where)
     return _STEPS[key]
 
 

@@ -117,12 +117,21 @@ def deterministic(device: str) -> None:
         torch.cuda.set_device(torch.device(device))
 
 
+def check_precision(precision: str, device: str = "cuda") -> None:
+    """A UsageError, before any work, for a precision that is not in `PRECISIONS` or that `device` cannot compute
+    in (the CPU computes in float32 only)."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"precision={precision!r} is not an option; choose one of {', '.join(PRECISIONS)}")
+    if precision != "float32" and kind(device) != "cuda":
+        raise UsageError(f"precision={precision!r} (--precision) needs a GPU (--device cuda): the CPU computes in "
+                         f"float32 only; leave --precision out there")
+
+
 def set_precision(precision: str, device: str) -> None:
     """The precision of a run's matrix products and convolutions (`PRECISIONS`), set at the start of every unit (a
     worker process may train units of several files). On the CPU only "float32" exists (`TrainConfig` refuses
     "tf32" there), so nothing changes."""
-    if precision not in PRECISIONS:
-        raise UsageError(f"precision={precision!r} is not an option; choose one of {', '.join(PRECISIONS)}")
+    check_precision(precision)
     if kind(device) != "cuda":
         return
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"

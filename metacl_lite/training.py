@@ -25,7 +25,7 @@ from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
 from . import compiled
-from .device import DEVICE_KINDS, PRECISIONS, benchmark_on, set_precision
+from .device import DEVICE_KINDS, benchmark_on, check_precision, set_precision
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .streams import Benchmark, Experience
 from .errors import UsageError
@@ -62,14 +62,11 @@ class TrainConfig:
 
     def __post_init__(self):
         for name, allowed in (("omega_accumulate", OMEGA_ACCUMULATE), ("omega_normalise", OMEGA_NORMALISE),
-                              ("compile", compiled.COMPILE_CHOICES), ("device", DEVICE_KINDS),
-                              ("precision", PRECISIONS)):
+                              ("compile", compiled.COMPILE_CHOICES), ("device", DEVICE_KINDS)):
             if getattr(self, name) not in allowed:
                 raise UsageError(f"{name}={getattr(self, name)!r} is not an option; choose one of "
                                  f"{', '.join(allowed)}")
-        if self.precision != "float32" and self.device != "cuda":
-            raise UsageError(f"precision={self.precision!r} (--precision) needs a GPU (--device cuda): the CPU "
-                             f"computes in float32 only; leave --precision out there")
+        check_precision(self.precision, self.device)
 
     def to_dict(self) -> dict:
         return asdict(self)

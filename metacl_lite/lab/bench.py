@@ -286,7 +286,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     `compile` "on", to compare before it replaces the default one) with each unit's own wall time, the device, the
     determinism settings and the targets. `precision`: "float32", or "tf32" (`TrainConfig.precision`: faster, other
     numbers), recorded in the file."""
-    from ..device import describe, determinism_settings, deterministic, kind, resolve, set_precision
+    from ..device import (check_precision, describe, determinism_settings, deterministic, kind, resolve,
+                          set_precision)
     from ..training import TrainConfig
     from .executors import check_plan, default_workers, run_all
     from .grid import Job, run_experiment, run_job
@@ -297,7 +298,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
 
         raise UsageError("bench --device cuda times the grids on a GPU; on the CPU use bench without --device")
     spec = get_spec(suite)
-    TrainConfig(device="cuda", precision=precision)  # an unknown precision: refused before any work
+    check_precision(precision, where)  # an unknown precision: refused before any work
     K, _, target = GPU_TARGETS[suite]
     measured = min(seeds, measured_seeds or seeds)
     methods = list(methods or METHODS)

@@ -22,7 +22,7 @@ from .. import benchmarks as D
 from ..datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
-from ..device import accelerator, kind, resolve
+from ..device import accelerator, check_precision, kind, resolve
 from ..errors import UsageError
 from ..errors import UnitsFailed
 from .executors import Plan, check_plan, run_all, unit_device
@@ -382,7 +382,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     where = resolve(spec.device if device is None else device)
     if kind(where) != "cpu":
         protocol["device"], protocol["accelerator"] = kind(where), accelerator(where)
-    TrainConfig(device=kind(where), precision=precision)  # "tf32" on the CPU: refused here, before any work
+    check_precision(precision, where)  # "tf32" on the CPU: refused here, before any work
     if precision != "float32":
         protocol["precision"] = precision
     plan = plan or check_plan()

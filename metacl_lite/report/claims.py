@@ -877,8 +877,8 @@ def seeds_note(rows: Sequence[dict], more: int = 10, alpha: float = ALPHA, power
     def reach(k: int) -> str:
         if sign[k] >= alpha:
             return f"no such test of {k} seeds can reach {alpha:g}"
-        return f"such a test of {k} seeds, all agreeing, can reach {alpha:g}" + (f" but not {holm_floor}" if sign[k] >= alpha / m else
-                                                          f" and even {holm_floor}")
+        floor = f" but not {holm_floor}" if sign[k] >= alpha / m else f" and even {holm_floor}"
+        return f"such a test of {k} seeds, all agreeing, can reach {alpha:g}" + floor
 
     return (
         f"**What {n} seeds can and cannot show.** Every p-value and interval here comes from the t-test, which "

@@ -44,7 +44,8 @@ def gpu_bench_summary(b: dict) -> str:
         f"Whole grid at K = {b['K']} ({len(b['methods'])} methods, the references and the oracle; {b['n_tasks']} tasks "
         f"× {b['epochs']} epochs) on {b['data']}, {b['workers']} worker processes sharing the GPU, task gradients "
         f"{'eager' if b['compile'] == 'off' else 'compiled (' + b['compile'] + ')'}"
-        f"{'' if b.get('precision', 'float32') == 'float32' else ', in ' + b['precision'].upper()}: **{b['seeds']} seeds in "
+        f"{'' if b.get('precision', 'float32') == 'float32' else ', in ' + b['precision'].upper()}: "
+        f"**{b['seeds']} seeds in "
         f"{duration(b['grid_s'])}**" + scaled_note(b) + f"; target on one H100: {duration(b['target_s'])} {'✓' if ok else '✗'}."
         + (f" {prov['note']}" if prov.get("note") else ""), "", *rows])
 

@@ -110,7 +110,6 @@ def _gap_cells(r: dict[str, Any]) -> tuple[str, str, str]:
 
 def _targets_wide(rows: list[dict[str, Any]]) -> str:
     """The table of `target_rows` in one table of eight columns, each gap marked ✓ (target met) or ✗."""
-
     lines = [f"| K | Seeds | β/γ tuned at this K | mean \\|ours − paper\\| ACC (≤ {TARGET_ACC_GAP:g}) | largest "
              f"\\|ours − paper\\| FA of a regularised method (< {TARGET_FA_GAP:g}) | ACC rows outside our interval: "
              f"ours above / below the paper | Spearman ρ | tuned values interior |",
