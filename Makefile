@@ -26,7 +26,7 @@ system-deps:
 	bash data_scripts/system_deps.sh
 
 test: $(STAMP) mnist-raw system-deps
-	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q -m "not gpu"
+	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q -m "not gpu" --durations=30
 
 # On a machine with a CUDA GPU: the GPU tests (tests/test_gpu.py), written with provenance to results/gpu-check.json.
 test-gpu: $(STAMP)

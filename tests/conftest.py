@@ -3,7 +3,12 @@ import functools
 import http.server
 import json
 import os
+import shutil
+import subprocess
+import sys
 import threading
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -57,3 +62,39 @@ def fake_units(monkeypatch):
 
     monkeypatch.setattr(G, "execute_unit", fake)
     return calls
+
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The reproduction page's live-run setting, and what the book built by the tests sets instead.
+LIVE_DEFAULT, LIVE_QUICK = "quick = False  # smoke run", "quick = True  # smoke run"
+
+
+class BookBuild(NamedTuple):
+    result: subprocess.CompletedProcess  # jupyter-book's exit code and output
+    html: Path  # the built site
+    executed: Path  # MyST-NB's executed notebooks and their glue records (<page>.glue.json)
+
+
+def build_book(src: Path, out: Path) -> subprocess.CompletedProcess:
+    """`jupyter-book build` as `make book` runs it (warnings as errors), into `out`."""
+    jb = str(Path(sys.executable).parent / "jupyter-book")
+    return subprocess.run([jb, "build", str(src), "--path-output", str(out), "--warningiserror", "--builder", "html"],
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def book_build(tmp_path_factory) -> BookBuild:
+    """The whole book, built once per test session with every page executed, as `make book` builds it, except that
+    the reproduction page's live run is its quick one (3 tasks of 1 epoch instead of the paper's stream: four minutes
+    less on a 2-core CPU; the full-size run is the same code on more data, and `make book` runs it). The copy sits
+    beside a link to the package, for chapter 5's listings of its source. Tests of what a chapter computes read the
+    executed pages' glued values from here instead of executing the chapter a second time."""
+    tmp = tmp_path_factory.mktemp("book")
+    shutil.copytree(ROOT / "book", tmp / "book", ignore=shutil.ignore_patterns("_build", ".jupyter_cache"))
+    (tmp / "metacl_lite").symlink_to(ROOT / "metacl_lite", target_is_directory=True)
+    page = tmp / "book" / "reproduce" / "benchmark.md"
+    text = page.read_text()
+    assert text.count(LIVE_DEFAULT) == 1, f"{page.name}: its parameters cell no longer says {LIVE_DEFAULT!r}"
+    page.write_text(text.replace(LIVE_DEFAULT, LIVE_QUICK))
+    out = tmp / "out"
+    return BookBuild(build_book(tmp / "book", out), out / "_build" / "html", out / "_build" / "jupyter_execute")

@@ -420,14 +420,14 @@ def test_cub_cli_needs_weights_or_explicit_random_init(cub, tmp_path, monkeypatc
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
     out = tmp_path / "cub.json"
     base = ["run", "--benchmark", "cub", "--K", "1", "--n-tasks", "2", "--epochs", "1", "--seeds", "1",
-            "--methods", "finetune,metacl", "--out", str(out), "--no-progress"]
+            "--methods", "finetune", "--out", str(out), "--no-progress"]  # (test_methods_run_on_cub_fixture: the rest)
     assert main(base) == 2
     assert "weights not found" in capsys.readouterr().err and not out.exists()
     assert main(base + ["--random-init"]) == 0
     import json
     res = json.loads(out.read_text())
     assert res["config"]["model"] == {"weights": None, "random_init": True}
-    assert set(res["runs"]) == {"finetune/0", "metacl/0"} and len(res["references"]["0"]["acc"]) == 2
+    assert set(res["runs"]) == {"finetune/0"} and len(res["references"]["0"]["acc"]) == 2
 
 
 @pytest.mark.slow

@@ -131,6 +131,24 @@ def test_grid():
         expand_grid({"K": 20}, ["K=50"])
 
 
+def test_glued_values_read_a_notebook_and_a_book_builds_glue_record(tmp_path):
+    """papermill leaves glued values in the notebook's outputs; a book build moves them to <page>.glue.json."""
+    def out(name, text, prefix="application/papermill.record/"):
+        return {"output_type": "display_data", "metadata": {"scrapbook": {"name": name, "mime_prefix": prefix}},
+                "data": {prefix + "text/plain": text}}
+
+    nb = {"cells": [{"cell_type": "code", "outputs": [out("n", "200"), out("s", "'69\u202f322'"),
+                                                      {"output_type": "stream", "text": "x"}]}]}
+    (tmp_path / "p.ipynb").write_text(json.dumps(nb))
+    record = {"n": out("n", "200", prefix=""), "s": out("s", "'69\u202f322'", prefix=""),
+              "fig": {"output_type": "display_data", "metadata": {"scrapbook": {"name": "fig", "mime_prefix": ""}},
+                      "data": {"text/plain": "<Figure size 600x500 with 1 Axes>", "image/png": "iVBOR"}}}
+    (tmp_path / "p.glue.json").write_text(json.dumps(record))
+    assert glued_values(tmp_path / "p.ipynb") == {"n": 200, "s": "69\u202f322"}
+    assert glued_values(tmp_path / "p.glue.json") == {"n": 200, "s": "69\u202f322",
+                                                      "fig": "<Figure size 600x500 with 1 Axes>"}
+
+
 def test_tag():
     assert tag({"seeds": 1, "K": 20}) == "K20-seeds1"
     assert tag({}) == "defaults"
@@ -267,33 +285,46 @@ def _first_epoch_accuracy_finetune(n_tasks: int, seeds: int) -> float:
     return sum(first) / len(first)
 
 
-#: chapter -> (parameters, check of its glued values); chapters that glue nothing must still glue nothing.
+#: chapter -> check of its glued values, as the book build executed it; chapters that glue nothing must glue nothing.
 CHAPTERS = {
-    "01_problem": ({}, lambda g: g["n_train_task"] == 200 and g["n_test_task"] == 10000),
-    "02_forgetting": ({}, lambda g: set(g) == {"fig_omega_share"}),
-    "03_dynamic_balance": ({}, lambda g: _num(g["max_err_random"]) < 1e-6 and _num(g["max_err_real"]) < 1e-6
-                           and g["n_params"] == "269\u202f322"
-                           and g["widget_start"] == "angle 140°, |g2| = 1.50, β = 0.60, γ = 0.00"),
-    "04_adaptation": ({}, lambda g: abs(_num(g["slope1"]) - 1) < 0.1 and abs(_num(g["slope2"]) - 2) < 0.2
-                      and _num(g["identity_err"]) < 1e-12),
-    "05_algorithms": ({}, lambda g: g == {}),
-    "06_metrics": ({}, lambda g: math.isclose(_num(g["ex_ACC"]), 72.67) and math.isclose(_num(g["ex_BT"]), -8.5)
-                   and math.isclose(_num(g["ex_FA"]), 0.67) and g["ex_curve"] == "90.0, 82.5 and 72.7"
-                   and (g["t_3seeds"], g["ci_3seeds"]) == ("4.30", "2.48")),
-    # MetaCL-lambda keeps <g2, gx> <= 90 degrees by construction (Eqs. 5-6); the speed number is recomputed here
-    "08_analysis": ({"speed_tasks": 2, "speed_seeds": 2, "angle_K": 20, "angle_tasks": 3, "angle_seeds": 2},
-                    lambda g: _num(g["angle_g2_lambda_max"]) <= 90.0 + 1e-6
-                    and abs(_num(g["speed_ft_epoch1"]) - _first_epoch_accuracy_finetune(2, 2)) <= 0.1),
+    "01_problem": lambda g: g["n_train_task"] == 200 and g["n_test_task"] == 10000,
+    "02_forgetting": lambda g: set(g) == {"fig_omega_share"},
+    "03_dynamic_balance": lambda g: (_num(g["max_err_random"]) < 1e-6 and _num(g["max_err_real"]) < 1e-6
+                                     and g["n_params"] == "269\u202f322"
+                                     and g["widget_start"] == "angle 140°, |g2| = 1.50, β = 0.60, γ = 0.00"),
+    "04_adaptation": lambda g: (abs(_num(g["slope1"]) - 1) < 0.1 and abs(_num(g["slope2"]) - 2) < 0.2
+                                and _num(g["identity_err"]) < 1e-12),
+    "05_algorithms": lambda g: g == {},
+    "06_metrics": lambda g: (math.isclose(_num(g["ex_ACC"]), 72.67) and math.isclose(_num(g["ex_BT"]), -8.5)
+                             and math.isclose(_num(g["ex_FA"]), 0.67) and g["ex_curve"] == "90.0, 82.5 and 72.7"
+                             and (g["t_3seeds"], g["ci_3seeds"]) == ("4.30", "2.48")),
 }
+
+
+def book_glue(executed: Path, page: str) -> dict:
+    """What a page of the session's book build glued (conftest's `book_build`; nothing if it glued nothing)."""
+    assert (executed / f"{page}.ipynb").exists(), f"{page} was not executed by the book build"
+    record = executed / f"{page}.glue.json"
+    return glued_values(record) if record.exists() else {}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
-def test_chapter_executes(chapter, tmp_path):
-    params, check = CHAPTERS[chapter]
-    out = run_notebook(ROOT / "book" / "chapters" / f"{chapter}.md", params, tmp_path)
+def test_chapter_computes_what_its_text_says(chapter, book_build):
+    """Read from the book build (each chapter executed once per session, there)."""
+    g = book_glue(book_build.executed, f"chapters/{chapter}")
+    assert CHAPTERS[chapter](g), g
+
+
+@pytest.mark.slow
+def test_analysis_chapter_executes_with_small_runs(tmp_path):
+    """Chapter 8 with its parameters: live runs of both streams, small. MetaCL-lambda keeps <g2, gx> <= 90 degrees
+    by construction (Eqs. 5-6); the speed number is recomputed here."""
+    small = {"speed_tasks": 2, "speed_seeds": 2, "angle_K": 20, "angle_tasks": 3, "angle_seeds": 2}
+    out = run_notebook(ROOT / "book" / "chapters" / "08_analysis.md", small, tmp_path)
     g = glued_values(out)
-    assert check(g), g
+    assert _num(g["angle_g2_lambda_max"]) <= 90.0 + 1e-6, g
+    assert abs(_num(g["speed_ft_epoch1"]) - _first_epoch_accuracy_finetune(2, 2)) <= 0.1, g
 
 
 @pytest.mark.slow

@@ -287,19 +287,25 @@ def run_cli(notebook: Path, params: list[tuple[str, str]], grid: list[str], out_
 
 
 def glued_values(ipynb: Path) -> dict[str, Any]:
-    """The values a notebook recorded with myst_nb's `glue` (for tests that assert on what a chapter computed)."""
-    nb = json.loads(Path(ipynb).read_text())
+    """The values a notebook recorded with myst_nb's `glue` (for tests that assert on what a chapter computed): from
+    an executed notebook (papermill's), or from the `<page>.glue.json` record a book build leaves beside its
+    executed copy of the page (MyST-NB moves the glued outputs there)."""
+    doc = json.loads(Path(ipynb).read_text())
+    if Path(ipynb).name.endswith(".glue.json"):
+        outputs = list(doc.values())
+    else:
+        outputs = [o for cell in doc["cells"] for o in cell.get("outputs", [])]
     out: dict[str, Any] = {}
-    for cell in nb["cells"]:
-        for o in cell.get("outputs", []):
-            sb = o.get("metadata", {}).get("scrapbook", {})
-            key = sb.get("mime_prefix", "") + "text/plain"
-            if sb.get("name") is not None and key in o.get("data", {}):
-                name, txt = sb["name"], "".join(o["data"][key])
-                try:
-                    out[name] = ast.literal_eval(txt)
-                except (ValueError, SyntaxError):
-                    out[name] = txt
+    for o in outputs:
+        sb = o.get("metadata", {}).get("scrapbook", {})
+        data = o.get("data", {})
+        key = next((k for k in (sb.get("mime_prefix", "") + "text/plain", "text/plain") if k in data), None)
+        if sb.get("name") is not None and key is not None:
+            name, txt = sb["name"], "".join(data[key])
+            try:
+                out[name] = ast.literal_eval(txt)
+            except (ValueError, SyntaxError):
+                out[name] = txt
     return out
 
 
