@@ -32,6 +32,8 @@ The browser is driven through the DevTools protocol over a pipe (--remote-debugg
     make book && python data_scripts/check_book_browser.py [--html book/_build/html] [--chrome chromium]
 """
 import argparse
+import concurrent.futures
+import contextlib
 import functools
 import http.server
 import json
@@ -428,20 +430,34 @@ def pages(html: Path) -> list[str]:
                   if p.relative_to(html).parts[0] not in skip)
 
 
-def check_book(html: Path, chrome_path: str, only: list[str] | None = None) -> list[PageReport]:
-    """Check every page (or the pages in `only`, relative to `html`) in one browser."""
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
-        chrome = Chrome(chrome_path, profile)  # started before the server thread: it forks
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                                 functools.partial(_QuietHandler, directory=str(html)))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+def check_book(html: Path, chrome_path: str, only: list[str] | None = None, browsers: int = 3) -> list[PageReport]:
+    """Check every page (or the pages in `only`, relative to `html`), in page order, spread over `browsers`
+    Chromium instances that run side by side (a page's check is mostly waiting for it to settle; each browser checks
+    its pages one at a time, each page in its own tab, so the reports do not depend on how they are spread)."""
+    rels = list(only or pages(html))
+    n = max(1, min(browsers, len(rels)))
+    with contextlib.ExitStack() as stack:
+        profiles = [stack.enter_context(tempfile.TemporaryDirectory(ignore_cleanup_errors=True)) for _ in range(n)]
+        chromes = []
         try:
-            base = f"http://127.0.0.1:{server.server_address[1]}/"
-            return [check_page(chrome, base + rel, rel) for rel in (only or pages(html))]
+            for profile in profiles:  # all started before any thread: Popen's preexec_fn is not safe beside threads
+                chromes.append(Chrome(chrome_path, profile))
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                                     functools.partial(_QuietHandler, directory=str(html)))
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            try:
+                base = f"http://127.0.0.1:{server.server_address[1]}/"
+                shares = [rels[i::n] for i in range(n)]
+                with concurrent.futures.ThreadPoolExecutor(n) as pool:
+                    done = pool.map(lambda c, share: [check_page(c, base + rel, rel) for rel in share], chromes, shares)
+                    by_page = {r.page: r for reports in done for r in reports}
+                return [by_page[rel] for rel in rels]
+            finally:
+                server.shutdown()
+                server.server_close()
         finally:
-            server.shutdown()
-            server.server_close()
-            chrome.close()
+            for chrome in chromes:
+                chrome.close()
 
 
 def find_chrome() -> str:
@@ -455,11 +471,12 @@ def main(argv=None) -> int:
     p.add_argument("--chrome", default=find_chrome())
     p.add_argument("--page", action="append", help="check only this page (relative to --html); repeatable")
     p.add_argument("--json", type=Path, help="also write the per-page reports here")
+    p.add_argument("--browsers", type=int, default=3, help="Chromium instances checking pages side by side (default 3)")
     a = p.parse_args(argv)
     if not (a.html / "index.html").exists():
         print(f"no built book in {a.html}; run `make book` first", file=sys.stderr)
         return 2
-    reports = check_book(a.html, a.chrome, a.page)
+    reports = check_book(a.html, a.chrome, a.page, a.browsers)
     for r in reports:
         print(f"{'ok  ' if r.ok else 'FAIL'} {r.page}: {len(r.console_errors)} console errors, "
               f"{len(r.console_warnings)} console warnings, "

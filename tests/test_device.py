@@ -290,13 +290,17 @@ def test_a_tf32_file_records_it_refuses_float32_units_and_its_command_names_it(f
                          **TINY)
 
 
-def test_a_tf32_tuning_records_it_in_its_protocol_and_command():
+def test_a_tf32_tuning_records_it_and_is_not_the_default_protocol():
     from metacl_lite.lab import tuning as T
 
-    p = {**T.default_protocol("pmnist", 20), "device": "cuda", "accelerator": "GPU X", "precision": "tf32"}
-    assert T.is_default(p)  # where and how precisely the units ran is no other protocol, as for the device
-    assert T.tune_command({"protocol": p, "methods": list(T.TUNABLE)}, T.default_tuning_out(p)).endswith(
-        "--device cuda --precision tf32")
+    gpu = {**T.default_protocol("pmnist", 20), "device": "cuda", "accelerator": "GPU X"}
+    assert T.is_default(gpu) and T.is_default({**gpu, "precision": "float32"})  # where it ran is no other protocol
+    p = {**gpu, "precision": "tf32"}
+    assert not T.is_default(p)  # values chosen on TF32's numbers: not hparams.json's unless asked (--write-hparams)
+    out = T.default_tuning_out(p)
+    assert out.parent.name == "runs" and out.name.startswith("tuning-pmnist-K20-")
+    assert T.tune_command({"protocol": p, "methods": list(T.TUNABLE)}, out).endswith(
+        "--device cuda --precision tf32")  # (that file is where this command writes by default)
 
 
 def test_the_cli_offers_the_precisions_the_device_module_knows():

@@ -61,8 +61,10 @@ TUNING_SEEDS = (100, 101)
 #: Half-decades searched on each side of the centre by a windowed search (`tune(around=K')`).
 WINDOW = 2
 #: Protocol fields that do not make a protocol other than the default one (`is_default`): the model options, the
-#: compiled task gradients, where and how precisely the units ran, and a windowed search of the default lattice.
-NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator", "threads", "precision")
+#: compiled task gradients, where the units ran, and a windowed search of the default lattice. The precision is not
+#: among them: a TF32 tuning chose its values on other numbers, so it is not the default protocol (its own file under
+#: runs/, and hparams.json only with --write-hparams).
+NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator", "threads")
 
 #: Methods with a strength to tune (the nine regularised ones).
 TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
@@ -157,7 +159,10 @@ def is_default(protocol: dict) -> bool:
     """Whether a protocol is the default one of its benchmark and K (`default_protocol`), searched on the full grid or
     in a window of it; such a file is results/tuning-<b>-K<K>.json and writes hparams.json."""
     b, K = protocol["benchmark"], protocol["K"]
-    return {k: v for k, v in protocol.items() if k not in NOT_PROTOCOL_CHOICES} == default_protocol(b, K)
+    rest = {k: v for k, v in protocol.items() if k not in NOT_PROTOCOL_CHOICES}
+    if rest.pop("precision", "float32") != "float32":  # float32 is the default, recorded or not
+        return False
+    return rest == default_protocol(b, K)
 
 
 def protocol_tag(protocol: dict) -> str:
