@@ -32,7 +32,7 @@ test: $(STAMP) mnist-raw system-deps
 test-gpu: $(STAMP)
 	METACL_LITE_PROGRESS=0 $(PY) data_scripts/gpu_check.py
 
-# For development: the unit tests only (no book build, no notebooks, no training of real streams), under a minute.
+# For development: the unit tests only (no book build, no notebooks, no training of real streams), a few minutes.
 test-fast: $(STAMP)
 	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q -m "not slow and not gpu"
 
