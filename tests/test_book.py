@@ -16,6 +16,7 @@ VENDOR = ROOT / "book" / "_vendor" / "_static"  # served as _static/ (see _confi
 sys.path.insert(0, str(ROOT / "data_scripts"))
 from check_book_browser import _console_warnings, check_book, find_chrome  # noqa: E402
 from check_offline_book import duplicate_assets, static_check  # noqa: E402
+import book_code_stamp  # noqa: E402
 from conftest import build_book  # noqa: E402
 
 
@@ -277,3 +278,36 @@ def test_browser_check_catches_each_failure(tmp_path):
                  "widget_twice.html", "chapters/03_dynamic_balance.html", "warn.html", "dollar.html", "bullets.html",
                  "table_wide.html", "table_phone.html", "alt.html", "caption.html"):
         assert len(found[page]) == 1, (page, found[page])  # only the failure the page was made for
+
+
+def test_a_build_made_with_other_package_code_is_removed_before_the_next(tmp_path):
+    """make book: the execution cache keys a page on its own cells, so a change to the package behind an unchanged
+    page must clear the build (book_code_stamp check), or the page would keep the old code's outputs."""
+    pkg, build = tmp_path / "pkg", tmp_path / "_build"
+    (pkg / "report").mkdir(parents=True)
+    (pkg / "report" / "claims.py").write_text("ALPHA = 0.05\n")
+    (pkg / "hparams.json").write_text("{}")
+    stamp = book_code_stamp
+    assert stamp.check(build, pkg) is None  # nothing built yet
+    (build / ".jupyter_cache").mkdir(parents=True)
+    assert "no record of the package code" in stamp.check(build, pkg) and not build.exists()  # built by hand
+    stamp.write(build, pkg)
+    (build / ".jupyter_cache").mkdir()
+    (pkg / "report" / "__pycache__").mkdir()
+    (pkg / "report" / "__pycache__" / "claims.cpython-311.pyc").write_bytes(b"\0")  # bytecode does not count
+    assert stamp.check(build, pkg) is None and (build / ".jupyter_cache").exists()
+    for change in (lambda: (pkg / "report" / "claims.py").write_text("ALPHA = 0.10\n"),
+                   lambda: (pkg / "hparams.json").write_text('{"pmnist": {}}'),  # data files count
+                   lambda: (pkg / "report" / "new.py").write_text("")):
+        stamp.write(build, pkg)
+        change()
+        assert stamp.check(build, pkg) == f"pkg's code has changed since {build} was built"
+        assert not build.exists()
+
+
+def test_make_book_checks_the_code_stamp_before_and_writes_it_after_the_build():
+    recipe = (ROOT / "Makefile").read_text().split("\nbook: ")[1].split("\n\n")[0].splitlines()
+    steps = [line.strip() for line in recipe[1:]]
+    build = next(i for i, line in enumerate(steps) if "jupyter-book build book" in line)
+    assert steps[build - 1].endswith("data_scripts/book_code_stamp.py check")
+    assert steps[build + 1].endswith("data_scripts/book_code_stamp.py write")
