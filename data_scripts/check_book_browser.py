@@ -473,6 +473,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, help="also write the per-page reports here")
     p.add_argument("--browsers", type=int, default=3, help="Chromium instances checking pages side by side (default 3)")
     a = p.parse_args(argv)
+    if a.browsers < 1:
+        print(f"--browsers {a.browsers}: give 1 or more", file=sys.stderr)
+        return 2
     if not (a.html / "index.html").exists():
         print(f"no built book in {a.html}; run `make book` first", file=sys.stderr)
         return 2

@@ -311,3 +311,12 @@ def test_make_book_checks_the_code_stamp_before_and_writes_it_after_the_build():
     build = next(i for i, line in enumerate(steps) if "jupyter-book build book" in line)
     assert steps[build - 1].endswith("data_scripts/book_code_stamp.py check")
     assert steps[build + 1].endswith("data_scripts/book_code_stamp.py write")
+
+
+def test_browser_check_script_refuses_a_bad_browser_count_and_a_missing_book(tmp_path, capsys):
+    import check_book_browser
+
+    assert check_book_browser.main(["--browsers", "0", "--html", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "--browsers 0: give 1 or more\n"
+    assert check_book_browser.main(["--html", str(tmp_path)]) == 2
+    assert "no built book" in capsys.readouterr().err
