@@ -74,6 +74,14 @@ class BookBuild(NamedTuple):
     html: Path  # the built site
     executed: Path  # MyST-NB's executed notebooks and their glue records (<page>.glue.json)
 
+    def glue(self, page: str) -> dict:
+        """What a page ("chapters/07_claims") glued in this build; nothing if it glued nothing."""
+        from metacl_lite.report.notebooks import glued_values
+
+        assert (self.executed / f"{page}.ipynb").exists(), f"{page} was not executed by the book build"
+        record = self.executed / f"{page}.glue.json"
+        return glued_values(record) if record.exists() else {}
+
 
 def build_book(src: Path, out: Path) -> subprocess.CompletedProcess:
     """`jupyter-book build` as `make book` runs it (warnings as errors), into `out`."""

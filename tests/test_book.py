@@ -4,7 +4,6 @@ and within the page at 1280 and 390 px, no list markers inside a paragraph, tabl
 with real alt text in a captioned, numbered figure, chapter 3's widget rendered once, no external request."""
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,10 +17,6 @@ from check_book_browser import _console_warnings, check_book, find_chrome  # noq
 from check_offline_book import duplicate_assets, static_check  # noqa: E402
 import book_code_stamp  # noqa: E402
 from conftest import build_book  # noqa: E402
-
-
-def _build(src: Path, tmp: Path) -> subprocess.CompletedProcess:
-    return build_book(src, tmp / "out")
 
 
 @pytest.mark.slow
@@ -104,10 +99,10 @@ def _mini_book(tmp: Path, page_body: str) -> Path:
 
 @pytest.mark.slow
 def test_failing_cell_fails_the_build(tmp_path):
-    ok = _build(_mini_book(tmp_path / "a", "```{code-cell} ipython3\nx = 1 + 1\n```\n"), tmp_path / "a")
+    ok = build_book(_mini_book(tmp_path / "a", "```{code-cell} ipython3\nx = 1 + 1\n```\n"), tmp_path / "a" / "out")
     assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
-    bad = _build(_mini_book(tmp_path / "b", "```{code-cell} ipython3\nraise RuntimeError('boom')\n```\n"),
-                 tmp_path / "b")
+    bad = build_book(_mini_book(tmp_path / "b", "```{code-cell} ipython3\nraise RuntimeError('boom')\n```\n"),
+                     tmp_path / "b" / "out")
     assert bad.returncode != 0
 
 
@@ -287,21 +282,20 @@ def test_a_build_made_with_other_package_code_is_removed_before_the_next(tmp_pat
     (pkg / "report").mkdir(parents=True)
     (pkg / "report" / "claims.py").write_text("ALPHA = 0.05\n")
     (pkg / "hparams.json").write_text("{}")
-    stamp = book_code_stamp
-    assert stamp.check(build, pkg) is None  # nothing built yet
+    assert book_code_stamp.check(build, pkg) is None  # nothing built yet
     (build / ".jupyter_cache").mkdir(parents=True)
-    assert "no record of the package code" in stamp.check(build, pkg) and not build.exists()  # built by hand
-    stamp.write(build, pkg)
+    assert "no record of the package code" in book_code_stamp.check(build, pkg) and not build.exists()  # built by hand
+    book_code_stamp.write(build, pkg)
     (build / ".jupyter_cache").mkdir()
     (pkg / "report" / "__pycache__").mkdir()
     (pkg / "report" / "__pycache__" / "claims.cpython-311.pyc").write_bytes(b"\0")  # bytecode does not count
-    assert stamp.check(build, pkg) is None and (build / ".jupyter_cache").exists()
+    assert book_code_stamp.check(build, pkg) is None and (build / ".jupyter_cache").exists()
     for change in (lambda: (pkg / "report" / "claims.py").write_text("ALPHA = 0.10\n"),
                    lambda: (pkg / "hparams.json").write_text('{"pmnist": {}}'),  # data files count
                    lambda: (pkg / "report" / "new.py").write_text("")):
-        stamp.write(build, pkg)
+        book_code_stamp.write(build, pkg)
         change()
-        assert stamp.check(build, pkg) == f"pkg's code has changed since {build} was built"
+        assert book_code_stamp.check(build, pkg) == f"pkg's code has changed since {build} was built"
         assert not build.exists()
 
 

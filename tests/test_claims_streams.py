@@ -150,12 +150,9 @@ def test_the_committed_file_is_the_default_stream():
 def test_executed_chapters_show_the_same_runs(book_build):
     """Executed with their defaults (by the session's book build), the claims chapter and the analysis chapter glue
     the same fingerprint of the runs behind claims 5 and 6: the committed file's."""
-    from metacl_lite.report.notebooks import glued_values
-
     want = C.stream_fingerprint(C.dynamics_logs())
     for page in (CH7, CH8):
-        g = glued_values(book_build.executed / "chapters" / f"{page.stem}.glue.json")
-        assert g["stream_id"] == want, page
+        assert book_build.glue(f"chapters/{page.stem}")["stream_id"] == want, page
 
 
 # ---------------------------------------------------------------------------------------------------------------

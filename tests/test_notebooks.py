@@ -301,18 +301,11 @@ CHAPTERS = {
 }
 
 
-def book_glue(executed: Path, page: str) -> dict:
-    """What a page of the session's book build glued (conftest's `book_build`; nothing if it glued nothing)."""
-    assert (executed / f"{page}.ipynb").exists(), f"{page} was not executed by the book build"
-    record = executed / f"{page}.glue.json"
-    return glued_values(record) if record.exists() else {}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
 def test_chapter_computes_what_its_text_says(chapter, book_build):
     """Read from the book build (each chapter executed once per session, there)."""
-    g = book_glue(book_build.executed, f"chapters/{chapter}")
+    g = book_build.glue(f"chapters/{chapter}")
     assert CHAPTERS[chapter](g), g
 
 

@@ -290,8 +290,9 @@ def glued_values(ipynb: Path) -> dict[str, Any]:
     """The values a notebook recorded with myst_nb's `glue` (for tests that assert on what a chapter computed): from
     an executed notebook (papermill's), or from the `<page>.glue.json` record a book build leaves beside its
     executed copy of the page (MyST-NB moves the glued outputs there)."""
-    doc = json.loads(Path(ipynb).read_text())
-    if Path(ipynb).name.endswith(".glue.json"):
+    ipynb = Path(ipynb)
+    doc = json.loads(ipynb.read_text())
+    if ipynb.name.endswith(".glue.json"):
         outputs = list(doc.values())
     else:
         outputs = [o for cell in doc["cells"] for o in cell.get("outputs", [])]
