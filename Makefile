@@ -39,9 +39,8 @@ test-fast: $(STAMP)
 # The execution cache keys a page on its own cells: a build made with other package code is removed first, so that
 # every page runs again with the code as it is (data_scripts/book_code_stamp.py).
 book: $(STAMP)
-	$(PY) data_scripts/book_code_stamp.py check
+	$(PY) data_scripts/book_code_stamp.py
 	$(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder html
-	$(PY) data_scripts/book_code_stamp.py write
 	@echo "open book/_build/html/index.html"
 
 # Course assignments: run every test against the solutions, write dist/assignments/ and refresh book/assignments/.

@@ -1,15 +1,15 @@
 #!/usr/bin/env python
-"""Keep the book's execution cache in step with the package's code (`make book` calls this around the build).
+"""Keep the book's execution cache in step with the package's code (`make book` calls this before the build).
 
 MyST-NB's cache keys each page on its own code cells, so a page whose cells are unchanged keeps its stored outputs
 even after the `metacl_lite` code it calls has changed: chapter 7 would show verdicts computed by the old
-`report/claims.py`. This script records a digest of every file of the package (its Python code and its data files,
-hparams.json included) beside the cache after a build (`write`); before the next build (`check`) it removes the
-build folder when the digest differs, so that every page is executed again with the code as it is now. A build that
-has no record yet (built before this script existed, or by hand) is treated as stale too.
+`report/claims.py`. Before a build, this script removes the build folder when the digest of every file of the package
+(its Python code and its data files, hparams.json included) differs from the one recorded there, so that every page
+is executed again with the code as it is now; then it records the digest of the code the build is about to run. A
+build interrupted halfway (Ctrl-C) so keeps the pages it executed for the next one. A build folder with no record
+(built before this script existed, or by hand) is treated as stale.
 
-    python data_scripts/book_code_stamp.py check [--build book/_build]
-    python data_scripts/book_code_stamp.py write [--build book/_build]
+    python data_scripts/book_code_stamp.py [--build book/_build]
 
 The results files are not part of the digest: the pages that read them carry `# shows:` lines that change their code
 (`python -m metacl_lite pages`).
@@ -34,36 +34,28 @@ def code_digest(package: Path = PACKAGE) -> str:
 
 
 def check(build: Path, package: Path = PACKAGE) -> str | None:
-    """Remove `build` when it was made with other package code; returns why (None: kept, or nothing to remove)."""
-    if not build.exists():
-        return None
+    """Before a build: remove `build` when it was made with other package code (or records none), then record the
+    digest of the code the coming build runs with. Returns why it removed the folder (None: kept, or none yet)."""
+    digest = code_digest(package)
     record = build / RECORD
-    if not record.exists():
+    why = None
+    if build.exists() and not record.exists():
         why = f"{build} has no record of the package code it was built with"
-    elif record.read_text().strip() != code_digest(package):
+    elif build.exists() and record.read_text().strip() != digest:
         why = f"{package.name}'s code has changed since {build} was built"
-    else:
-        return None
-    shutil.rmtree(build)
-    return why
-
-
-def write(build: Path, package: Path = PACKAGE) -> None:
+    if why:
+        shutil.rmtree(build)
     build.mkdir(parents=True, exist_ok=True)
     tmp = build / (RECORD + ".tmp")
-    tmp.write_text(code_digest(package) + "\n")
-    tmp.replace(build / RECORD)
+    tmp.write_text(digest + "\n")
+    tmp.replace(record)
+    return why
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=("check", "write"))
     p.add_argument("--build", type=Path, default=ROOT / "book" / "_build")
-    a = p.parse_args(argv)
-    if a.action == "write":
-        write(a.build)
-        return 0
-    why = check(a.build)
+    why = check(p.parse_args(argv).build)
     if why:
         print(f"{why}: removed it, so every page is executed again (about a quarter of an hour on a 2-core CPU)")
     return 0

@@ -277,34 +277,36 @@ def test_browser_check_catches_each_failure(tmp_path):
 
 def test_a_build_made_with_other_package_code_is_removed_before_the_next(tmp_path):
     """make book: the execution cache keys a page on its own cells, so a change to the package behind an unchanged
-    page must clear the build (book_code_stamp check), or the page would keep the old code's outputs."""
+    page must clear the build (book_code_stamp check), or the page would keep the old code's outputs; a build
+    interrupted halfway with the same code keeps what it executed."""
     pkg, build = tmp_path / "pkg", tmp_path / "_build"
     (pkg / "report").mkdir(parents=True)
     (pkg / "report" / "claims.py").write_text("ALPHA = 0.05\n")
     (pkg / "hparams.json").write_text("{}")
-    assert book_code_stamp.check(build, pkg) is None  # nothing built yet
-    (build / ".jupyter_cache").mkdir(parents=True)
-    assert "no record of the package code" in book_code_stamp.check(build, pkg) and not build.exists()  # built by hand
-    book_code_stamp.write(build, pkg)
-    (build / ".jupyter_cache").mkdir()
+    assert book_code_stamp.check(build, pkg) is None  # nothing built yet: the coming build's code is recorded
+    (build / ".jupyter_cache").mkdir()  # the build ran (or was stopped halfway)
     (pkg / "report" / "__pycache__").mkdir()
     (pkg / "report" / "__pycache__" / "claims.cpython-311.pyc").write_bytes(b"\0")  # bytecode does not count
     assert book_code_stamp.check(build, pkg) is None and (build / ".jupyter_cache").exists()
+    (build / book_code_stamp.RECORD).unlink()  # built by hand
+    assert "no record of the package code" in book_code_stamp.check(build, pkg)
+    assert not (build / ".jupyter_cache").exists()
     for change in (lambda: (pkg / "report" / "claims.py").write_text("ALPHA = 0.10\n"),
                    lambda: (pkg / "hparams.json").write_text('{"pmnist": {}}'),  # data files count
                    lambda: (pkg / "report" / "new.py").write_text("")):
-        book_code_stamp.write(build, pkg)
+        assert book_code_stamp.check(build, pkg) is None
+        (build / ".jupyter_cache").mkdir()
         change()
         assert book_code_stamp.check(build, pkg) == f"pkg's code has changed since {build} was built"
-        assert not build.exists()
+        assert not (build / ".jupyter_cache").exists()
 
 
-def test_make_book_checks_the_code_stamp_before_and_writes_it_after_the_build():
+def test_make_book_checks_the_code_stamp_right_before_the_build():
     recipe = (ROOT / "Makefile").read_text().split("\nbook: ")[1].split("\n\n")[0].splitlines()
     steps = [line.strip() for line in recipe[1:]]
     build = next(i for i, line in enumerate(steps) if "jupyter-book build book" in line)
-    assert steps[build - 1].endswith("data_scripts/book_code_stamp.py check")
-    assert steps[build + 1].endswith("data_scripts/book_code_stamp.py write")
+    assert steps[build - 1].endswith("data_scripts/book_code_stamp.py")
+    assert not any("book_code_stamp" in line for line in steps[build:])
 
 
 def test_browser_check_script_refuses_a_bad_browser_count_and_a_missing_book(tmp_path, capsys):
