@@ -49,3 +49,28 @@ def test_the_gpu_check_lists_every_test_with_its_outcome():
                                                                           "time_s": 2.0}]}
     text = gpu_check_summary(doc)
     assert "**1 passed, 1 failed**" in text and "| `t2` | failure | 2.0 |" in text
+
+
+def test_the_gpu_check_names_the_checkouts_gpu_tests_it_did_not_run():
+    doc = {"device": "cuda: GPU X", "passed": 2, "failed": 0, "provenance": {"command": "c", "git_commit": "abc"},
+           "tests": [{"test": "t1", "outcome": "passed", "time_s": 1.0}, {"test": "t2[a]", "outcome": "passed",
+                                                                          "time_s": 2.0}]}
+    text = gpu_check_summary(doc, ["t1", "t2[a]", "t2[b]", "t3"])
+    assert "include 2 that this check did not run" in text
+    assert "| `t2[b]` | **not yet run on a GPU** | |" in text and "| `t3` | **not yet run on a GPU** | |" in text
+    assert "t1` | **not yet" not in text and "not yet" not in gpu_check_summary(doc, ["t1", "t2[a]"])
+
+
+def test_the_gpu_test_ids_read_from_the_file_are_those_pytest_collects():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from metacl_lite.report.readme import gpu_test_ids
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/test_gpu.py"], cwd=root, capture_output=True, text=True, check=True).stdout
+    collected = [line.split("::", 1)[1] for line in out.splitlines() if line.startswith("tests/test_gpu.py::")]
+    assert collected and gpu_test_ids(root / "tests" / "test_gpu.py") == collected
+    assert gpu_test_ids(root / "tests" / "no_such_file.py") is None

@@ -50,13 +50,48 @@ def gpu_bench_summary(b: dict) -> str:
         + (f" {prov['note']}" if prov.get("note") else ""), "", *rows])
 
 
-def gpu_check_summary(doc: dict) -> str:
-    """The GPU tests' outcome (results/gpu-check.json, written by data_scripts/gpu_check.py) as Markdown."""
+def gpu_test_ids(path: Path) -> Optional[list[str]]:
+    """The test ids pytest gives the tests of a GPU test file (`tests/test_gpu.py`), read with `ast` without importing
+    it: each `test_*` function, and for a `pytest.mark.parametrize` with literal values one id per value set, the
+    values joined by "-" as pytest joins string parameters. None where the file is absent (an installed package) or a
+    parametrisation is not a literal (then the ids cannot be known without pytest)."""
+    import ast
+
+    if not path.exists():
+        return None
+    ids = []
+    for node in ast.parse(path.read_text()).body:
+        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
+            continue
+        cases = [""]
+        for dec in node.decorator_list:
+            if isinstance(dec, ast.Call) and getattr(dec.func, "attr", "") == "parametrize":
+                try:
+                    values = ast.literal_eval(dec.args[1])
+                except ValueError:
+                    return None
+                labels = ["-".join(map(str, v)) if isinstance(v, tuple) else str(v) for v in values]
+                cases = [f"{c}-{lab}" if c else lab for c in cases for lab in labels]
+        ids += [f"{node.name}[{c}]" if c else node.name for c in cases]
+    return ids
+
+
+def gpu_check_summary(doc: dict, current: Optional[list[str]] = None) -> str:
+    """The GPU tests' outcome (results/gpu-check.json, written by data_scripts/gpu_check.py) as Markdown. With
+    `current` (the ids of the checkout's GPU tests, `gpu_test_ids`), the tests that the check did not run (added or
+    reparametrised since it ran) are named as not yet run on a GPU, so an old check does not read as covering code
+    written after it."""
     prov = doc["provenance"]
     lines = [f"`{prov['command']}` on {doc['device']} (commit `{(prov.get('git_commit') or '?')[:10]}`): "
              f"**{doc['passed']} passed, {doc['failed']} failed**." + (f" {prov['note']}" if prov.get("note") else ""),
              "", "| test | outcome | s |", "|---|---|---|"]
     lines += [f"| `{t['test']}` | {t['outcome']} | {t['time_s']:.1f} |" for t in doc["tests"]]
+    ran = {t["test"] for t in doc["tests"]}
+    missing = [t for t in current or [] if t not in ran]
+    if missing:
+        lines += [f"| `{t}` | **not yet run on a GPU** | |" for t in missing]
+        lines[0] += (f" The checkout's GPU tests include {len(missing)} that this check did not run (added or "
+                     f"reparametrised after it): they are listed below as not yet run on a GPU.")
     return "\n".join(lines)
 
 
@@ -178,8 +213,8 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
         if mo.group(2) == "gpucheck":
             from ..lab.atomic import read_json
 
-            return mo.group(1) + gpu_check_summary(read_json(REPO_ROOT / mo.group(3), "GPU check file")) + "\n" + \
-                mo.group(5)
+            return mo.group(1) + gpu_check_summary(read_json(REPO_ROOT / mo.group(3), "GPU check file"),
+                                                   gpu_test_ids(REPO_ROOT / "tests" / "test_gpu.py")) + "\n" + mo.group(5)
         if mo.group(2) == "elapsed":
             from ..lab.atomic import read_json
 
