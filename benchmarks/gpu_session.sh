@@ -16,6 +16,12 @@
 # files are variants beside results/bench-<suite>-cuda.json; they replace it only by a decision (faster, GPU tests
 # passing). results/compile-costs-*-cuda.json give compiled.CUDA_COSTS (compile_s "filled cache", step_ms saving).
 #
+# A session's device time (30 min, each cold start a few minutes of it) holds about three of these phases. In order
+# of what they settle: `check` first (whether the GPU code written since the last check -- compiled steps, CUDA graphs,
+# TF32 -- is right: the README lists its GPU tests as not yet run on a GPU until then), then `cub-tf32` and `cub` (CUB's
+# 30-min grid target, missed eager), then `steps-resnet`/`steps-cnn` (compiled.CUDA_COSTS, without which --compile auto
+# stays eager on a GPU), then `grids` and `profile`.
+#
 # On this project's lent machine (nothing installable; pytest may be missing): the device tool's run with carry
 # [".whl"] and the command `OUT=$OUT bash benchmarks/gpu_session.sh PHASE`; .whl/ holds pytest and its dependencies
 # as wheels, made where the package index can be reached (`pip download pytest -d .whl`).
