@@ -32,30 +32,32 @@ def fixed_balance(g1: torch.Tensor, g2: torch.Tensor, beta: float) -> torch.Tens
     return g1 + beta * g2
 
 
-def dynamic_lambda(g1: torch.Tensor, g2: torch.Tensor) -> float:
+def dynamic_lambda(g1: torch.Tensor, g2: torch.Tensor) -> torch.Tensor:
     """The optimal Lagrange multiplier of Eq. 5: 0 if g1.g2 >= 0, else -g1.g2 / ||g2||^2.
 
     Guard: when ||g2|| = 0 (every task's first step, where theta = bar_theta) the constraint g_x.g2 >= 0 holds
     for any g_x, and the multiplier is 0 (g1.g2 = 0 there too, so the first branch already applies; the guard
     also covers a numerically zero g2 with a non-zero dot product).
+
+    Returns a 0-dim float64 tensor on the gradients' device, not a Python float: reading a GPU number on the CPU
+    makes the CPU wait for the GPU at every outer step. `float(lam)` where a number is needed. The arithmetic is
+    that of Python floats (the float32 dot products, exactly widened to float64), so the values are the same.
     """
-    dot = float(torch.dot(g1, g2))
-    if dot >= 0.0:
-        return 0.0
-    nn2 = float(torch.dot(g2, g2))
-    if nn2 == 0.0:
-        return 0.0
-    return -dot / nn2
+    dot = torch.dot(g1, g2).double()
+    nn2 = torch.dot(g2, g2).double()
+    return torch.where((dot >= 0.0) | (nn2 == 0.0), torch.zeros_like(dot), -dot / nn2)
 
 
-def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, float]:
+def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Dynamic balance (Eq. 5 and Alg. 2): g_x = g1 + (lambda + gamma) g2, with the small constant gamma > 0 that the
     paper adds to lambda "to further fortify the knowledge preservation".
 
-    Returns (g_x, lambda). With gamma = 0, g_x solves Eq. 3: the projection of g1 onto {g : g.g2 >= 0}.
+    Returns (g_x, lambda), lambda as `dynamic_lambda` gives it (a 0-dim tensor). With gamma = 0, g_x solves Eq. 3:
+    the projection of g1 onto {g : g.g2 >= 0}. lambda + gamma is rounded to the gradients' dtype before it
+    multiplies g2, as a Python number would be.
     """
     lam = dynamic_lambda(g1, g2)
-    return g1 + (lam + gamma) * g2, lam
+    return g1 + (lam + gamma).to(g2.dtype) * g2, lam
 
 
 Balance = Callable[[torch.Tensor, Optional[torch.Tensor], float, float], tuple[torch.Tensor, float]]

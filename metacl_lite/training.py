@@ -364,7 +364,7 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
                 importance.after_step(model, g1, theta)
             if log is not None and cfg.record_angles:
                 log.setdefault("angles", []).append(
-                    [task, _cos(g1, g), _cos(g2, g) if penalised else float("nan"), lam])
+                    [task, _cos(g1, g), _cos(g2, g) if penalised else float("nan"), float(lam)])
             if log is not None and cfg.record_penalty and penalised:
                 log.setdefault("penalty", []).append(_penalty_row(task, lam, cfg, theta, params_vector(model), g, g2,
                                                                   reg))

@@ -30,7 +30,7 @@ def test_closed_form_equals_generic_qp_both_branches():
     for g1, g2 in _instances():
         gx, lam = dynamic_balance(torch.tensor(g1), torch.tensor(g2))
         np.testing.assert_allclose(gx.numpy(), balance_qp_numeric(g1, g2), atol=_tol(g1))
-        branches.add(lam > 0)
+        branches.add(float(lam) > 0)
     assert branches == {True, False}
 
 
@@ -41,7 +41,7 @@ def test_lambda_is_the_multiplier_of_the_qp_solution():
         ref = balance_qp_numeric(g1, g2)
         lam_ref = (ref - g1) @ g2 / (g2 @ g2)
         gx, lam = dynamic_balance(torch.tensor(g1), torch.tensor(g2))
-        assert lam == pytest.approx(lam_ref, abs=_tol(g1) / np.linalg.norm(g2))
+        assert float(lam) == pytest.approx(lam_ref, abs=_tol(g1) / np.linalg.norm(g2))
         assert float(gx @ torch.tensor(g2)) == pytest.approx(max(g1 @ g2, 0.0), abs=1e-9 * (1 + g2 @ g2))
 
 
@@ -119,3 +119,25 @@ def test_the_three_balances_on_a_hand_case():
     g, lam = BALANCE["lambda"](g1, g2, 3.0, 0.25)
     assert g.tolist() == [0.25, 0.75] and lam == 0.5
     assert fixed_balance(g1, g2, 3.0).tolist() == [-2.0, 3.0]
+
+
+def test_lambda_stays_a_tensor_and_equals_the_python_float_arithmetic_bit_for_bit():
+    """lambda is a 0-dim tensor on the gradients' device (no GPU->CPU read per outer step), and g_x is bit for bit
+    what the Python-float formula gives (float32 dot products read as Python floats, lambda + gamma in double)."""
+    def textbook(g1, g2, gamma):
+        dot = float(torch.dot(g1, g2))
+        nn2 = float(torch.dot(g2, g2))
+        lam = 0.0 if dot >= 0.0 or nn2 == 0.0 else -dot / nn2
+        return g1 + (lam + gamma) * g2, lam
+
+    gen = torch.Generator().manual_seed(0)
+    for i in range(400):
+        n = int(torch.randint(1, 5000, (1,), generator=gen))
+        g1 = torch.randn(n, generator=gen) * 10 ** float(torch.empty(1).uniform_(-4, 4, generator=gen))
+        g2 = torch.zeros(n) if i % 7 == 0 else torch.randn(n, generator=gen) * 10 ** float(
+            torch.empty(1).uniform_(-6, 4, generator=gen))
+        gamma = (0.0, 0.01, 0.1, 1e-3, 0.37)[i % 5]
+        gx, lam = dynamic_balance(g1, g2, gamma)
+        want, want_lam = textbook(g1, g2, gamma)
+        assert isinstance(lam, torch.Tensor) and lam.dim() == 0 and lam.device == g1.device
+        assert torch.equal(gx, want) and float(lam) == want_lam, f"instance {i}"

@@ -17,7 +17,7 @@ from ..balance import dynamic_balance, fixed_balance
 def _balance_parts(g1, g2, beta: float, gamma: float):
     g1, g2 = torch.as_tensor(g1, dtype=torch.float64), torch.as_tensor(g2, dtype=torch.float64)
     gx, lam = dynamic_balance(g1, g2, gamma)
-    return g1, g2, fixed_balance(g1, g2, beta), gx, lam
+    return g1, g2, fixed_balance(g1, g2, beta), gx, float(lam)
 
 
 def balance_labels(beta: float, gamma: float, lam: Optional[float] = None) -> dict[str, str]:
