@@ -38,6 +38,12 @@ CUBLAS_WORKSPACE = ":4096:8"
 #: faster convolutions, other numbers). An explicit option, recorded in every file and refused when mixed.
 PRECISIONS = ("float32", "tf32")
 
+# cuBLAS reads its workspace setting when it makes its first handle (a process's first GPU matrix product), so it is
+# set when this package is imported, before any training of ours; a process that ran GPU matrix products before it
+# imported metacl_lite keeps cuBLAS's default workspace, with which deterministic GEMMs are not guaranteed. A value
+# the user set is kept.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+
 
 def resolve(choice: str) -> str:
     """`auto` -> `cuda` when a GPU is usable, else `cpu`; `cpu`, `cuda` and `cuda:N` as given, after checking that
@@ -101,8 +107,10 @@ def cpu_name() -> str:
 
 
 def deterministic(device: str) -> None:
-    """The settings that make a GPU run repeat itself bit for bit (see the module docstring); set before any CUDA work
-    in this process. On the CPU nothing changes (its kernels are deterministic for a fixed thread count)."""
+    """The settings that make a GPU run repeat itself bit for bit (see the module docstring). Every run, reference and
+    oracle sets them before it trains (`training._on_device`), whoever calls it: the grid, tuning, the chapters'
+    live cells, the Python API. On the CPU nothing changes (its kernels are deterministic for a fixed thread
+    count)."""
     if kind(device) != "cuda":
         return
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)

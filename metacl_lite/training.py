@@ -25,7 +25,7 @@ from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
 from . import compiled
-from .device import DEVICE_KINDS, benchmark_on, check_precision, set_precision
+from .device import DEVICE_KINDS, benchmark_on, check_precision, deterministic, set_precision
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .streams import Benchmark, Experience
 from .errors import UsageError
@@ -384,7 +384,9 @@ def _new_model(bench: Benchmark, seed: int, device: str = "cpu") -> MultiHeadNet
 
 
 def _on_device(bench: Benchmark, cfg: TrainConfig) -> Benchmark:
-    """The benchmark's streams on the run's device (once per benchmark and device), with the run's precision set."""
+    """The benchmark's streams on the run's device (once per benchmark and device), with the GPU's determinism
+    settings (`device.deterministic`) and the run's precision set: every run, reference and oracle starts here."""
+    deterministic(cfg.device)
     set_precision(cfg.precision, cfg.device)
     return benchmark_on(bench, cfg.device)
 

@@ -4,6 +4,9 @@ determinism settings are made, and provenance names the device the work really r
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -108,6 +111,49 @@ def test_determinism_settings_are_made_for_a_gpu_and_left_alone_for_the_cpu(monk
         torch.backends.cudnn.benchmark = before["cudnn_benchmark"]
         torch.backends.cuda.matmul.allow_tf32 = before["matmul_tf32"]
         torch.backends.cudnn.allow_tf32 = before["cudnn_tf32"]
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("train", ["run_stream", "train_reference", "train_joint"])
+def test_every_run_sets_the_determinism_settings_before_its_data_reach_the_gpu(train, monkeypatch):
+    """Whoever trains (the grid's units, tuning, the chapters' live cells, the Python API), the run, a reference and
+    the oracle each set the GPU's determinism settings before the streams move to the GPU (stopped there: no GPU)."""
+    from metacl_lite import training
+    from metacl_lite.training import TrainConfig
+
+    calls = []
+    monkeypatch.setattr(training, "deterministic", lambda d: calls.append(("deterministic", d)))
+    monkeypatch.setattr(training, "set_precision", lambda p, d: calls.append(("precision", p)))
+
+    def stop(bench, device):
+        calls.append(("to device", device))
+        raise _Stop
+
+    monkeypatch.setattr(training, "benchmark_on", stop)
+    from metacl_lite.mnist import permuted_mnist
+
+    bench = permuted_mnist(K=5, n_tasks=2, seed=0)
+    cfg = TrainConfig(epochs=1, device="cuda")
+    args = {"run_stream": (bench, "finetune", cfg, 0), "train_reference": (bench, 0, cfg, 0),
+            "train_joint": (bench, cfg, 0)}[train]
+    with pytest.raises(_Stop):
+        getattr(training, train)(*args)
+    assert calls == [("deterministic", "cuda"), ("precision", "float32"), ("to device", "cuda")]
+
+
+def test_importing_the_package_sets_the_cublas_workspace_unless_the_user_did():
+    """cuBLAS reads CUBLAS_WORKSPACE_CONFIG at its first handle: set when metacl_lite's training code is imported,
+    before any GPU product of ours; a value the user set is kept."""
+    code = "import os, metacl_lite.training; print(os.environ.get('CUBLAS_WORKSPACE_CONFIG'))"
+    env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+    got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == ":4096:8"
+    got = subprocess.run([sys.executable, "-c", code], env={**env, "CUBLAS_WORKSPACE_CONFIG": ":16:8"},
+                         capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == ":16:8"
 
 
 def test_provenance_names_the_device_the_work_ran_on(monkeypatch):
@@ -244,7 +290,7 @@ def fake_gpu(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
-    monkeypatch.setattr(G, "deterministic", lambda d: None)
+    monkeypatch.setattr(training, "deterministic", lambda d: None)
     monkeypatch.setattr(training, "set_precision", lambda p, d: None)
     monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")
 

@@ -16,7 +16,7 @@ from ..benchmarks import make_benchmark
 from ..datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
-from ..device import accelerator, deterministic, kind, resolve
+from ..device import accelerator, kind, resolve
 from ..errors import UnitsFailed, UsageError, UserError
 from .executors import Plan, check_plan, run_all, unit_device
 from .provenance import relative_to_repo
@@ -254,9 +254,8 @@ class Job:
 
 
 def run_job(job: Job) -> dict:
-    """Build (or reuse) the unit's benchmark in this process and train the unit (on a GPU: with the determinism
-    settings of `device.deterministic`)."""
-    deterministic(job.device)
+    """Build (or reuse) the unit's benchmark in this process and train the unit (on a GPU with the determinism
+    settings of `device.deterministic`, which every run sets: `training._on_device`)."""
     bench = unit_benchmark(job.benchmark, job.K, job.n_tasks, job.unit.seed, job.source, job.model, job.split)
     return {"value": execute_unit(job.unit, bench, TrainConfig(**job.cfg), job.evaluate_rows),
             "data_info": dict(bench.info)}
