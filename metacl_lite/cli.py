@@ -149,19 +149,26 @@ def _options(a) -> dict:
                               ("pi_xi", a.pi_xi)) if v is not None}
 
 
-def _on_gpu(a) -> bool:
-    """Whether this command trains on a GPU (its --device, else the benchmark's default, resolved)."""
-    from .device import kind, resolve
+def _where(a) -> str:
+    """Where this command trains: its --device, else the benchmark's default, resolved (exit 2 for a missing GPU)."""
+    from .device import resolve
 
-    return kind(resolve(a.device or get_spec(getattr(a, "benchmark", None) or getattr(a, "suite", "pmnist")).device)) \
-        == "cuda"
+    return resolve(a.device or get_spec(_benchmark(a)).device)
+
+
+def _benchmark(a) -> str:
+    return getattr(a, "benchmark", None) or getattr(a, "suite", "pmnist")
 
 
 def _plan(a):
+    from .device import kind
     from .lab.executors import check_plan, default_workers
 
-    return check_plan(a.executor, a.workers or (None if a.executor == "ray" else default_workers(_on_gpu(a))),
-                      a.threads, a.address)
+    workers = a.workers
+    if workers is None and a.executor != "ray":
+        where = _where(a)
+        workers = default_workers(kind(where) == "cuda", _benchmark(a), where)
+    return check_plan(a.executor, workers, a.threads, a.address)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -99,8 +99,8 @@ class NormalisedExperience(Experience):
     mean: tuple = IMAGENET_MEAN
     std: tuple = IMAGENET_STD
 
-    def inputs(self) -> torch.Tensor:
-        return normalise(self.x, self.mean, self.std)
+    def inputs(self, rows: Optional[slice] = None) -> torch.Tensor:
+        return normalise(self.x if rows is None else self.x[rows], self.mean, self.std)
 
 
 def split_cub(K: int, n_tasks: Optional[int] = None, root: Optional[Path] = None,

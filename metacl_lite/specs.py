@@ -33,6 +33,11 @@ class BenchmarkSpec:
     # the default of --device: "cpu" where the committed files were made on the CPU (Permuted MNIST: a default of
     # "auto" would silently train on a GPU, whose numbers differ in rounding); "auto" where a CPU run is impractical
     device: str = "cpu"
+    # GPU memory one unit (a run, a seed's references, an oracle) may take, in GB, for the default number of worker
+    # processes that share a card (`executors.default_workers`): an upper estimate from the sizes involved (CUDA
+    # context ~0.5 GB, the streams on the device, the largest batch's activations), not a measurement;
+    # `bench --device cuda` records each unit's measured peak (`peak_gpu_mb`)
+    gpu_unit_gb: float = 1.0
 
     @property
     def max_train_K(self) -> int:
@@ -53,10 +58,12 @@ SPECS: dict[str, BenchmarkSpec] = {
     "cifar100": BenchmarkSpec("cifar100", "Split CIFAR-100", n_tasks=10, epochs=60, classes_per_task=10,
                               multi_head=True, input_shape=(3, 32, 32), model="cifar_cnn", loader="split_cifar100",
                               val_offset=400, val_per_class=100, tuning_K=20, paper_Ks=(20, 50, 200, 500),
-                              max_tasks=10, permuted=False, device="auto"),
+                              max_tasks=10, permuted=False, device="auto", gpu_unit_gb=2.0),
     "cub": BenchmarkSpec("cub", "Split CUB-200", n_tasks=10, epochs=20, classes_per_task=20, multi_head=True,
                          input_shape=(3, 224, 224), model="resnet18", loader="split_cub", val_offset=20,
-                         val_per_class=9, tuning_K=10, paper_Ks=(10,), max_tasks=10, permuted=False, device="auto"),
+                         val_per_class=9, tuning_K=10, paper_Ks=(10,), max_tasks=10, permuted=False, device="auto",
+                         # uint8 streams 1.2 GB, the oracle's float inputs 1.2 GB, ResNet-18 at batch 100 ~2 GB
+                         gpu_unit_gb=6.0),
 }
 
 #: Benchmark names, in the paper's order.

@@ -64,10 +64,12 @@ class Experience:
     perm: Optional[torch.Tensor] = None
     classes: Optional[list[int]] = None
 
-    def inputs(self) -> torch.Tensor:
+    def inputs(self, rows: Optional[slice] = None) -> torch.Tensor:
+        """The model's inputs: all of them, or those of `rows` (a slice: the evaluation's batches)."""
+        x = self.x if rows is None else self.x[rows]
         if self.perm is None:
-            return self.x
-        return torch.index_select(self.x, 1, self.perm)  # = x[:, perm], a few times faster
+            return x
+        return torch.index_select(x, 1, self.perm)  # = x[:, perm], a few times faster
 
     def __len__(self) -> int:
         return len(self.y)

@@ -252,11 +252,27 @@ def _first_linear(model: MultiHeadNet) -> Optional[nn.Linear]:
     return body[0]
 
 
+#: The most input floats one evaluation batch holds: 2^24 (64 MB). Permuted MNIST's 10 000 test images (784 floats
+#: each) and a CIFAR-100 task's 1 000 (3 072) still run in one batch; CUB's 224 x 224 images (150 528 floats) run
+#: 111 at a time, so that ResNet-18's activations stay near 1.5 GB instead of ~4 GB for a whole task's ~580 images
+#: at once (several worker processes share a GPU's memory). Eval mode: a batch's size changes no image's logits
+#: beyond rounding.
+EVAL_BATCH_FLOATS = 2 ** 24
+
+
+def eval_batch_size(exp: Experience, batch_size: int) -> int:
+    """The evaluation's batch for `exp`: `batch_size` images, fewer where an image is large (`EVAL_BATCH_FLOATS`)."""
+    per_image = exp.x[0].numel() if len(exp) else 1
+    return max(1, min(batch_size, EVAL_BATCH_FLOATS // per_image))
+
+
 def _correct(model: MultiHeadNet, exp: Experience, batch_size: int) -> int:
-    """How many of the task's test images the model classifies right: the task's inputs through the whole model."""
-    x, correct = exp.inputs(), 0
+    """How many of the task's test images the model classifies right: the task's inputs through the whole model, in
+    batches of `eval_batch_size` (each batch's inputs made on the fly: CUB's uint8 images normalised per batch)."""
+    correct, batch_size = 0, eval_batch_size(exp, batch_size)
     for s in range(0, len(exp), batch_size):
-        correct += int((model(x[s: s + batch_size], exp.task_id).argmax(1) == exp.y[s: s + batch_size]).sum())
+        rows = slice(s, s + batch_size)
+        correct += int((model(exp.inputs(rows), exp.task_id).argmax(1) == exp.y[rows]).sum())
     return correct
 
 

@@ -255,6 +255,7 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
     from metacl_lite.lab import bench, executors
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (79 * 2 ** 30, 80 * 2 ** 30))
     monkeypatch.setattr(dev, "deterministic", lambda d: None)
     monkeypatch.setattr(dev, "describe", lambda d: "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)")
     monkeypatch.setattr(provenance, "describe", dev.describe)
@@ -263,7 +264,7 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
     def fake_run_all(fn, todo, save, plan):
         for job in todo:
             jobs.append(job)
-            save(job, {"value": {"wall_s": 2.0}})
+            save(job, {"value": {"wall_s": 2.0, "peak_gpu_mb": 900.0}})
         return []
 
     monkeypatch.setattr(executors, "run_all", fake_run_all)
@@ -276,6 +277,7 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
     doc = json.loads(out.read_text())
     assert [j.cfg["compile"] for j in jobs] == ["on"] * 4  # 2 methods, references and oracle of one seed
     assert doc["compile"] == "on" and doc["complete"] and doc["grid_s"] == 2 * doc["wall_s_measured"]
+    assert [u["peak_gpu_mb"] for u in doc["units"]] == [900.0] * 4  # each unit's measured peak, kept
     assert doc["provenance"]["command"] == (
         "python -m metacl_lite bench --suite cifar100 --device cuda --grid-seeds 2 --measured-seeds 1 --workers 1 "
         f"--compile on --methods finetune,metacl --out {out}")
@@ -290,6 +292,8 @@ def fake_gpu(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (79 * 2 ** 30, 80 * 2 ** 30))
+    monkeypatch.setattr(G, "deterministic", lambda d: None)
     monkeypatch.setattr(training, "deterministic", lambda d: None)
     monkeypatch.setattr(training, "set_precision", lambda p, d: None)
     monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")

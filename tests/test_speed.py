@@ -51,7 +51,7 @@ def test_the_old_path_stays_available(bench, monkeypatch):
     """fast=False (the default) permutes the images (`Experience.inputs`, one copy per task); fast=True makes none."""
     calls = []
     real = Experience.inputs
-    monkeypatch.setattr(Experience, "inputs", lambda self: calls.append(self.task_id) or real(self))
+    monkeypatch.setattr(Experience, "inputs", lambda self, rows=None: calls.append(self.task_id) or real(self, rows))
     torch.manual_seed(0)
     model = mlp()
     want = [by_permuting_images(model, e) for e in bench.test_stream]

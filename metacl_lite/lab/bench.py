@@ -88,7 +88,11 @@ def _legacy(threads: int) -> None:
     eager task gradients, every core's threads for one run at a time."""
     from .. import streams as data
 
-    data.Experience.inputs = lambda self: self.x if self.perm is None else self.x[:, self.perm]  # advanced indexing
+    def inputs(self, rows=None):
+        x = self.x if rows is None else self.x[rows]
+        return x if self.perm is None else x[:, self.perm]  # advanced indexing
+
+    data.Experience.inputs = inputs
     torch.set_num_threads(threads)
 
 
@@ -307,7 +311,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
                                {"gpu": True, "methods": methods, "seeds": seeds})
     deterministic(where)
     set_precision(precision, where)  # as every unit sets it: the file's determinism record says what they ran with
-    workers = workers or default_workers(gpu=True)
+    default_n = default_workers(gpu=True, benchmark=suite, device=where)
+    workers = workers or default_n
     plan = check_plan("local", workers, 1)
     units: list[dict] = []
     t0 = time.perf_counter()
@@ -323,7 +328,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
         wall = time.perf_counter() - t0
         for section in ("runs", "references", "oracle"):
             for key, u in doc[section].items():
-                units.append({"unit": f"{section}/{key}", "wall_s": u["wall_s"]})
+                units.append({"unit": f"{section}/{key}", "wall_s": u["wall_s"],
+                              **({"peak_gpu_mb": u["peak_gpu_mb"]} if "peak_gpu_mb" in u else {})})
         data = "embedded Permuted MNIST, beta/gamma tuned at K = 20 (hparams.json)"
     else:
         jobs = [Job(u, suite, K, spec.n_tasks, "synthetic", {"random_init": True},
@@ -332,7 +338,9 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
                 for u in _grid_units(range(measured), methods)]
 
         def save(job, r):
-            units.append({"unit": f"{job.unit.section}/{job.unit.key}", "wall_s": r["value"]["wall_s"]})
+            v = r["value"]
+            units.append({"unit": f"{job.unit.section}/{job.unit.key}", "wall_s": v["wall_s"],
+                          **({"peak_gpu_mb": v["peak_gpu_mb"]} if "peak_gpu_mb" in v else {})})
             print(f"  {job.unit.section}/{job.unit.key}: {r['value']['wall_s']:.1f} s", flush=True)
             # a run stopped before its grid is done keeps what it measured (complete: false, no grid time)
             write_json(out_file,
@@ -352,7 +360,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     cmd = f"python -m metacl_lite bench --suite {suite} --device cuda"
     cmd += "" if seeds == 5 else f" --grid-seeds {seeds}"
     cmd += "" if measured == seeds else f" --measured-seeds {measured}"
-    cmd += "" if workers == default_workers(gpu=True) else f" --workers {workers}"
+    cmd += "" if workers == default_n else f" --workers {workers}"
     cmd += "" if compile == "off" else f" --compile {compile}"
     cmd += "" if precision == "float32" else f" --precision {precision}"
     cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"

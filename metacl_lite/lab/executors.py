@@ -12,6 +12,7 @@ the others go on; a worker that dies loses only the unit it was running.
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -62,10 +63,38 @@ def unit_device(plan: Plan, where: str) -> str:
     return "cuda"
 
 
-def default_workers(gpu: bool = False) -> int:
-    """The cores this process may use; on a GPU, at most `GPU_UNITS_PER_CARD` worker processes sharing the card."""
+def default_workers(gpu: bool = False, benchmark: Optional[str] = None, device: str = "cuda") -> int:
+    """The cores this process may use; on a GPU, at most `GPU_UNITS_PER_CARD` worker processes sharing the card, and
+    with `benchmark` no more than fit in the GPU's free memory (`gpu_fit`)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return min(cores, GPU_UNITS_PER_CARD) if gpu else cores
+    if not gpu:
+        return cores
+    n = min(cores, GPU_UNITS_PER_CARD)
+    return n if benchmark is None else min(n, gpu_fit(benchmark, device))
+
+
+#: The part of a GPU's free memory the default worker count plans to fill (the rest: allocator slack).
+GPU_MEMORY_USE = 0.9
+_said: set = set()
+
+
+def gpu_fit(benchmark: str, device: str = "cuda") -> int:
+    """How many units of `benchmark` fit side by side in the free memory of the GPU `device`: GPU_MEMORY_USE of it
+    over the benchmark's memory per unit (`BenchmarkSpec.gpu_unit_gb`, an upper estimate), at least 1. Where that
+    is below GPU_UNITS_PER_CARD it says so once (e.g. CUB on a 16 GB card: 2 workers)."""
+    import torch
+
+    from ..specs import get_spec
+
+    spec = get_spec(benchmark)
+    free = torch.cuda.mem_get_info(torch.device(device))[0]
+    n = max(1, int(GPU_MEMORY_USE * free / (spec.gpu_unit_gb * 2 ** 30)))
+    if n < GPU_UNITS_PER_CARD and (spec.name, device) not in _said:
+        _said.add((spec.name, device))
+        print(f"metacl-lite: {n} worker process(es) share {device} for {spec.title}: {free / 2 ** 30:.1f} GB free, "
+              f"about {spec.gpu_unit_gb:g} GB per unit (an estimate); --workers N chooses another number",
+              file=sys.stderr)
+    return n
 
 
 def check_plan(executor: str = "local", workers: Optional[int] = None, threads: Optional[int] = None,

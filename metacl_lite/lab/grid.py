@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+import torch
+
 from . import hparams as H
 from .. import benchmarks as D
 from ..benchmarks import make_benchmark
 from ..datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
-from ..device import accelerator, kind, resolve
+from ..device import accelerator, deterministic, kind, resolve
 from ..errors import UnitsFailed, UsageError, UserError
 from .executors import Plan, check_plan, run_all, unit_device
 from .provenance import relative_to_repo
@@ -255,22 +257,33 @@ class Job:
 
 def run_job(job: Job) -> dict:
     """Build (or reuse) the unit's benchmark in this process and train the unit (on a GPU with the determinism
-    settings of `device.deterministic`, which every run sets: `training._on_device`)."""
+    settings of `device.deterministic`, which every run sets again in `training._on_device`; here, first, with the
+    unit's device itself: on cuda:N it makes N this process's current GPU, which the run's "cuda" then means)."""
+    deterministic(job.device)
     bench = unit_benchmark(job.benchmark, job.K, job.n_tasks, job.unit.seed, job.source, job.model, job.split)
     return {"value": execute_unit(job.unit, bench, TrainConfig(**job.cfg), job.evaluate_rows),
             "data_info": dict(bench.info)}
 
 
 def execute_unit(unit: Unit, bench, cfg: TrainConfig, evaluate_rows: str = "all") -> dict:
-    """Train one unit and return what the results file stores for it."""
+    """Train one unit and return what the results file stores for it; on a GPU also the unit's peak GPU memory
+    (`peak_gpu_mb`: what torch's allocator reserved at most, without the CUDA context), which sizes how many units
+    share a card (`BenchmarkSpec.gpu_unit_gb`)."""
+    gpu = kind(cfg.device) == "cuda"
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     if unit.kind == "reference":
-        acc = [train_reference(bench, i, cfg, unit.seed) for i in range(bench.n_tasks)]
-        return {"acc": acc, "wall_s": time.perf_counter() - t0}
-    if unit.kind == "joint":
-        return {"acc": train_joint(bench, cfg, unit.seed), "wall_s": time.perf_counter() - t0}
-    r = run_stream(bench, unit.method, cfg, unit.seed, show_progress=False, evaluate_rows=evaluate_rows)
-    return {"acc_matrix": r["acc_matrix"], "wall_s": r["wall_s"]}
+        out = {"acc": [train_reference(bench, i, cfg, unit.seed) for i in range(bench.n_tasks)]}
+    elif unit.kind == "joint":
+        out = {"acc": train_joint(bench, cfg, unit.seed)}
+    else:
+        r = run_stream(bench, unit.method, cfg, unit.seed, show_progress=False, evaluate_rows=evaluate_rows)
+        out = {"acc_matrix": r["acc_matrix"]}
+    out["wall_s"] = time.perf_counter() - t0
+    if gpu:
+        out["peak_gpu_mb"] = torch.cuda.max_memory_reserved() / 2 ** 20
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------------------
