@@ -9,7 +9,7 @@ from metacl_lite.report.timings import device_table, duration, gpu_grid_markdown
 
 def _doc(grid_s=2529.0, measured=1):
     return {"kind": "bench", "suite": "cub", "device": "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)", "gpu": True,
-            "complete": True, "K": 10, "n_tasks": 10, "epochs": 20, "data": "synthetic tensors", "workers": 8,
+            "complete": True, "K": 10, "n_tasks": 10, "epochs": 20, "data": "synthetic tensors", "synthetic": True, "workers": 8,
             "compile": "off", "seeds": 5, "measured_seeds": measured, "methods": ["finetune", "ewc"],
             "wall_s_measured": grid_s * measured / 5, "grid_s": grid_s, "target_s": 1800.0,
             "units": [{"unit": "runs/ewc/0", "wall_s": 130.0}, {"unit": "runs/finetune/0", "wall_s": 120.0},
@@ -78,7 +78,10 @@ def test_durations_read_as_seconds_or_minutes():
 def test_the_device_table_sets_cpu_beside_gpu_and_names_what_is_missing():
     table = device_table({"bench-cub-cuda.json": _doc()})
     cub = next(r for r in table.splitlines() if r.startswith("| Split CUB-200"))
-    assert cub.startswith("| Split CUB-200 | not measured | 42.1 min for 5 seeds with references and oracle, scaled")
+    assert cub.startswith("| Split CUB-200 | not measured | 42.1 min for 5 seeds with references and oracle on "
+                          "synthetic tensors of the exact shapes (not the dataset's images), scaled")
+    real = device_table({"bench-pmnist-cuda.json": {**_doc(), "synthetic": False, "data": "embedded MNIST, tuned"}})
+    assert "oracle on embedded MNIST, scaled" in real and "synthetic" not in real.split("| Permuted MNIST |")[1]
     assert "| Permuted MNIST | not measured | not measured |" in table
 
 

@@ -120,7 +120,9 @@ DEVICE_FILES = {"pmnist": ("bench-pmnist-K20.json", "bench-pmnist-cuda.json"),
 
 def device_table(docs: dict[str, dict]) -> str:
     """Each benchmark's whole grid on the CPU beside one GPU, from the committed speed-benchmark files (`docs`: file
-    name -> document; a missing file shows as "not measured"), saying what each figure is."""
+    name -> document; a missing file shows as "not measured"), saying what each figure is: measured or scaled or
+    extrapolated, and on which data (a GPU file's `synthetic`/`data` fields; the CPU files of CIFAR-100 and CUB are
+    always synthetic tensors of the real shapes)."""
     lines = ["| Benchmark | CPU | GPU |", "|---|---|---|"]
     for b, (cpu_name, gpu_name) in DEVICE_FILES.items():
         cpu, gpu = docs.get(cpu_name), docs.get(gpu_name)
@@ -135,13 +137,16 @@ def device_table(docs: dict[str, dict]) -> str:
 
             est = bench_estimate(cpu, 5)
             c = (f"~{est['mean_run_s'] * len(METHODS) * 5 / 3600:.0f} h for 5 seeds without references and oracle "
-                 f"(the mean of {est['n_methods']} timed method(s) × {len(METHODS)}), "
-                 f"{'extrapolated from a reduced run' if est['reduced'] else 'measured'} ({est['device_long']})")
+                 f"(the mean of {est['n_methods']} timed method(s) × {len(METHODS)}), on synthetic tensors of the real "
+                 f"shapes, {'extrapolated from a reduced run' if est['reduced'] else 'measured'} "
+                 f"({est['device_long']})")
         if gpu is None:
             g_text = "not measured"
         else:
             scaled = gpu["measured_seeds"] < gpu["seeds"]
-            g_text = (f"{duration(gpu['grid_s'])} for {gpu['seeds']} seeds with references and oracle, "
+            g_text = (f"{duration(gpu['grid_s'])} for {gpu['seeds']} seeds with references and oracle"
+                      + (" on synthetic tensors of the exact shapes (not the dataset's images)" if gpu.get("synthetic")
+                         else f" on {gpu['data'].split(',')[0]}") + ", "
                       + (f"scaled from {gpu['measured_seeds']} measured" if scaled else "measured")
                       + f" ({gpu['device'].split(' (')[0]})")
         lines.append(f"| {SPECS[b].title} | {c} | {g_text} |")
