@@ -391,6 +391,11 @@ def _tune(a) -> int:
 def _choices(a) -> int:
     from .lab import choices as CH
 
+    if a.device is not None:  # a GPU that is not there: refused before any line is printed or unit trained
+        from .device import resolve
+
+        resolve(a.device)
+
     for flag, given in (("--compile", a.compile != "off"), ("--precision", a.precision != "float32")):
         if given:  # its variants and their tunings train eagerly in float32, as the files they are compared with
             raise UserError(f"{flag} does not apply to choices (its variants train eagerly in float32, like the "
