@@ -187,3 +187,36 @@ def test_notebook_with_device_cuda_and_no_gpu_exits_2_before_a_kernel_starts(no_
     # auto and cpu need no GPU: they pass the check (the run itself is not started here)
     assert len(NB.plan_runs(REPO_ROOT / "book" / "reproduce" / "benchmark.md", [("device", "auto")], [],
                             tmp_path / "ok")) == 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# make reproduce-cifar100 / reproduce-cub: no GPU, no start (unless DEVICE=cpu)
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["reproduce-cifar100", "reproduce-cub"])
+def test_the_make_targets_refuse_to_start_without_a_gpu_unless_device_cpu_is_given(target, tmp_path):
+    """The recipe's commands go to a stand-in for the venv's python that logs them (nothing is downloaded or trained);
+    only the GPU check runs, in this interpreter with no GPU visible."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in *cuda.is_available*) '
+                    f'CUDA_VISIBLE_DEVICES= exec {sys.executable} "$@";; esac\nexit 0\n')
+    fake.chmod(0o755)
+
+    def make(*extra):
+        log.write_text("")
+        r = subprocess.run(["make", "-s", target, "STAMP=", f"PY={fake}", *extra], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=300)
+        return r, log.read_text().splitlines()
+
+    r, calls = make()
+    assert r.returncode != 0 and f"error: make {target} needs a CUDA GPU" in r.stderr and "DEVICE=cpu" in r.stderr
+    assert len(calls) == 1 and "cuda.is_available" in calls[0]  # nothing fetched, tuned or run
+    r, calls = make("DEVICE=cpu")
+    assert r.returncode == 0, r.stderr
+    assert calls[0].startswith("data_scripts/fetch.py") and not any("cuda.is_available" in c for c in calls)
+    assert all("--device cpu" in c for c in calls if c.startswith(("-m metacl_lite tune", "-m metacl_lite run")))
