@@ -81,9 +81,13 @@ reproduce-pmnist: $(STAMP)
 # method with references and oracle, the gamma controls, then the pages and the README. Every step is resumable:
 # run the same command again after an interruption. CIFAR-100's validation images are training images 400-499 of
 # each class, so K = 500 (beyond them) takes the values tuned at the tuning K (hparams.json's default).
+# Without a GPU these grids take days on the CPU: both targets refuse to start (before any download) unless a CUDA GPU
+# is usable or DEVICE=cpu is given explicitly.
 DEVICE    ?= auto
 CIFAR_KS  ?= 20 50 200 500
+NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'error: make $@ needs a CUDA GPU (none is usable here; without one its grids take days on the CPU): run it on a machine with a GPU, or give DEVICE=cpu to train on the CPU anyway')"
 reproduce-cifar100: $(STAMP)
+	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cifar100 $(if $(SRC),--from $(SRC),)
 	$(PY) -m metacl_lite choices --benchmark cifar100 --device $(DEVICE) $(if $(WORKERS),--workers $(WORKERS),)
 	for K in $(CIFAR_KS); do [ $$K = 20 ] || [ $$K -gt 400 ] && continue; \
@@ -95,6 +99,7 @@ reproduce-cifar100: $(STAMP)
 	$(PY) -m metacl_lite pages && $(PY) -m metacl_lite readme
 
 reproduce-cub: $(STAMP)
+	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cub $(if $(SRC),--from $(SRC),)
 	$(PY) -c "import torchvision; torchvision.models.resnet18(weights='IMAGENET1K_V1')"  # hub cache, sha256-checked
 	@# CUB's validation images are training images 20-28 of each class: the open choices (decided at K = 20 and 200)

@@ -107,11 +107,11 @@ def _device(text: str) -> str:
     raise argparse.ArgumentTypeError(f"--device {text!r}: choose auto, cpu, cuda or cuda:N")
 
 
-def _device_option(p: argparse.ArgumentParser) -> None:
+def _device_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> None:
     p.add_argument("--device", type=_device, default=None,
-                   help="auto, cpu, cuda or cuda:N (default: cpu for pmnist, whose committed files were made on the "
-                        "CPU; auto for cifar100 and cub); recorded in the file, which refuses units from another "
-                        "device kind or GPU model")
+                   help=help or "auto, cpu, cuda or cuda:N (default: cpu for pmnist, whose committed files were made "
+                                "on the CPU; auto for cifar100 and cub); recorded in the file, which refuses units "
+                                "from another device kind or GPU model")
 
 
 def _executor_options(p: argparse.ArgumentParser) -> None:
@@ -130,10 +130,11 @@ def _executor_options(p: argparse.ArgumentParser) -> None:
     _precision_option(p)
 
 
-def _precision_option(p: argparse.ArgumentParser) -> None:
+def _precision_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="float32",
-                   help="matrix products and convolutions: float32 (default), or tf32 on a GPU (tensor cores: "
-                        "faster, other numbers; recorded in the file, which refuses units of the other precision)")
+                   help=help or "matrix products and convolutions: float32 (default), or tf32 on a GPU (tensor "
+                                "cores: faster, other numbers; recorded in the file, which refuses units of the other "
+                                "precision)")
 
 
 def _choice_options(p: argparse.ArgumentParser) -> None:
@@ -262,20 +263,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pmnist: the real Table 1 grid; cifar100/cub: synthetic tensors of the real shapes")
     b.add_argument("--epochs", type=_positive("--epochs"), default=None, help="cifar100/cub: fewer epochs (CPU)")
     b.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="cifar100/cub: fewer tasks (CPU)")
-    b.add_argument("--K", type=_positive("K"), default=20)
+    b.add_argument("--K", type=_positive("K"), default=None, help="CPU bench: training images per class (default 20)")
     b.add_argument("--methods", type=_method_list, default=None)
     skip = b.add_mutually_exclusive_group()
     skip.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
     skip.add_argument("--skip-methods", action="store_true", help="pmnist: only the whole grids")
-    b.add_argument("--grids", type=_int_list("--grids"), default=[20],
+    b.add_argument("--grids", type=_int_list("--grids"), default=None,
                    help="pmnist: the K of each whole grid to time (default 20; e.g. 20,500)")
     b.add_argument("--grid-seeds", type=_positive("--grid-seeds"), default=None,
                    help="seeds per timed grid (default 3; with --device cuda 5, as the targets)")
     b.add_argument("--no-baseline", action="store_true", help="do not time the legacy path beside today's")
     b.add_argument("--compile", choices=("auto", "on", "off"), default="off",
                    help="pmnist: today's path with compiled task gradients (the legacy path stays eager)")
-    _device_option(b)
-    _precision_option(b)
+    _device_option(b, help="default: the CPU (every --suite, the per-method runs and grids above); cuda, cuda:N or "
+                           "auto: the whole grid of --suite at its paper K on a GPU, written to "
+                           "results/bench-<suite>-cuda.json (refused where no GPU is usable)")
+    _precision_option(b, help="--device cuda: matrix products and convolutions in float32 (default) or tf32 (tensor "
+                              "cores: faster, other numbers; recorded in the file)")
     b.add_argument("--workers", type=_positive("--workers"), default=None,
                    help="--device cuda: units sharing the GPU (default 8, or the cores if fewer)")
     b.add_argument("--out", type=Path, default=None,
@@ -394,6 +398,11 @@ def _tune(a) -> int:
 def _choices(a) -> int:
     from .lab import choices as CH
 
+    if a.device is not None:  # a GPU that is not there: refused before any line is printed or unit trained
+        from .device import resolve
+
+        resolve(a.device)
+
     for flag, given in (("--compile", a.compile != "off"), ("--precision", a.precision != "float32")):
         if given:  # its variants and their tunings train eagerly in float32, as the files they are compared with
             raise UserError(f"{flag} does not apply to choices (its variants train eagerly in float32, like the "
@@ -453,10 +462,11 @@ def _bench(a) -> int:
 
     if a.device not in (None, "cpu"):
         for flag, given in (("--epochs", a.epochs), ("--n-tasks", a.n_tasks), ("--skip-grid", a.skip_grid),
-                            ("--grids", a.grids != [20]), ("--no-baseline", a.no_baseline)):
-            if given:
-                raise UserError(f"{flag} does not apply with --device {a.device} (the GPU bench times whole grids at "
-                                f"full size); drop it")
+                            ("--grids", a.grids is not None), ("--no-baseline", a.no_baseline),
+                            ("--K", a.K is not None), ("--skip-methods", a.skip_methods)):
+            if given:  # each is a CPU-bench option; the GPU bench would ignore it
+                raise UserError(f"{flag} does not apply with --device {a.device} (the GPU bench times the whole grid "
+                                f"of --suite at its paper K, at full size); drop it")
         bench_gpu(a.suite, a.device, seeds=a.grid_seeds or 5,
                   measured_seeds=a.measured_seeds, workers=a.workers, methods=a.methods, compile=a.compile,
                   out=a.out, precision=a.precision)
@@ -466,12 +476,22 @@ def _bench(a) -> int:
         if given:
             raise UserError(f"{flag} applies to bench --device cuda only; drop it")
     if a.suite == "pmnist":
-        return bench_pmnist(a.K, a.methods, skip_grid=a.skip_grid, grids=a.grids, grid_seeds=a.grid_seeds or 3,
+        for flag, given in (("--epochs", a.epochs), ("--n-tasks", a.n_tasks)):
+            if given:  # the Table 1 grid is timed at full size on the CPU too
+                raise UserError(f"{flag} applies to --suite cifar100/cub only (--suite pmnist times full runs); "
+                                f"drop it")
+        return bench_pmnist(a.K or 20, a.methods, skip_grid=a.skip_grid, grids=a.grids or [20],
+                            grid_seeds=a.grid_seeds or 3,
                             baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods, out=a.out)
     for flag, given in (("--skip-methods", a.skip_methods), ("--compile", a.compile != "off")):
         if given:
             raise UserError(f"{flag} applies to --suite pmnist only (the {a.suite} suite times synthetic tensors "
-                             f"per method); drop it")
+                            f"per method); drop it")
+    for flag, given in (("--K", a.K is not None), ("--grids", a.grids is not None), ("--grid-seeds", a.grid_seeds),
+                        ("--skip-grid", a.skip_grid), ("--no-baseline", a.no_baseline), ("--out", a.out)):
+        if given:  # the multi-head CPU bench would ignore each (it writes results/bench-<suite>.json)
+            raise UserError(f"{flag} does not apply to bench --suite {a.suite} on the CPU (it times each method on "
+                            f"synthetic tensors and writes results/bench-{a.suite}.json); drop it")
     return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods)
 
 

@@ -167,6 +167,46 @@ def test_bench_refuses_pmnist_options_on_the_synthetic_suites(capsys, monkeypatc
     assert rc == 2 and needle in err
 
 
+@pytest.mark.parametrize("argv,needle", [
+    # the GPU bench times the whole grid of --suite at its paper K: a CPU-bench option given with it is refused, not
+    # silently ignored (--K 50 would otherwise time K = 20 and say nothing)
+    (["--suite", "cifar100", "--device", "cuda", "--K", "50"], "--K does not apply with --device cuda"),
+    (["--device", "cuda", "--K", "20"], "--K does not apply with --device cuda"),  # given, even at the default value
+    (["--device", "cuda:0", "--skip-methods"], "--skip-methods does not apply with --device cuda:0"),
+    (["--device", "auto", "--grids", "20"], "--grids does not apply with --device auto"),
+    # the multi-head CPU bench writes results/bench-<suite>.json whatever --out says, and has no K or grids
+    (["--suite", "cub", "--out", "b.json"], "--out does not apply to bench --suite cub on the CPU"),
+    (["--suite", "cifar100", "--K", "50"], "--K does not apply to bench --suite cifar100 on the CPU"),
+    (["--suite", "pmnist", "--epochs", "1"], "--epochs applies to --suite cifar100/cub only"),
+])
+def test_bench_refuses_options_its_path_would_ignore(capsys, monkeypatch, argv, needle):
+    from metacl_lite.lab import bench
+
+    for name in ("bench_gpu", "bench_multihead", "bench_pmnist"):
+        monkeypatch.setattr(bench, name, lambda *a, **k: pytest.fail("ran"))
+    rc, err = _err(capsys, ["bench", *argv])
+    assert rc == 2 and needle in err and "drop it" in err and len(err.strip().splitlines()) == 1
+
+
+def test_bench_passes_the_gpu_options_it_does_use(monkeypatch):
+    from metacl_lite.lab import bench
+
+    got = {}
+    monkeypatch.setattr(bench, "bench_gpu", lambda suite, device, **k: got.update(suite=suite, device=device, **k))
+    assert main(["bench", "--suite", "cub", "--device", "cuda", "--grid-seeds", "3", "--measured-seeds", "1",
+                 "--methods", "finetune"]) == 0
+    assert (got["suite"], got["device"], got["seeds"], got["measured_seeds"], got["methods"]) == \
+        ("cub", "cuda", 3, 1, ["finetune"])
+
+
+def test_bench_help_says_the_cpu_is_the_default_device(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--device DEVICE default: the CPU" in text and "auto for cifar100" not in text
+    assert "refuses units" not in text
+
+
 def test_bench_skip_grid_and_skip_methods_exclude_each_other(capsys):
     with pytest.raises(SystemExit) as e:
         main(["bench", "--skip-grid", "--skip-methods"])

@@ -4,12 +4,12 @@ and the CPU figure beside it; a missing file says so instead of a number."""
 from __future__ import annotations
 
 from metacl_lite.report.readme import gpu_bench_summary, gpu_check_summary
-from metacl_lite.report.timings import device_table, duration, gpu_grid_markdown
+from metacl_lite.report.timings import device_table, duration, gpu_grid_markdown, ran_commit
 
 
 def _doc(grid_s=2529.0, measured=1):
     return {"kind": "bench", "suite": "cub", "device": "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)", "gpu": True,
-            "complete": True, "K": 10, "n_tasks": 10, "epochs": 20, "data": "synthetic tensors", "workers": 8,
+            "complete": True, "K": 10, "n_tasks": 10, "epochs": 20, "data": "synthetic tensors", "synthetic": True, "workers": 8,
             "compile": "off", "seeds": 5, "measured_seeds": measured, "methods": ["finetune", "ewc"],
             "wall_s_measured": grid_s * measured / 5, "grid_s": grid_s, "target_s": 1800.0,
             "units": [{"unit": "runs/ewc/0", "wall_s": 130.0}, {"unit": "runs/finetune/0", "wall_s": 120.0},
@@ -25,10 +25,50 @@ def test_the_grid_is_set_beside_its_target_and_says_when_it_was_scaled():
     assert "scaled" not in met and "N.B." in met
     rows = [r.split(" | ")[0] for r in missed.splitlines() if r.startswith("| ") and "wall per unit" not in r]
     assert rows == ["| finetune", "| ewc", "| references (all tasks)", "| joint oracle"]  # the paper's order
-    assert "(missed)" in gpu_grid_markdown(_doc()) and "(met)" in gpu_grid_markdown(_doc(1700.0, 5))
+    assert "is 30.0 min: missed (scaled" in gpu_grid_markdown(_doc()) and \
+        gpu_grid_markdown(_doc(1700.0, 5)).endswith("is 30.0 min: met.")
     assert "8 worker processes sharing the GPU, task gradients eager: **5 seeds" in missed  # float32: nothing said
     tf32 = gpu_bench_summary({**_doc(), "compile": "on", "precision": "tf32"})
     assert "8 worker processes sharing the GPU, task gradients compiled (on), in TF32: **5 seeds" in tf32
+
+
+def test_a_target_met_only_by_a_scaled_figure_says_so_in_its_verdict():
+    # CIFAR-100's committed GPU file timed one seed and scaled it x5: its check mark rests on that scaled figure
+    scaled_met = _doc(grid_s=1700.0, measured=1)
+    assert "target on one H100: 30.0 min ✓ (scaled from 1 timed seed)." in gpu_bench_summary(scaled_met)
+    assert "is 30.0 min: met (scaled from 1 timed seed)." in gpu_grid_markdown(scaled_met)
+    assert "✗ (scaled from 2 timed seeds)." in gpu_bench_summary(_doc(measured=2))
+    assert "target on one H100: 30.0 min ✓." in gpu_bench_summary(_doc(grid_s=1700.0, measured=5))  # all timed
+
+
+#: A GPU file as this project's device sessions wrote them: the device copy's git metadata showed the session's base
+#: commit with the tree's changes as uncommitted, and the note says which commit's code ran.
+_NOTE = ("The code that ran is commit 977ad48 (this session's device runs send the working tree; the device copy's git "
+         "metadata showed the session's base commit 0078ca7 with the tree's changes as uncommitted, which is what "
+         "git_commit and git_dirty record).")
+_BASE = "0078ca70e675dcb9039a35db14786148a4b13437"
+
+
+def test_gpu_figures_name_the_commit_whose_code_ran_where_the_note_says_so(tmp_path):
+    import json
+
+    from metacl_lite.lab.store import load
+
+    doc = _doc()
+    doc["provenance"] = {**doc["provenance"], "git_commit": _BASE, "git_dirty": True, "note": _NOTE}
+    (tmp_path / "bench-cub-cuda.json").write_text(json.dumps(doc))
+    doc = load(tmp_path / "bench-cub-cuda.json", "bench")  # as the README and the overview read it (schema 1 upgraded)
+    check = {"device": "cuda: GPU X", "passed": 1, "failed": 0, "tests": [],
+             "provenance": {"command": "python data_scripts/gpu_check.py", "git_commit": _BASE, "git_dirty": True,
+                            "note": _NOTE}}
+    for text in (gpu_bench_summary(doc), gpu_grid_markdown(doc), gpu_check_summary(check)):
+        head = text.splitlines()[0]
+        assert "commit `977ad48`, the code that ran; its provenance records `0078ca70e6` with uncommitted" in head
+        assert "(commit `0078ca70e6`" not in head and ", commit `0078ca70e6`" not in head
+    assert _NOTE in gpu_bench_summary(doc) and _NOTE in gpu_check_summary(check)  # the file's own words, too
+    # without such a note: the recorded commit, and whether the tree was dirty
+    assert ran_commit({"git_commit": _BASE, "git_dirty": True}) == "commit `0078ca70e6` with uncommitted changes"
+    assert ran_commit({"git_commit": _BASE, "git_dirty": False, "note": "N.B."}) == "commit `0078ca70e6`"
 
 
 def test_durations_read_as_seconds_or_minutes():
@@ -38,7 +78,10 @@ def test_durations_read_as_seconds_or_minutes():
 def test_the_device_table_sets_cpu_beside_gpu_and_names_what_is_missing():
     table = device_table({"bench-cub-cuda.json": _doc()})
     cub = next(r for r in table.splitlines() if r.startswith("| Split CUB-200"))
-    assert cub.startswith("| Split CUB-200 | not measured | 42.1 min for 5 seeds with references and oracle, scaled")
+    assert cub.startswith("| Split CUB-200 | not measured | 42.1 min for 5 seeds with references and oracle on "
+                          "synthetic tensors of the exact shapes (not the dataset's images), scaled")
+    real = device_table({"bench-pmnist-cuda.json": {**_doc(), "synthetic": False, "data": "embedded MNIST, tuned"}})
+    assert "oracle on embedded MNIST, scaled" in real and "synthetic" not in real.split("| Permuted MNIST |")[1]
     assert "| Permuted MNIST | not measured | not measured |" in table
 
 

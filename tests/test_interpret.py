@@ -551,3 +551,30 @@ def test_targets_per_K_with_known_answers(tmp_path):
     (tmp_path / "pmnist-K50.json").write_text(json.dumps(res50b))
     k50 = {r["K"]: r for r in T.target_rows("pmnist", tmp_path)}[50]
     assert (k50["acc_above"], k50["acc_below"]) == (1, 1)
+
+
+def test_the_make_target_text_says_what_the_makefile_does():
+    """The sentence the book shows about `make reproduce-cifar100` / `make reproduce-cub` follows the Makefile: the K it
+    runs, the K it tunes (every paper K up to the validation offset; the tuning K through `choices`), and the GPU
+    check before the download."""
+    import re
+
+    from metacl_lite.specs import SPECS
+
+    make = (REPO_ROOT / "Makefile").read_text()
+    cifar = SPECS["cifar100"]
+    assert [int(k) for k in re.search(r"^CIFAR_KS\s*\?=\s*(.*)$", make, re.M).group(1).split()] == list(cifar.paper_Ks)
+    recipe = make.split("\nreproduce-cifar100:")[1].split("\n\n")[0]
+    assert f"[ $$K = {cifar.tuning_K} ] || [ $$K -gt {cifar.val_offset} ] && continue" in recipe
+    assert "choices --benchmark cifar100" in recipe
+    text = C.make_target_markdown("cifar100")
+    assert "`make reproduce-cifar100`" in text and "the open choices and β/γ at K = 20" in text
+    assert "β/γ tuned again at K = 50 and 200" in text and "K = 500, beyond them, takes K = 20's values" in text
+    cub = C.make_target_markdown("cub")
+    assert "`make reproduce-cub`" in cub and "β/γ at K = 10 with the default open choices" in cub
+    assert "tune --benchmark cub --K 10" in make.split("\nreproduce-cub:")[1]
+    for target, t in (("reproduce-cifar100", text), ("reproduce-cub", cub)):
+        first = make.split(f"\n{target}:")[1].split("\n")[1].strip()
+        assert first == "$(NEED_GPU)" and "unless `DEVICE=cpu` is given" in t  # the check comes before the download
+    assert C.make_target_markdown("pmnist") is None
+    assert "make reproduce-cub" in O.missing_results_markdown("cub", 10)

@@ -277,7 +277,20 @@ def plan_runs(notebook: Path, params: Iterable[tuple[str, str]], grid: list[str]
     for p, folder in runs:
         validate(p, defaults)
         check_writable(folder / f"{notebook.stem}.ipynb")
+    for device in sorted({p["device"] for p, _ in runs if p.get("device") is not None}):
+        _check_device(device)  # a GPU that is not there: refused here, before a kernel starts and runs cells
     return runs
+
+
+def _check_device(device: str) -> None:
+    """`device.resolve`'s check of a notebook's `device` parameter (cuda or cuda:N needs that GPU here), its
+    message in the notebook command's words (-p device instead of --device)."""
+    from ..device import resolve
+
+    try:
+        resolve(device)
+    except UsageError as e:
+        raise UsageError(str(e).replace("--device ", "-p device ")) from None
 
 
 def run_cli(notebook: Path, params: list[tuple[str, str]], grid: list[str], out_dir: Path) -> list[Path]:

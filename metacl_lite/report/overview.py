@@ -79,11 +79,14 @@ def missing_markdown(benchmark: str, K: int) -> str:
 def missing_results_markdown(benchmark: str, K: int) -> str:
     """What a reproduction page shows in place of the committed table when there is no results file: why, the
     commands that make it and, where they tune at another K, why and what to do instead (`tuning_note_markdown`)."""
+    from .commands import make_target_markdown
+
     note = tuning_note_markdown(benchmark, K)
+    make = make_target_markdown(benchmark)
     return (f"**No results yet.** There is no committed results file for {SPECS[benchmark].title}, K = {K}: "
             f"{_why_missing(benchmark, K)}. These commands, run from the repository's root, make the file and its "
             f"tables:\n\n```text\n" + "\n".join(missing_commands(benchmark, K)) + "\n```"
-            + (f"\n\n{note}" if note else ""))
+            + (f"\n\n{note}" if note else "") + (f"\n\n{make}" if make else ""))
 
 
 def tuning_cost(seeds: int = 5) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..datafiles import REPO_ROOT
 from .tables import format_table
-from .timings import duration, scaled_note
+from .timings import duration, provenance_note, ran_commit, scaled_note, target_mark
 
 
 def comparison_summary(res: dict) -> str:
@@ -38,16 +38,15 @@ def gpu_bench_summary(b: dict) -> str:
     order = [m for m in METHODS if m in per] + [k for k in per if k not in METHODS]
     rows = ["| unit | wall per unit (s), sharing the GPU |", "|---|---|"]
     rows += [f"| {k} | {sum(per[k]) / len(per[k]):.1f} |" for k in order]
-    ok = b["grid_s"] <= b["target_s"]
     return "\n".join([
-        f"Measured by `{relative_command(prov['command'])}` on {b['device']} (commit `{(prov['git_commit'] or '?')[:10]}`).",
+        f"Measured by `{relative_command(prov['command'])}` on {b['device']} ({ran_commit(prov)}).",
         f"Whole grid at K = {b['K']} ({len(b['methods'])} methods, the references and the oracle; {b['n_tasks']} tasks "
         f"× {b['epochs']} epochs) on {b['data']}, {b['workers']} worker processes sharing the GPU, task gradients "
         f"{'eager' if b['compile'] == 'off' else 'compiled (' + b['compile'] + ')'}"
         f"{'' if b.get('precision', 'float32') == 'float32' else ', in ' + b['precision'].upper()}: "
         f"**{b['seeds']} seeds in "
-        f"{duration(b['grid_s'])}**" + scaled_note(b) + f"; target on one H100: {duration(b['target_s'])} {'✓' if ok else '✗'}."
-        + (f" {prov['note']}" if prov.get("note") else ""), "", *rows])
+        f"{duration(b['grid_s'])}**" + scaled_note(b) + f"; target on one H100: {duration(b['target_s'])} {target_mark(b)}."
+        + (f" {provenance_note(prov)}" if provenance_note(prov) else ""), "", *rows])
 
 
 def gpu_test_ids(path: Path) -> Optional[list[str]]:
@@ -82,8 +81,9 @@ def gpu_check_summary(doc: dict, current: Optional[list[str]] = None) -> str:
     reparametrised since it ran) are named as not yet run on a GPU, so an old check does not read as covering code
     written after it."""
     prov = doc["provenance"]
-    lines = [f"`{prov['command']}` on {doc['device']} (commit `{(prov.get('git_commit') or '?')[:10]}`): "
-             f"**{doc['passed']} passed, {doc['failed']} failed**." + (f" {prov['note']}" if prov.get("note") else ""),
+    lines = [f"`{prov['command']}` on {doc['device']} ({ran_commit(prov)}): "
+             f"**{doc['passed']} passed, {doc['failed']} failed**." + (f" {provenance_note(prov)}" if provenance_note(prov)
+                                                                         else ""),
              "", "| test | outcome | s |", "|---|---|---|"]
     lines += [f"| `{t['test']}` | {t['outcome']} | {t['time_s']:.1f} |" for t in doc["tests"]]
     ran = {t["test"] for t in doc["tests"]}

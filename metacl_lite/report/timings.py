@@ -4,6 +4,7 @@ the current table of contents.
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -66,17 +67,49 @@ def scaled_note(doc: dict) -> str:
             f"the same work)")
 
 
+#: How a provenance note names the commit whose code ran when git_commit/git_dirty record another (a device copy of a
+#: working tree reports its base commit with the tree's changes as uncommitted).
+RAN_COMMIT = re.compile(r"code that ran is commit ([0-9a-f]{7,40})\b")
+
+
+def provenance_note(prov: dict) -> str:
+    """A file's provenance note: its own, or (a schema-1 file as `store.load` reads it, its one provenance block
+    turned into an invocation) the latest invocation's; "" when none."""
+    invs = [i for i in prov.get("invocations") or [] if isinstance(i, dict) and i.get("note")]
+    return prov.get("note") or (invs[-1]["note"] if invs else "")
+
+
+def ran_commit(prov: dict) -> str:
+    """The commit whose code made a file, in Markdown: the one its provenance note names ("The code that ran is commit
+    X") where it names one, with the commit that git_commit records beside it; else git_commit (10 characters), "with
+    uncommitted changes" where git_dirty says so."""
+    recorded = f"`{(prov.get('git_commit') or '?')[:10]}`"
+    mo = RAN_COMMIT.search(provenance_note(prov))
+    if mo:
+        return (f"commit `{mo.group(1)}`, the code that ran; its provenance records {recorded} with uncommitted "
+                f"changes, the base of the tree that ran")
+    return f"commit {recorded}" + (" with uncommitted changes" if prov.get("git_dirty") else "")
+
+
+def target_mark(doc: dict, met: str = "✓", missed: str = "✗") -> str:
+    """A GPU bench file's verdict against its target (`met` or `missed`), saying when the grid time it rests on was
+    scaled from fewer timed seeds than the grid has (`grid_s` = measured wall × seeds / measured seeds)."""
+    mark = met if doc["grid_s"] <= doc["target_s"] else missed
+    if doc["measured_seeds"] < doc["seeds"]:
+        mark += f" (scaled from {doc['measured_seeds']} timed seed{'s' if doc['measured_seeds'] > 1 else ''})"
+    return mark
+
+
 def gpu_grid_markdown(doc: dict) -> str:
     """What a GPU speed-benchmark file (`bench --device cuda`, results/bench-<suite>-cuda.json) measured, in words:
     the whole grid's wall time beside its target, how many seeds were timed, the data and the workers."""
     prov = doc.get("provenance") or {}
     grid = f"{doc['seeds']} seeds took {duration(doc['grid_s'])}" + scaled_note(doc)
-    met = doc["grid_s"] <= doc["target_s"]
-    return (f"**On a GPU.** `{relative_command(prov.get('command'))}` ({doc['device']}, commit "
-            f"`{(prov.get('git_commit') or '?')[:10]}`): the whole grid at K = {doc['K']} (every method, the "
-            f"references and the oracle, at full size: {doc['n_tasks']} tasks × {doc['epochs']} epochs) on "
-            f"{doc['data']}, {doc['workers']} worker processes sharing the card: {grid}; the target for one H100 is "
-            f"{duration(doc['target_s'])} ({'met' if met else 'missed'}).")
+    return (f"**On a GPU.** `{relative_command(prov.get('command'))}` ({doc['device']}, {ran_commit(prov)}): the "
+            f"whole grid at K = {doc['K']} (every method, the references and the oracle, at full size: "
+            f"{doc['n_tasks']} tasks × {doc['epochs']} epochs) on {doc['data']}, {doc['workers']} worker processes "
+            f"sharing the card: {grid}; the target for one H100 is {duration(doc['target_s'])}: "
+            f"{target_mark(doc, 'met', 'missed')}.")
 
 
 #: The speed-benchmark files that "Running this book" sets side by side: the CPU one and the GPU one of each benchmark.
@@ -87,7 +120,9 @@ DEVICE_FILES = {"pmnist": ("bench-pmnist-K20.json", "bench-pmnist-cuda.json"),
 
 def device_table(docs: dict[str, dict]) -> str:
     """Each benchmark's whole grid on the CPU beside one GPU, from the committed speed-benchmark files (`docs`: file
-    name -> document; a missing file shows as "not measured"), saying what each figure is."""
+    name -> document; a missing file shows as "not measured"), saying what each figure is: measured or scaled or
+    extrapolated, and on which data (a GPU file's `synthetic`/`data` fields; the CPU files of CIFAR-100 and CUB are
+    always synthetic tensors of the real shapes)."""
     lines = ["| Benchmark | CPU | GPU |", "|---|---|---|"]
     for b, (cpu_name, gpu_name) in DEVICE_FILES.items():
         cpu, gpu = docs.get(cpu_name), docs.get(gpu_name)
@@ -102,13 +137,16 @@ def device_table(docs: dict[str, dict]) -> str:
 
             est = bench_estimate(cpu, 5)
             c = (f"~{est['mean_run_s'] * len(METHODS) * 5 / 3600:.0f} h for 5 seeds without references and oracle "
-                 f"(the mean of {est['n_methods']} timed method(s) × {len(METHODS)}), "
-                 f"{'extrapolated from a reduced run' if est['reduced'] else 'measured'} ({est['device_long']})")
+                 f"(the mean of {est['n_methods']} timed method(s) × {len(METHODS)}), on synthetic tensors of the real "
+                 f"shapes, {'extrapolated from a reduced run' if est['reduced'] else 'measured'} "
+                 f"({est['device_long']})")
         if gpu is None:
             g_text = "not measured"
         else:
             scaled = gpu["measured_seeds"] < gpu["seeds"]
-            g_text = (f"{duration(gpu['grid_s'])} for {gpu['seeds']} seeds with references and oracle, "
+            g_text = (f"{duration(gpu['grid_s'])} for {gpu['seeds']} seeds with references and oracle"
+                      + (" on synthetic tensors of the exact shapes (not the dataset's images)" if gpu.get("synthetic")
+                         else f" on {gpu['data'].split(',')[0]}") + ", "
                       + (f"scaled from {gpu['measured_seeds']} measured" if scaled else "measured")
                       + f" ({gpu['device'].split(' (')[0]})")
         lines.append(f"| {SPECS[b].title} | {c} | {g_text} |")

@@ -1,0 +1,222 @@
+"""The device's paths through the lab, on a machine without a GPU (CI): `auto` resolves to a GPU where one is usable and
+the results file records it (kind, model, regenerating command), and to the CPU where none is, also recorded; a tuning
+file refuses units of another device kind or GPU model; Ray units on a GPU ask for a share of one card and CPU units
+for none; `--device cuda` without a GPU stops `choices` and `notebook` before any output or work."""
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+import torch
+
+from metacl_lite.cli import main
+from metacl_lite.datafiles import REPO_ROOT
+from metacl_lite.errors import ConfigMismatch
+from metacl_lite.lab import grid as G
+from metacl_lite.lab import provenance
+
+TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A machine that says it has a GPU, "GPU X" (for the checks and the records only: the units are `fake_units`,
+    and no determinism or precision flag of this process is changed). The same as tests/test_device.py's."""
+    from metacl_lite import training
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
+    monkeypatch.setattr(G, "deterministic", lambda d: None)
+    monkeypatch.setattr(training, "set_precision", lambda p, d: None)
+    monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# auto resolves, and the file records what it resolved to
+# ----------------------------------------------------------------------------------------------------------------
+def test_auto_on_a_machine_with_a_gpu_trains_there_and_the_file_records_it(fake_gpu, hparams_file, fake_units,
+                                                                          tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, device="auto", **TINY)
+    doc = json.loads(out.read_text())
+    assert doc["config"]["train"]["device"] == "cuda" and doc["config"]["accelerator"] == "GPU X"
+    assert [c.device for _, c in fake_units] == ["cuda"] * 3  # the run, its references and its oracle
+    assert doc["provenance"]["invocations"][0]["device"] == "cuda: GPU X"
+    # Permuted MNIST's default is the CPU: the command that regenerates (or extends) the file must name the GPU
+    assert doc["provenance"]["command"].endswith(f" --device cuda --out {out}")
+
+
+@pytest.fixture
+def synthetic_cifar(monkeypatch):
+    """CIFAR-100 without its files: the data check passes and each unit gets synthetic tensors of the real shapes
+    (what `bench` trains on); the units themselves are `fake_units`."""
+    from metacl_lite.synthetic import synthetic_benchmark
+
+    monkeypatch.setattr(G.D, "check_data", lambda *a, **k: None)
+    monkeypatch.setattr(G, "unit_benchmark", lambda spec, K, n_tasks, *a, **k:
+                        synthetic_benchmark(G.get_spec(spec).name, K, n_tasks))
+
+
+def test_cifar100s_default_auto_without_a_gpu_trains_on_the_cpu_and_the_command_says_so(no_gpu, synthetic_cifar,
+                                                                                        hparams_file, fake_units,
+                                                                                        tmp_path):
+    out = tmp_path / "r.json"
+    G.run_experiment("cifar100", seeds=[0], methods=["finetune"], out=out, **TINY)  # no device: the spec's, auto
+    doc = json.loads(out.read_text())
+    assert doc["config"]["train"]["device"] == "cpu" and doc["config"]["accelerator"] is None
+    assert [c.device for _, c in fake_units] == ["cpu"] * 3
+    assert doc["provenance"]["invocations"][0]["device"].startswith("cpu")
+    # CIFAR-100's default (auto) would take a GPU where one is: extending this file there must stay on the CPU
+    assert doc["provenance"]["command"].endswith(f" --device cpu --out {out}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# a tuning file refuses units of another device
+# ----------------------------------------------------------------------------------------------------------------
+def _tune(tmp_path, **kw):
+    from metacl_lite.lab.tuning import tune
+
+    return tune("pmnist", 5, n_tasks=2, seeds=[100], methods=["ewc"], out=tmp_path / "t.json", write_hparams=False,
+                beta_grid=[1.0, 3.0], gamma_grid=[0.0, 1.0], epochs=1, show_progress=False, **kw)
+
+
+def test_a_tuning_file_made_on_a_gpu_refuses_cpu_units_and_another_gpu_model(fake_gpu, hparams_file, fake_units,
+                                                                            tmp_path, monkeypatch):
+    doc = _tune(tmp_path, device="cuda")
+    assert (doc["protocol"]["device"], doc["protocol"]["accelerator"]) == ("cuda", "GPU X")
+    assert " --device cuda" in doc["provenance"]["command"]
+    n = len(fake_units)
+    with pytest.raises(ConfigMismatch, match=r"accelerator.*device|device.*accelerator"):
+        _tune(tmp_path, device="cpu")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU Y")
+    with pytest.raises(ConfigMismatch, match="accelerator") as e:
+        _tune(tmp_path, device="cuda")
+    assert "device" not in str(e.value).replace("accelerator", "")  # the kind matches; the model does not
+    assert len(fake_units) == n  # refused before any unit
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
+    assert _tune(tmp_path, device="cuda")["protocol"]["accelerator"] == "GPU X"  # the same GPU resumes
+
+
+def test_a_tuning_file_made_on_the_cpu_refuses_gpu_units(fake_gpu, hparams_file, fake_units, tmp_path):
+    doc = _tune(tmp_path, device="cpu")
+    assert "device" not in doc["protocol"] and "accelerator" not in doc["protocol"]
+    with pytest.raises(ConfigMismatch, match="device"):
+        _tune(tmp_path, device="cuda")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Ray: GPU units ask for a share of one card, CPU units for none
+# ----------------------------------------------------------------------------------------------------------------
+class _Ref:
+    def __init__(self, value):
+        self.value = value
+
+
+def _fake_ray():
+    """A stand-in for the `ray` module: records the arguments of each `ray.remote(...)` and runs the tasks in this
+    process."""
+    ray = types.ModuleType("ray")
+    ray.remote_args = []
+    ray.is_initialized = lambda: True
+    ray.exceptions = types.SimpleNamespace(RayError=RuntimeError)
+    ray.cancel = lambda *a, **k: None
+    ray.get = lambda ref: ref.value
+    ray.wait = lambda refs, num_returns=1: ([refs[0]], refs[1:])
+
+    def remote(**kw):
+        ray.remote_args.append(kw)
+        return lambda f: types.SimpleNamespace(remote=lambda fn, job, threads: _Ref(fn(job)))
+
+    ray.remote = remote
+    return ray
+
+
+@pytest.mark.parametrize("device, share", [("cuda", 1 / 8), ("cpu", 0)])
+def test_ray_units_ask_for_a_share_of_the_gpu_and_cpu_units_for_none(fake_gpu, hparams_file, fake_units, tmp_path,
+                                                                     monkeypatch, device, share):
+    from metacl_lite.lab.executors import GPU_UNITS_PER_CARD, check_plan
+
+    ray = _fake_ray()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    plan = check_plan("ray", workers=2)
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "r.json", device=device, plan=plan,
+                     **TINY)
+    assert len(fake_units) == 3 and [c.device for _, c in fake_units] == [device] * 3
+    assert ray.remote_args == [{"num_cpus": 1, "num_gpus": share}]
+    assert plan.gpu_share == share and (device == "cpu" or share == 1 / GPU_UNITS_PER_CARD)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# --device cuda without a GPU: exit 2 before any output or work
+# ----------------------------------------------------------------------------------------------------------------
+def test_choices_with_cuda_and_no_gpu_exits_2_before_printing_or_tuning(no_gpu, monkeypatch, capsys):
+    from metacl_lite.lab import choices as CH
+
+    ran = []
+    monkeypatch.setattr(CH, "execute", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(CH, "write_summary", lambda *a, **k: ran.append(a))
+    # --workers 1: the plan then has no reason to look at the device, so only the early check can stop it
+    for argv in (["choices", "--device", "cuda", "--workers", "1", "--no-progress"],
+                 ["choices", "--benchmark", "cifar100", "--device", "cuda:0", "--executor", "local", "--workers", "2"],
+                 ["choices", "--device", "cuda", "--summary-only"]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and ran == []
+        assert err.startswith("error: --device cuda") and "no CUDA GPU is usable here" in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_notebook_with_device_cuda_and_no_gpu_exits_2_before_a_kernel_starts(no_gpu, monkeypatch, tmp_path, capsys):
+    from metacl_lite.report import notebooks as NB
+
+    monkeypatch.setattr(NB, "run_notebook", lambda *a, **k: pytest.fail("a kernel started"))
+    page = str(REPO_ROOT / "book" / "reproduce" / "benchmark.md")
+    for extra in (["-p", "device", "cuda"], ["-p", "device", "cuda:1", "--grid", "K=5,10"]):
+        assert main(["notebook", page, *extra, "-o", str(tmp_path / "runs")]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and "-p device cuda" in err and "no CUDA GPU is usable here" in err
+        assert "use -p device cpu" in err and "--device" not in err
+    assert not (tmp_path / "runs").exists()
+    # auto and cpu need no GPU: they pass the check (the run itself is not started here)
+    assert len(NB.plan_runs(REPO_ROOT / "book" / "reproduce" / "benchmark.md", [("device", "auto")], [],
+                            tmp_path / "ok")) == 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# make reproduce-cifar100 / reproduce-cub: no GPU, no start (unless DEVICE=cpu)
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["reproduce-cifar100", "reproduce-cub"])
+def test_the_make_targets_refuse_to_start_without_a_gpu_unless_device_cpu_is_given(target, tmp_path):
+    """The recipe's commands go to a stand-in for the venv's python that logs them (nothing is downloaded or trained);
+    only the GPU check runs, in this interpreter with no GPU visible."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in *cuda.is_available*) '
+                    f'CUDA_VISIBLE_DEVICES= exec {sys.executable} "$@";; esac\nexit 0\n')
+    fake.chmod(0o755)
+
+    def make(*extra):
+        log.write_text("")
+        r = subprocess.run(["make", "-s", target, "STAMP=", f"PY={fake}", *extra], cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=300)
+        return r, log.read_text().splitlines()
+
+    r, calls = make()
+    assert r.returncode != 0 and f"error: make {target} needs a CUDA GPU" in r.stderr and "DEVICE=cpu" in r.stderr
+    assert len(calls) == 1 and "cuda.is_available" in calls[0]  # nothing fetched, tuned or run
+    r, calls = make("DEVICE=cpu")
+    assert r.returncode == 0, r.stderr
+    assert calls[0].startswith("data_scripts/fetch.py") and not any("cuda.is_available" in c for c in calls)
+    assert all("--device cpu" in c for c in calls if c.startswith(("-m metacl_lite tune", "-m metacl_lite run")))
