@@ -7,7 +7,6 @@ cuDNN versions and the determinism settings. Exit status: pytest's (0 when every
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile

@@ -106,3 +106,21 @@ def book_build(tmp_path_factory) -> BookBuild:
     page.write_text(text.replace(LIVE_DEFAULT, LIVE_QUICK))
     out = tmp / "out"
     return BookBuild(build_book(tmp / "book", out), out / "_build" / "html", out / "_build" / "jupyter_execute")
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A machine that says it has a GPU, "GPU X", with 79 GB free (for the checks and the records only: the units are
+    `fake_units`, and no determinism or precision flag of this process is changed)."""
+    import torch
+
+    from metacl_lite import training
+    from metacl_lite.lab import grid, provenance
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (79 * 2 ** 30, 80 * 2 ** 30))
+    monkeypatch.setattr(grid, "deterministic", lambda d: None)
+    monkeypatch.setattr(training, "deterministic", lambda d: None)
+    monkeypatch.setattr(training, "set_precision", lambda p, d: None)
+    monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")

@@ -284,21 +284,6 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
     assert doc["provenance"]["device"] == "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)"
 
 
-@pytest.fixture
-def fake_gpu(monkeypatch):
-    """A machine that says it has a GPU (for the checks and the records only: the units are `fake_units`, and no
-    determinism or precision flag of this process is changed)."""
-    from metacl_lite import training
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (79 * 2 ** 30, 80 * 2 ** 30))
-    monkeypatch.setattr(G, "deterministic", lambda d: None)
-    monkeypatch.setattr(training, "deterministic", lambda d: None)
-    monkeypatch.setattr(training, "set_precision", lambda p, d: None)
-    monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")
-
-
 def test_tf32_needs_a_gpu_and_is_refused_before_any_work(no_gpu, hparams_file, fake_units, tmp_path, capsys):
     from metacl_lite.training import TrainConfig
 

@@ -15,7 +15,6 @@ from metacl_lite.cli import main
 from metacl_lite.datafiles import REPO_ROOT
 from metacl_lite.errors import ConfigMismatch
 from metacl_lite.lab import grid as G
-from metacl_lite.lab import provenance
 
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 
@@ -23,19 +22,6 @@ TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 @pytest.fixture
 def no_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch):
-    """A machine that says it has a GPU, "GPU X" (for the checks and the records only: the units are `fake_units`,
-    and no determinism or precision flag of this process is changed). The same as tests/test_device.py's."""
-    from metacl_lite import training
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
-    monkeypatch.setattr(G, "deterministic", lambda d: None)
-    monkeypatch.setattr(training, "set_precision", lambda p, d: None)
-    monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ refused when its file is opened (before any training), values JSON cannot hold a
 files give one line and exit 2, `table` shows only what the matrices say and says when the stream is not the paper's,
 notebook kernels import the checkout that launched them, and the protocol's wiring (validation split for tuning,
 each reference on its own task, each variant's options) is checked by spies on what each unit is given."""
-import copy
 import json
 import math
 import os

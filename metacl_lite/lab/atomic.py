@@ -91,7 +91,7 @@ def read_json(path: Path, what: str = "JSON file", keep: bool = False) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        aside = "" if keep else f", or move it aside to start a new one"
+        aside = "" if keep else ", or move it aside to start a new one"
         raise FileFormatError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}), so not a "
                               f"{what}: if it is another file, give the command another path; if it is a damaged "
                               f"{what}, restore it with `git checkout -- {path}`{aside}"

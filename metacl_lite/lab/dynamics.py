@@ -13,7 +13,6 @@ method settings is refused unless the command starts over (`--force`). `provenan
 """
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Mapping, Optional, Sequence

@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
-import os
 import platform
 import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
 
-import torch
 
 from ..datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
 from ..device import describe

@@ -885,7 +885,7 @@ def seeds_note(rows: Sequence[dict], more: int = 10, alpha: float = ALPHA, power
         f"assumes that the per-seed differences are normally distributed; {n} seeds are {'far ' if n < 10 else ''}too few to check that. "
         f"Without that assumption, a sign or signed-rank test gives at best p = 2/2ⁿ (n seeds, all agreeing), "
         + both(lambda k: f"{sign[k]:.3g} with {k} seeds") + ": " + "; ".join(reach(k) for k in ns) + ". "
-        f"The interval's half-width is t(0.975, n − 1)·s/√n, with "
+        "The interval's half-width is t(0.975, n − 1)·s/√n, with "
         + both(lambda k: f"t = {student.ppf(0.975, k - 1):.2f} at {k} seeds") + ". "
         f"The t-test decides a true mean difference with probability {power:.0%} when it is at least, in standard "
         f"deviations s of the per-seed differences, " + both(lambda k: f"{eff[k]:.2f} s with {k} seeds")

@@ -395,7 +395,7 @@ def parameters_markdown(params: dict[str, Any]) -> str:
     from ..training import METHODS
 
     spec = SPECS[params["benchmark"]]
-    b, K = params["benchmark"], params["K"]
+    K = params["K"]
     lines = [f"- **Setting:** {spec.title}, K = {K} training images per class."]
     if params["live"]:
         names = list(METHODS) if params["methods"] == "all" else [m.strip() for m in params["methods"].split(",")]

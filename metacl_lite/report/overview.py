@@ -143,8 +143,8 @@ def tuning_note_markdown(benchmark: str, K: int) -> Optional[str]:
                             + "; ".join(f"{r['smaller']} of {r['n']} methods at K = {r['K']}" for r in larger)
                             + f": values chosen at K = {K0} can over-regularise the larger K.")
     else:
-        smaller_sentence = (f"Chapter 8 (\"How β and γ move with K\") shows on Permuted MNIST how the chosen values "
-                            f"move with K.")
+        smaller_sentence = ("Chapter 8 (\"How β and γ move with K\") shows on Permuted MNIST how the chosen values "
+                            "move with K.")
     head = (f"**Why `--K {tune_K}`.** Tuning trains every regularised method at every value of its grid: "
             f"{n_tune} runs of the stream at the default grids, against {n_run} for the five-seed run. To keep a "
             f"first reproduction of {spec.title} affordable, the commands choose β and γ once, at K = {tune_K}, "
