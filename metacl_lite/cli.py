@@ -398,8 +398,8 @@ def _tune(a) -> int:
 def _choices(a) -> int:
     from .lab import choices as CH
 
-    if a.device is not None:  # a GPU that is not there: refused before any line is printed or unit trained
-        from .device import resolve
+    if a.device is not None and a.executor != "ray":  # a GPU that is not there: refused before any line is printed
+        from .device import resolve                   # or unit trained (Ray: the cluster's GPUs, checked by tune)
 
         resolve(a.device)
 

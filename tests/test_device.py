@@ -224,10 +224,10 @@ def test_compiled_steps_capture_cuda_graphs_on_a_gpu_only(monkeypatch):
     assert marks == [1, 1]
 
 
-def test_gpu_units_on_ray_ask_for_a_share_of_a_card_and_let_ray_choose_it(hparams_file, monkeypatch, tmp_path):
-    """On a GPU, Ray units request 1/GPU_UNITS_PER_CARD of a GPU each (num_gpus) and train on the "cuda" Ray gives
-    them; local workers get the resolved device (cuda:N) itself."""
-    from metacl_lite.lab.executors import GPU_UNITS_PER_CARD, Plan
+def test_local_gpu_workers_train_on_the_resolved_device_itself(hparams_file, monkeypatch, tmp_path):
+    """Local worker processes get the resolved device (cuda:N) and ask no share of a card; Ray's units: see
+    test_device_paths (the cluster's GPUs)."""
+    from metacl_lite.lab.executors import Plan
 
     seen = {}
 
@@ -235,13 +235,10 @@ def test_gpu_units_on_ray_ask_for_a_share_of_a_card_and_let_ray_choose_it(hparam
         seen["share"], seen["devices"] = plan.gpu_share, {j.device for j in jobs}
         return []
 
-    monkeypatch.setattr(G, "resolve", lambda d: "cuda:1")
-    monkeypatch.setattr(G, "accelerator", lambda d: "GPU X")
+    monkeypatch.setattr("metacl_lite.device.resolve", lambda d: "cuda:1")
+    monkeypatch.setattr("metacl_lite.device.accelerator", lambda d: "GPU X")
     monkeypatch.setattr(G, "run_all", fake_run_all)
     monkeypatch.setattr(provenance, "describe", lambda d: f"{d}: GPU X")
-    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "a.json", device="cuda:1",
-                     plan=Plan(executor="ray", workers=2), **TINY)
-    assert seen == {"share": 1.0 / GPU_UNITS_PER_CARD, "devices": {"cuda"}}
     G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "b.json", device="cuda:1",
                      plan=Plan(executor="local", workers=2), **TINY)
     assert seen == {"share": 0.0, "devices": {"cuda:1"}}

@@ -13,7 +13,7 @@ import torch
 
 from metacl_lite.cli import main
 from metacl_lite.datafiles import REPO_ROOT
-from metacl_lite.errors import ConfigMismatch
+from metacl_lite.errors import ConfigMismatch, UnitsFailed, UsageError
 from metacl_lite.lab import grid as G
 
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
@@ -69,8 +69,9 @@ def test_cifar100s_default_auto_without_a_gpu_trains_on_the_cpu_and_the_command_
 def _tune(tmp_path, **kw):
     from metacl_lite.lab.tuning import tune
 
-    return tune("pmnist", 5, n_tasks=2, seeds=[100], methods=["ewc"], out=tmp_path / "t.json", write_hparams=False,
-                beta_grid=[1.0, 3.0], gamma_grid=[0.0, 1.0], epochs=1, show_progress=False, **kw)
+    kw = {"beta_grid": [1.0, 3.0], "out": tmp_path / "t.json", **kw}
+    return tune("pmnist", 5, n_tasks=2, seeds=[100], methods=["ewc"], write_hparams=False, gamma_grid=[0.0, 1.0],
+                epochs=1, show_progress=False, **kw)
 
 
 def test_a_tuning_file_made_on_a_gpu_refuses_cpu_units_and_another_gpu_model(fake_gpu, hparams_file, fake_units,
@@ -98,16 +99,24 @@ def test_a_tuning_file_made_on_the_cpu_refuses_gpu_units(fake_gpu, hparams_file,
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Ray: GPU units ask for a share of one card, CPU units for none
+# Ray: the cluster's GPUs decide (not the machine that starts the grid), units ask for a share of one card of one
+# model, CPU units for none, and a unit from another GPU model is not saved
 # ----------------------------------------------------------------------------------------------------------------
 class _Ref:
     def __init__(self, value):
         self.value = value
 
 
-def _fake_ray():
-    """A stand-in for the `ray` module: records the arguments of each `ray.remote(...)` and runs the tasks in this
-    process."""
+def _node(gpus=0, model=None, alive=True):
+    res = {"CPU": 8.0, **({"GPU": float(gpus)} if gpus else {}), **({f"accelerator_type:{model}": 1.0} if model else {})}
+    return {"Alive": alive, "Resources": res}
+
+
+def _fake_ray(nodes=(), gpu_name="GPU X"):
+    """A stand-in for the `ray` module: a cluster of `nodes` whose GPUs are called `gpu_name`; records the arguments
+    of each `ray.remote(...)` and runs the tasks in this process (a unit's `_call` without its worker set-up)."""
+    from metacl_lite.lab import executors as E
+
     ray = types.ModuleType("ray")
     ray.remote_args = []
     ray.is_initialized = lambda: True
@@ -115,28 +124,97 @@ def _fake_ray():
     ray.cancel = lambda *a, **k: None
     ray.get = lambda ref: ref.value
     ray.wait = lambda refs, num_returns=1: ([refs[0]], refs[1:])
+    ray.nodes = lambda: list(nodes)
 
     def remote(**kw):
         ray.remote_args.append(kw)
-        return lambda f: types.SimpleNamespace(remote=lambda fn, job, threads: _Ref(fn(job)))
+
+        def wrap(f):
+            if f is E._call:
+                return types.SimpleNamespace(remote=lambda fn, job, threads: _Ref(fn(job)))
+            assert f is E._gpu_name  # the probe: what a unit on the cluster's GPU sees
+            return types.SimpleNamespace(remote=lambda: _Ref(gpu_name))
+
+        return wrap
 
     ray.remote = remote
     return ray
 
 
-@pytest.mark.parametrize("device, share", [("cuda", 1 / 8), ("cpu", 0)])
-def test_ray_units_ask_for_a_share_of_the_gpu_and_cpu_units_for_none(fake_gpu, hparams_file, fake_units, tmp_path,
-                                                                     monkeypatch, device, share):
-    from metacl_lite.lab.executors import GPU_UNITS_PER_CARD, check_plan
+@pytest.fixture
+def cluster(hparams_file, fake_units, monkeypatch):
+    """A Ray cluster (`cluster(nodes, gpu_name, unit_gpu)`) started from a machine without a GPU: its units report
+    `unit_gpu` as the GPU they ran on. Returns the fake ray module."""
+    from metacl_lite.lab import provenance
+    from metacl_lite.lab.executors import check_plan
 
-    ray = _fake_ray()
-    monkeypatch.setitem(sys.modules, "ray", ray)
-    plan = check_plan("ray", workers=2)
-    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "r.json", device=device, plan=plan,
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(provenance, "describe", lambda d: "cpu: Y")
+
+    def make(nodes, gpu_name="GPU X", unit_gpu="GPU X"):
+        ray = _fake_ray(nodes, gpu_name)
+        monkeypatch.setitem(sys.modules, "ray", ray)
+        monkeypatch.setattr(G, "accelerator", lambda d: unit_gpu if str(d).startswith("cuda") else None)
+        monkeypatch.setattr(G, "deterministic", lambda d: None)
+        return ray, check_plan("ray", workers=2)
+
+    return make
+
+
+def test_a_ray_grid_trains_on_the_clusters_gpus_pinned_to_one_model(cluster, tmp_path, capsys):
+    ray, plan = cluster([_node(), _node(2, "H100"), _node(2, "H100"), _node(1, "A100"), _node(8, "A100", alive=False)])
+    out = tmp_path / "r.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, device="cuda", plan=plan, **TINY)
+    opts = {"num_cpus": 1, "num_gpus": 1 / 8, "accelerator_type": "H100"}
+    assert ray.remote_args == [opts, opts]  # the probe of the GPU's name, then the units
+    doc = json.loads(out.read_text())
+    assert doc["config"]["train"]["device"] == "cuda" and doc["config"]["accelerator"] == "GPU X"
+    assert doc["provenance"]["invocations"][0]["device"] == ("ray cluster: 4 GPU(s) of GPU X (units pinned to "
+                                                             "accelerator_type H100)")
+    assert "GPUs of several models (A100: 1, H100: 4); this grid's units run on H100 only" in capsys.readouterr().err
+
+
+def test_a_ray_grid_on_the_cpu_asks_for_no_gpu(cluster, tmp_path):
+    ray, plan = cluster([_node(2, "H100")])
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "r.json", device="cpu", plan=plan,
                      **TINY)
-    assert len(fake_units) == 3 and [c.device for _, c in fake_units] == [device] * 3
-    assert ray.remote_args == [{"num_cpus": 1, "num_gpus": share}]
-    assert plan.gpu_share == share and (device == "cpu" or share == 1 / GPU_UNITS_PER_CARD)
+    assert ray.remote_args == [{"num_cpus": 1, "num_gpus": 0}] and plan.accelerator_type is None
+
+
+def test_a_ray_cluster_without_gpus_refuses_cuda_and_auto_trains_on_the_cpu(cluster, tmp_path):
+    ray, plan = cluster([_node(), _node()])
+    with pytest.raises(UsageError, match="the Ray cluster has no live node with a GPU"):
+        G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "r.json", device="cuda",
+                         plan=plan, **TINY)
+    with pytest.raises(UsageError, match="Ray places each unit on one of the cluster's GPUs; use --device cuda"):
+        G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "r.json", device="cuda:1",
+                         plan=plan, **TINY)
+    assert ray.remote_args == [] and not (tmp_path / "r.json").exists()
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "r.json", device="auto", plan=plan,
+                     **TINY)
+    assert json.loads((tmp_path / "r.json").read_text())["config"]["train"]["device"] == "cpu"
+
+
+def test_a_unit_from_another_gpu_model_is_not_saved(cluster, tmp_path):
+    """The probe saw GPU X, but the units report GPU Y (a node Ray could not tell apart): none of them is saved."""
+    ray, plan = cluster([_node(2)], gpu_name="GPU X", unit_gpu="GPU Y")
+    out = tmp_path / "r.json"
+    with pytest.raises(UnitsFailed, match=r"3 unit\(s\) failed: .*trained on GPU Y, but this file's units train on "
+                                          r"GPU X: not saved"):
+        G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, device="cuda", plan=plan, **TINY)
+    assert plan.accelerator_type is None and ray.remote_args[0] == {"num_cpus": 1, "num_gpus": 1 / 8}
+    assert not out.exists()  # nothing was saved
+
+
+def test_a_ray_tuning_records_the_clusters_gpu(cluster, tmp_path):
+    ray, plan = cluster([_node(4, "L4")], gpu_name="NVIDIA L4", unit_gpu="NVIDIA L4")
+    doc = _tune(tmp_path, device="cuda", plan=plan)
+    assert doc["protocol"]["device"] == "cuda" and doc["protocol"]["accelerator"] == "NVIDIA L4"
+    assert all(a.get("accelerator_type") == "L4" for a in ray.remote_args)
+    ray, plan = cluster([_node(4, "L4")], gpu_name="NVIDIA L4", unit_gpu="NVIDIA T4")
+    with pytest.raises(UnitsFailed, match=r"ewc/beta=1.0/100: trained on NVIDIA T4, but this file's units train on "
+                                          r"NVIDIA L4: not saved"):
+        _tune(tmp_path, device="cuda", plan=plan, out=tmp_path / "t2.json")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -104,7 +104,8 @@ def test_a_gpu_unit_records_its_peak_memory_and_a_cpu_unit_does_not(monkeypatch)
     calls = []
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: calls.append("reset"))
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda *a: calls.append("peak") or 1536 * 2 ** 20)
-    monkeypatch.setattr(G, "run_stream", lambda *a, **k: calls.append("train") or {"acc_matrix": np.zeros((1, 1))})
+    monkeypatch.setattr(G, "run_stream", lambda *a, **k: calls.append("train") or {"acc_matrix": np.zeros((1, 1)),
+                                                                                  "wall_s": 1.0})
     unit = G.Unit("run", 0, "finetune")
     out = G.execute_unit(unit, None, TrainConfig(device="cuda"))
     assert calls == ["reset", "train", "peak"] and out["peak_gpu_mb"] == 1536.0

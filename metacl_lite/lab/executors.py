@@ -16,7 +16,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 from ..errors import UsageError
 
@@ -39,6 +39,7 @@ class Plan:
     address: Optional[str] = None
     failures: list = field(default_factory=list)
     gpu_share: float = 0.0  # the fraction of a GPU each unit asks Ray for (`num_gpus`; 0: CPU units)
+    accelerator_type: Optional[str] = None  # Ray: the GPU model (Ray's accelerator_type) every unit is pinned to
 
 
 #: The most intra-op threads a worker may ask for: more than 4 per core only slows it down, and very large counts
@@ -61,6 +62,90 @@ def unit_device(plan: Plan, where: str) -> str:
         return where
     plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD
     return "cuda"
+
+
+class Location(NamedTuple):
+    """Where a grid's units train: the resolved device (`device.resolve`: cpu, cuda or cuda:N), the GPU model that
+    the results file records and refuses others of (None on the CPU), and the words for the file's provenance where
+    this process cannot see the device (a Ray cluster's GPUs; None: this machine's, described as usual)."""
+
+    device: str
+    accelerator: Optional[str]
+    text: Optional[str] = None
+
+
+def locate(plan: Plan, choice: str) -> Location:
+    """Where the units of a grid run by `plan` train, for the device option `choice` (auto, cpu, cuda, cuda:N),
+    checked before any work (UsageError).
+
+    Locally (and with Ray on the CPU): `device.resolve` and this machine's GPU. With `--executor ray` and a GPU: the
+    cluster's GPUs, not this machine's (the machine that starts the grid may have none): "auto" is "cuda" when a live
+    node has a GPU, "cuda" needs one, and "cuda:N" is refused (Ray places each unit on a GPU). A results file holds
+    one GPU model, so the units are pinned to one (Ray's `accelerator_type`; where the cluster mixes models, the one
+    with the most GPUs, said on stderr), and its full name is what a unit sees (one probe task on a share of a GPU).
+    Every unit also reports the GPU it ran on, and a unit from another model is not saved (`grid.checked_units`)."""
+    from ..device import accelerator, resolve
+
+    choice = str(choice).strip()
+    if plan.executor != "ray" or choice == "cpu":
+        where = resolve(choice)
+        return Location(where, accelerator(where))
+    if choice.startswith("cuda:"):
+        raise UsageError(f"--device {choice}: with --executor ray, Ray places each unit on one of the cluster's GPUs; "
+                         f"use --device cuda")
+    if choice not in ("auto", "cuda"):
+        resolve(choice)  # the usual message for a device that is none
+    models = ray_gpu_models()
+    if not models:
+        if choice == "auto":
+            return Location("cpu", None)
+        raise UsageError("--device cuda: the Ray cluster has no live node with a GPU; add GPU nodes (`ray start "
+                         "--address HEAD --num-gpus N`) or use --device cpu")
+    model = max(sorted(models), key=lambda m: models[m])
+    if len(models) > 1:
+        print(f"metacl-lite: the Ray cluster has GPUs of several models ({', '.join(f'{m}: {models[m]:g}' for m in sorted(models))}); "
+              f"this grid's units run on {model} only (a results file holds one GPU model)", file=sys.stderr)
+    plan.accelerator_type = None if model == UNKNOWN_MODEL else model
+    plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD
+    import ray
+
+    name = ray.get(ray.remote(**ray_options(plan))(_gpu_name).remote())
+    return Location("cuda", name, f"ray cluster: {models[model]:g} GPU(s) of {name} (units pinned to "
+                                  f"accelerator_type {model})" if plan.accelerator_type else
+                    f"ray cluster: {models[model]:g} GPU(s) of {name}")
+
+
+#: A GPU node whose model Ray does not know (no accelerator_type resource).
+UNKNOWN_MODEL = "unknown"
+
+
+def ray_gpu_models() -> dict[str, float]:
+    """The GPUs of the Ray cluster's live nodes, by model (Ray's `accelerator_type:<model>` node resource, which it
+    sets for NVIDIA GPUs; `UNKNOWN_MODEL` where a node has none)."""
+    import ray
+
+    models: dict[str, float] = {}
+    for node in ray.nodes():
+        res = node.get("Resources", {}) if node.get("Alive", True) else {}
+        if res.get("GPU", 0) > 0:
+            types = sorted(k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:"))
+            model = types[0] if types else UNKNOWN_MODEL
+            models[model] = models.get(model, 0) + res["GPU"]
+    return models
+
+
+def ray_options(plan: Plan) -> dict:
+    """`ray.remote`'s options for a unit of `plan`: one CPU, its share of a GPU, pinned to the plan's GPU model."""
+    opts: dict = {"num_cpus": 1, "num_gpus": plan.gpu_share}
+    if plan.accelerator_type:
+        opts["accelerator_type"] = plan.accelerator_type
+    return opts
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name()
 
 
 def default_workers(gpu: bool = False, benchmark: Optional[str] = None, device: str = "cuda") -> int:
@@ -203,7 +288,7 @@ def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[
     if plan.executor == "ray":
         import ray
 
-        remote = ray.remote(num_cpus=1, num_gpus=plan.gpu_share)(_call)  # a GPU unit: a share of one card
+        remote = ray.remote(**ray_options(plan))(_call)  # a GPU unit: a share of one card, of the plan's model
         refs = {remote.remote(fn, job, plan.threads): job for job in jobs}
         try:
             while refs:

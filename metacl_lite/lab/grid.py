@@ -18,9 +18,9 @@ from ..benchmarks import make_benchmark
 from ..datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
-from ..device import accelerator, deterministic, kind, resolve
+from ..device import accelerator, deterministic, kind
 from ..errors import UnitsFailed, UsageError, UserError
-from .executors import Plan, check_plan, run_all, unit_device
+from .executors import Plan, check_plan, locate, run_all, unit_device
 from .provenance import relative_to_repo
 from .summary import summarize
 from ..specs import BenchmarkSpec, get_spec
@@ -262,7 +262,23 @@ def run_job(job: Job) -> dict:
     deterministic(job.device)
     bench = unit_benchmark(job.benchmark, job.K, job.n_tasks, job.unit.seed, job.source, job.model, job.split)
     return {"value": execute_unit(job.unit, bench, TrainConfig(**job.cfg), job.evaluate_rows),
-            "data_info": dict(bench.info)}
+            "data_info": dict(bench.info), "accelerator": accelerator(job.device)}
+
+
+def checked_units(save: Callable[[Job, dict], None], expected: Optional[str], wrong: list,
+                  label: Callable[[Job], str] = lambda job: f"{job.unit.section}/{job.unit.key}") -> Callable:
+    """`save` for the units that trained on the GPU model `expected` (a results or tuning file's `accelerator`;
+    None: the CPU); a unit that reports another (a Ray node of another model) is not saved but listed in `wrong` as
+    (label(job), why), for `UnitsFailed`."""
+    def on_result(job: Job, r: dict) -> None:
+        got = r.get("accelerator", expected)
+        if got != expected:
+            wrong.append((label(job), f"trained on {got or 'the CPU'}, but this file's units train on "
+                                      f"{expected or 'the CPU'}: not saved"))
+            return
+        save(job, r)
+
+    return on_result
 
 
 def execute_unit(unit: Unit, bench, cfg: TrainConfig, evaluate_rows: str = "all") -> dict:
@@ -279,8 +295,8 @@ def execute_unit(unit: Unit, bench, cfg: TrainConfig, evaluate_rows: str = "all"
         out = {"acc": train_joint(bench, cfg, unit.seed)}
     else:
         r = run_stream(bench, unit.method, cfg, unit.seed, show_progress=False, evaluate_rows=evaluate_rows)
-        out = {"acc_matrix": r["acc_matrix"]}
-    out["wall_s"] = time.perf_counter() - t0
+        out = {"acc_matrix": r["acc_matrix"], "wall_s": r["wall_s"]}  # the stream's own time, as files always had
+    out.setdefault("wall_s", time.perf_counter() - t0)
     if gpu:
         out["peak_gpu_mb"] = torch.cuda.max_memory_reserved() / 2 ** 20
     return out
@@ -422,7 +438,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     n = check_n_tasks(spec, n_tasks)
     check_epochs(epochs)
     plan = plan or check_plan()
-    where = resolve(spec.device if device is None else device)
+    loc = locate(plan, spec.device if device is None else device)  # a Ray cluster: its GPUs, not this machine's
+    where = loc.device
     out = check_writable(Path(out) if out else default_out(benchmark, K, gamma))
     D.check_data(spec, K, source=source)
     model = model_options(spec, weights, random_init)
@@ -450,7 +467,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     config = {"benchmark": benchmark, "K": K, "n_tasks": n, "seeds": seeds, "methods": methods,
               "train": base_cfg.to_dict(), "method_hparams": method_hp, "hparams_source": hp_source,
               "method_options": {m: option_values(cfgs[m].to_dict()) for m in methods if H.regulariser(m)},
-              "data_source": source, "model": model, "accelerator": accelerator(where),
+              "data_source": source, "model": model, "accelerator": loc.accelerator,
               "threads": plan.threads if kind(where) == "cpu" else None}
     if gamma is not None:
         config["gamma_control"] = gamma
@@ -482,7 +499,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         doc["summary"] = summarize(doc)
         doc.setdefault("provenance", {})["command"] = command(doc["config"], out)
 
-    store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize, where)
+    store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize, where,
+                     loc.text)
     if redo and not force:
         def forget(doc: dict) -> None:
             c = doc.get("config", {})
@@ -508,12 +526,13 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     jobs = [Job(u, spec, K, n, source, model, (cfgs[u.method] if u.kind == "run" else base_cfg).to_dict(),
                 device=on) for u in todo]
     bar = progress(None, show_progress, total=len(jobs), desc=f"{benchmark} K={K}", unit="run")
-    failures = run_all(run_job, jobs, lambda job, r: store.add(job.unit.section, job.unit.key, r["value"],
-                                                                info={"data_info": r["data_info"]}),
-                       plan, progress=lambda: bar.update())
+    wrong: list = []
+    save = checked_units(lambda job, r: store.add(job.unit.section, job.unit.key, r["value"],
+                                                  info={"data_info": r["data_info"]}), loc.accelerator, wrong)
+    failures = run_all(run_job, jobs, save, plan, progress=lambda: bar.update())
     bar.close()
-    if failures:
-        raise UnitsFailed(out, [(f"{f.job.unit.section}/{f.job.unit.key}", f.error) for f in failures])
+    if failures or wrong:
+        raise UnitsFailed(out, [(f"{f.job.unit.section}/{f.job.unit.key}", f.error) for f in failures] + wrong)
     doc = store.doc
     if not todo and "summary" not in doc:
         doc["summary"] = summarize(doc)

@@ -36,9 +36,9 @@ def device(where: str = "cpu") -> str:
     return describe(where)
 
 
-def invocation(where: str = "cpu") -> dict:
+def invocation(where: str = "cpu", text: Optional[str] = None) -> dict:
     """This process: git commit, packages (torch's version matters: 2.14 and 2.15 give different numbers), and the
-    device the run uses (`where`)."""
+    device the run uses (`where`; `text`: its description where this process cannot see it, a Ray cluster's GPUs)."""
     pkgs = {}
     for name in ("metacl-lite", "torch", "torchvision", "numpy", "scipy"):
         try:
@@ -47,7 +47,7 @@ def invocation(where: str = "cpu") -> dict:
             pkgs[name] = None
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(status) if status is not None else None,
-            "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(), "device": device(where),
+            "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(), "device": text or device(where),
             "started": now()}
 
 

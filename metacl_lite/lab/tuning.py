@@ -22,12 +22,12 @@ from .. import benchmarks as D
 from ..datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
-from ..device import accelerator, check_precision, kind, resolve
+from ..device import check_precision, kind
 from ..errors import UsageError
 from ..errors import UnitsFailed
-from .executors import Plan, check_plan, run_all, unit_device
-from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, longest_first,
-                   model_options, run_job)
+from .executors import Plan, check_plan, locate, run_all, unit_device
+from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, checked_units,
+                   longest_first, model_options, run_job)
 from .provenance import relative_to_repo
 from ..specs import get_spec
 from . import store as store_mod
@@ -384,13 +384,14 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 "options": check_options(options)}
     if compile != "off":
         protocol["compile"] = compile
-    where = resolve(spec.device if device is None else device)
+    plan = plan or check_plan()
+    loc = locate(plan, spec.device if device is None else device)  # a Ray cluster: its GPUs, not this machine's
+    where = loc.device
     if kind(where) != "cpu":
-        protocol["device"], protocol["accelerator"] = kind(where), accelerator(where)
+        protocol["device"], protocol["accelerator"] = kind(where), loc.accelerator
     check_precision(precision, where)  # "tf32" on the CPU: refused here, before any work
     if precision != "float32":
         protocol["precision"] = precision
-    plan = plan or check_plan()
     if kind(where) == "cpu" and plan.threads != 1:  # another thread count sums in another order: other numbers
         protocol["threads"] = plan.threads
     if around is not None:
@@ -439,7 +440,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 doc["at_edge"][m] = c["at_edge"]
         doc.setdefault("provenance", {})["command"] = command(doc, out)
 
-    store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize, where)
+    store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize, where, loc.text)
     doc = store.open(force)
 
     def jobs_for(m: str, values: Sequence[float]) -> list[Job]:
@@ -457,6 +458,10 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         store.add("units", unit_key(m, param, cfg[param], s),
                   {"method": m, "param": param, "value": cfg[param], "seed": s,
                    "val_acc": float(np.nanmean(r["value"]["acc_matrix"][-1])), "wall_s": r["value"]["wall_s"]})
+
+    def label(job: Job) -> str:
+        return unit_key(job.unit.method, H.strength_key(job.unit.method), job.cfg[H.strength_key(job.unit.method)],
+                        job.unit.seed)
 
     reused = 0
     for m, path in (reuse or {}).items():
@@ -479,12 +484,14 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     jobs = longest_first(jobs, lambda j: j.unit)
     ran = bool(jobs) or reused > 0
     bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")
+    wrong: list = []  # units from another GPU model (a mixed Ray cluster): not saved
     while jobs:  # the grid, then two half-decades more wherever the best value lies on an edge
-        failures = run_all(run_job, jobs, save, plan, progress=lambda: bar.update())
-        if failures:
+        failures = run_all(run_job, jobs, checked_units(save, loc.accelerator, wrong, label), plan,
+                           progress=lambda: bar.update())
+        if failures or wrong:
             bar.close()
             raise UnitsFailed(out, [(f"{f.job.unit.method}/{f.job.cfg}/{f.job.unit.seed}", f.error)
-                                    for f in failures])
+                                    for f in failures] + wrong)
         g = grid_of(store.doc)
         jobs = longest_first([j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))],
                              lambda j: j.unit)
