@@ -1,10 +1,10 @@
 """On a CUDA GPU (`make test-gpu`; `make test` leaves these out, and here they fail rather than skip without a GPU):
-the CPU and the GPU agree on a short stream within a stated tolerance, two GPU runs are bit-identical for all three
-networks (dropout and BatchNorm included), compiled task gradients (CUDA graphs) equal eager ones within float
-rounding on all three networks and repeat bit for bit, the MLP's steps are graph replays, TF32 runs repeat bit
-for bit, every
-method runs end to end on every network, and a grid shares the card between worker processes with the numbers of a
-single process. `data_scripts/gpu_check.py` runs them and writes results/gpu-check.json."""
+the CPU and the GPU agree on a short stream within a stated tolerance, an outer step never waits for the GPU, two
+GPU runs are bit-identical for all three networks (dropout and BatchNorm included), compiled task gradients (CUDA
+graphs) equal eager ones within float rounding on all three networks and repeat bit for bit, the MLP's steps are
+graph replays, TF32 runs repeat bit for bit, every method runs end to end on every network, and a grid shares the
+card between worker processes with the numbers of a single process. `data_scripts/gpu_check.py` runs them and writes
+results/gpu-check.json."""
 from __future__ import annotations
 
 import json
@@ -172,6 +172,43 @@ def test_a_grid_shares_the_gpu_between_workers_with_the_numbers_of_one_process(h
     assert a["provenance"]["invocations"][0]["device"].startswith(f"cuda: {accelerator('cuda')}")
     assert a["provenance"]["command"].endswith(("--compile on " if compile == "on" else "") + "--device cuda --out "
                                                + str(tmp_path / "a.json"))
+    timing = ("wall_s", "peak_gpu_mb")  # what the units measured of themselves, not their numbers
     for section in ("runs", "references", "oracle"):
-        assert {k: {f: v for f, v in u.items() if f != "wall_s"} for k, u in a[section].items()} == \
-               {k: {f: v for f, v in u.items() if f != "wall_s"} for k, u in b[section].items()}
+        assert {k: {f: v for f, v in u.items() if f not in timing} for k, u in a[section].items()} == \
+               {k: {f: v for f, v in u.items() if f not in timing} for k, u in b[section].items()}
+        assert all(u["peak_gpu_mb"] > 0 for u in a[section].values())  # each GPU unit's peak memory, recorded
+
+
+@pytest.mark.parametrize("method", ["pi-metacl-lambda", "ewc-metacl-beta"])
+def test_an_outer_step_never_waits_for_the_gpu(method):
+    """The outer steps of a penalised task (MetaCL's inner loop, the penalty, the balance, PI's path, Adam) queue
+    their kernels without one GPU->CPU read (torch's sync debug mode turns any synchronisation into an error): the
+    dynamic lambda stays on the device (`balance.dynamic_lambda`)."""
+    from metacl_lite import training
+    from metacl_lite.device import benchmark_on
+
+    bench = benchmark_on(_stream("mlp"), "cuda")
+    cfg = TrainConfig(epochs=1, beta=1.0, gamma=0.1, device="cuda")
+    model = training._new_model(bench, 0, "cuda")
+    reg, gen = training.RegState(), torch.Generator().manual_seed(0)
+    m = METHODS[method]
+    training.train_experience(model, bench.train_stream[0], m, cfg, reg, gen)  # Omega and the anchor exist
+    importance = training.IMPORTANCE[m.importance](cfg)
+    importance.begin_task(model)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr, foreach=True)
+    exp = bench.train_stream[1]
+    x, y = exp.inputs()[:100], exp.y[:100]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            theta = params_vector(model)
+            g1 = training.TASK_GRADIENT[m.update](model, x, y, exp.task_id, cfg)
+            g2 = training.reg_gradient(theta, reg.anchor, reg.omega)
+            g, lam = training.BALANCE[m.balance](g1, g2, cfg.beta, cfg.gamma)
+            training.set_grad(model, g, copy=False)
+            opt.step()
+            importance.after_step(model, g1, theta)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
