@@ -9,6 +9,7 @@
 #   bash benchmarks/gpu_session.sh profile       # where a CUB run's time goes: operators by GPU time
 #   bash benchmarks/gpu_session.sh cub           # the CUB grid (one seed of five), compiled
 #   bash benchmarks/gpu_session.sh cub-tf32      # the same grid eager with --precision tf32 (other numbers)
+#   bash benchmarks/gpu_session.sh cub-mps       # the CUB grid eager in float32 under NVIDIA MPS (the same numbers)
 #
 # Every file is written in results/ of the checkout (so the command it records is the one that regenerates it there)
 # and copied to OUT (default $OUT, else ./gpu-out) every 10 s and at the end, so a phase cut off at its time limit
@@ -18,15 +19,18 @@
 #
 # A session's device time (30 min, each cold start a few minutes of it) holds about three of these phases. In order
 # of what they settle: `check` first (whether the GPU code written since the last check -- compiled steps, CUDA graphs,
-# TF32 -- is right: the README lists its GPU tests as not yet run on a GPU until then), then `cub-tf32` and `cub` (CUB's
-# 30-min grid target, missed eager), then `steps-resnet`/`steps-cnn` (compiled.CUDA_COSTS, without which --compile auto
-# stays eager on a GPU), then `grids` and `profile`.
+# TF32, no GPU->CPU wait per step -- is right: the README lists its GPU tests as not yet run on a GPU until then), then
+# `cub-mps` (CUB's 30-min grid target, missed eager: without MPS the eight workers' kernels take turns on the card,
+# each too small to fill it; under MPS they run side by side, with the same numbers), then `cub-tf32` and `cub`, then
+# `steps-resnet`/`steps-cnn` (compiled.CUDA_COSTS, without which --compile auto stays eager on a GPU), then `grids`
+# and `profile`. Every bench file now records each unit's peak GPU memory (BenchmarkSpec.gpu_unit_gb's estimates
+# can then be replaced by measurements) and whether MPS ran.
 #
 # On this project's lent machine (nothing installable; pytest may be missing): the device tool's run with carry
 # [".whl"] and the command `OUT=$OUT bash benchmarks/gpu_session.sh PHASE`; .whl/ holds pytest and its dependencies
 # as wheels, made where the package index can be reached (`pip download pytest -d .whl`).
 set -u -o pipefail
-PHASE=${1:?"usage: bash benchmarks/gpu_session.sh check|steps-cnn|steps-resnet|grids|profile|cub|cub-tf32"}
+PHASE=${1:?"usage: bash benchmarks/gpu_session.sh check|steps-cnn|steps-resnet|grids|profile|cub|cub-tf32|cub-mps"}
 OUT=${OUT:-${2:-gpu-out}}
 mkdir -p "$OUT" results
 if ! python3 -c "import pytest" 2>/dev/null; then
@@ -77,6 +81,21 @@ case "$PHASE" in
     run $PY -m metacl_lite bench --suite cub --device cuda --precision tf32 --measured-seeds 1 \
         --out results/bench-cub-cuda-tf32.json
     ;;
-  *) echo "unknown phase $PHASE: check, steps-cnn, steps-resnet, grids, profile, cub or cub-tf32" >&2; exit 2 ;;
+  cub-mps)
+    # NVIDIA's Multi-Process Service: started here as root if its control program exists, stopped at the end. First
+    # the grid-sharing GPU test under it (workers' numbers equal one process's), then the CUB grid (eager, float32).
+    if ! command -v nvidia-cuda-mps-control >/dev/null; then
+      log "no nvidia-cuda-mps-control on this machine: MPS cannot be tried"; exit 1
+    fi
+    nvidia-cuda-mps-control -d 2>&1 | tee -a "$OUT/session.log"
+    sleep 2
+    if ! $PY -c "import sys; from metacl_lite.device import mps_active; sys.exit(0 if mps_active() else 1)"; then
+      log "the MPS daemon did not start: nothing measured"; exit 1
+    fi
+    trap 'echo quit | nvidia-cuda-mps-control; mirror; kill $MIRROR 2>/dev/null' EXIT
+    run $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "grid_shares_the_gpu and off"
+    run $PY -m metacl_lite bench --suite cub --device cuda --measured-seeds 1 --out results/bench-cub-cuda-mps.json
+    ;;
+  *) echo "unknown phase $PHASE: check, steps-cnn, steps-resnet, grids, profile, cub, cub-tf32 or cub-mps" >&2; exit 2 ;;
 esac
 log "done $PHASE"

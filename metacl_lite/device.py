@@ -91,8 +91,21 @@ def describe(device: str) -> str:
     if kind(device) == "cuda":
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         return (f"cuda: {accelerator(device)} (CUDA {torch.version.cuda}, cuDNN {cudnn}, torch "
-                f"{torch.__version__})")
+                f"{torch.__version__}{', MPS' if mps_active() else ''})")
     return f"cpu: {cpu_name()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+
+
+def mps_active(proc: Path = Path("/proc")) -> bool:
+    """Whether NVIDIA's Multi-Process Service runs on this machine (its control daemon, `nvidia-cuda-mps-control -d`,
+    as a process): under it the kernels of the worker processes that share a GPU can run side by side instead of
+    taking turns, which can change a grid's time but not its numbers (the same kernels run). Linux: read from /proc."""
+    for comm in proc.glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().startswith("nvidia-cuda-mps"):
+                return True
+        except OSError:
+            pass
+    return False
 
 
 def cpu_name() -> str:

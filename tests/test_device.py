@@ -355,3 +355,17 @@ def test_set_precision_sets_tf32_on_a_gpu_only():
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before["matmul_tf32"]
         torch.backends.cudnn.allow_tf32 = before["cudnn_tf32"]
+
+
+def test_mps_is_seen_from_its_daemons_process_and_named_where_the_work_ran(tmp_path, monkeypatch):
+    (tmp_path / "17").mkdir()
+    (tmp_path / "17" / "comm").write_text("python3\n")
+    assert not DV.mps_active(tmp_path)
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "comm").write_text("nvidia-cuda-mps-control\n")
+    assert DV.mps_active(tmp_path)
+    monkeypatch.setattr(DV, "accelerator", lambda d: "GPU X")
+    monkeypatch.setattr(DV, "mps_active", lambda: True)
+    assert DV.describe("cuda").endswith(", MPS)")
+    monkeypatch.setattr(DV, "mps_active", lambda: False)
+    assert DV.describe("cuda").startswith("cuda: GPU X (CUDA ") and "MPS" not in DV.describe("cuda")

@@ -117,3 +117,40 @@ def test_the_gpu_test_ids_read_from_the_file_are_those_pytest_collects():
     collected = [line.split("::", 1)[1] for line in out.splitlines() if line.startswith("tests/test_gpu.py::")]
     assert collected and gpu_test_ids(root / "tests" / "test_gpu.py") == collected
     assert gpu_test_ids(root / "tests" / "no_such_file.py") is None
+
+
+def test_a_bench_under_mps_says_so_and_each_units_peak_memory_is_shown_where_recorded():
+    doc = _doc()
+    plain = gpu_bench_summary(doc)
+    assert "MPS" not in plain and "peak GPU memory" not in plain and "MPS" not in gpu_grid_markdown(doc)
+    units = [{**u, "peak_gpu_mb": mb} for u, mb in zip(doc["units"], (5120.0, 3584.0, 2048.0, 1536.0))]
+    units.append({"unit": "runs/ewc/1", "wall_s": 140.0, "peak_gpu_mb": 6144.0})
+    mps = {**doc, "mps": True, "units": units}
+    text = gpu_bench_summary(mps)
+    assert "8 worker processes sharing the GPU, under NVIDIA MPS, task gradients eager" in text
+    assert "sharing the card, under NVIDIA MPS: 5 seeds took" in gpu_grid_markdown(mps)
+    rows = [r for r in text.splitlines() if r.startswith("| ")]
+    assert rows[0] == "| unit | wall per unit (s), sharing the GPU | peak GPU memory (GB) |"
+    assert rows[1:] == ["| finetune | 120.0 | 3.5 |", "| ewc | 135.0 | 6.0 |", "| references (all tasks) | 100.0 | 2.0 |",
+                        "| joint oracle | 90.0 | 1.5 |"]  # each kind's largest peak
+
+
+def test_the_gpu_session_script_refuses_an_unknown_phase_and_says_when_mps_cannot_be_tried(tmp_path):
+    """benchmarks/gpu_session.sh on a machine without a GPU: an unknown phase exits 2 naming the phases; cub-mps
+    without NVIDIA's MPS control program exits 1 having measured nothing (no bench file)."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    script = repo / "benchmarks" / "gpu_session.sh"
+    path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "nvidia-cuda-mps-control").exists())
+    env = {**os.environ, "OUT": str(tmp_path), "PATH": path}
+    r = subprocess.run(["bash", str(script), "bogus"], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "cub-tf32 or cub-mps" in r.stderr
+    assert shutil.which("nvidia-cuda-mps-control", path=path) is None
+    r = subprocess.run(["bash", str(script), "cub-mps"], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "MPS cannot be tried" in (tmp_path / "session.log").read_text()
+    assert not (tmp_path / "bench-cub-cuda-mps.json").exists()
+    assert not (repo / "results" / "bench-cub-cuda-mps.json").exists()

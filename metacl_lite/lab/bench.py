@@ -290,8 +290,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     `compile` "on", to compare before it replaces the default one) with each unit's own wall time, the device, the
     determinism settings and the targets. `precision`: "float32", or "tf32" (`TrainConfig.precision`: faster, other
     numbers), recorded in the file."""
-    from ..device import (check_precision, describe, determinism_settings, deterministic, kind, resolve,
-                          set_precision)
+    from ..device import (check_precision, describe, determinism_settings, deterministic, kind, mps_active,
+                          resolve, set_precision)
     from ..training import TrainConfig
     from .executors import check_plan, default_workers, run_all
     from .grid import Job, run_experiment, run_job
@@ -372,7 +372,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     doc = {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": True, "K": K,
            "n_tasks": spec.n_tasks,
            "epochs": spec.epochs, "data": data, "synthetic": suite != "pmnist", "workers": workers,
-           "compile": compile, "precision": precision, "seeds": seeds, "measured_seeds": measured, "methods": methods,
+           "compile": compile, "precision": precision, "mps": mps_active(), "seeds": seeds,
+           "measured_seeds": measured, "methods": methods,
            "wall_s_measured": wall, "grid_s": grid_s, "target_s": target, "units": units,
            "determinism": determinism_settings(), "provenance": {**prov, "wall_s_total": wall}}
     write_json(out_file, doc)

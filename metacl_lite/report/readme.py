@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..datafiles import REPO_ROOT
 from .tables import format_table
-from .timings import duration, provenance_note, ran_commit, scaled_note, target_mark
+from .timings import duration, mps_note, provenance_note, ran_commit, scaled_note, target_mark
 
 
 def comparison_summary(res: dict) -> str:
@@ -28,20 +28,26 @@ def gpu_bench_summary(b: dict) -> str:
 
     prov = b["provenance"]
     per: dict[str, list[float]] = {}
+    peak: dict[str, float] = {}  # the largest peak of each unit kind (files made before units recorded it: none)
     for u in b["units"]:
         section, key = u["unit"].split("/", 1)
         name = key.rsplit("/", 1)[0] if section == "runs" else {"references": "references (all tasks)",
                                                                  "oracle": "joint oracle"}[section]
         per.setdefault(name, []).append(u["wall_s"])
+        if "peak_gpu_mb" in u:
+            peak[name] = max(peak.get(name, 0.0), u["peak_gpu_mb"])
     from ..training import METHODS
 
     order = [m for m in METHODS if m in per] + [k for k in per if k not in METHODS]
-    rows = ["| unit | wall per unit (s), sharing the GPU |", "|---|---|"]
-    rows += [f"| {k} | {sum(per[k]) / len(per[k]):.1f} |" for k in order]
+    rows = ["| unit | wall per unit (s), sharing the GPU |" + (" peak GPU memory (GB) |" if peak else ""),
+            "|---|---|" + ("---|" if peak else "")]
+    rows += [f"| {k} | {sum(per[k]) / len(per[k]):.1f} |" + (f" {peak[k] / 1024:.1f} |" if peak else "")
+             for k in order]
     return "\n".join([
         f"Measured by `{relative_command(prov['command'])}` on {b['device']} ({ran_commit(prov)}).",
         f"Whole grid at K = {b['K']} ({len(b['methods'])} methods, the references and the oracle; {b['n_tasks']} tasks "
-        f"× {b['epochs']} epochs) on {b['data']}, {b['workers']} worker processes sharing the GPU, task gradients "
+        f"× {b['epochs']} epochs) on {b['data']}, {b['workers']} worker processes sharing the GPU{mps_note(b)}, "
+        f"task gradients "
         f"{'eager' if b['compile'] == 'off' else 'compiled (' + b['compile'] + ')'}"
         f"{'' if b.get('precision', 'float32') == 'float32' else ', in ' + b['precision'].upper()}: "
         f"**{b['seeds']} seeds in "

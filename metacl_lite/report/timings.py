@@ -100,6 +100,11 @@ def target_mark(doc: dict, met: str = "✓", missed: str = "✗") -> str:
     return mark
 
 
+def mps_note(doc: dict) -> str:
+    """", under NVIDIA MPS" where a GPU bench ran with the Multi-Process Service (its workers' kernels side by side)."""
+    return ", under NVIDIA MPS" if doc.get("mps") else ""
+
+
 def gpu_grid_markdown(doc: dict) -> str:
     """What a GPU speed-benchmark file (`bench --device cuda`, results/bench-<suite>-cuda.json) measured, in words:
     the whole grid's wall time beside its target, how many seeds were timed, the data and the workers."""
@@ -108,7 +113,7 @@ def gpu_grid_markdown(doc: dict) -> str:
     return (f"**On a GPU.** `{relative_command(prov.get('command'))}` ({doc['device']}, {ran_commit(prov)}): the "
             f"whole grid at K = {doc['K']} (every method, the references and the oracle, at full size: "
             f"{doc['n_tasks']} tasks × {doc['epochs']} epochs) on {doc['data']}, {doc['workers']} worker processes "
-            f"sharing the card: {grid}; the target for one H100 is {duration(doc['target_s'])}: "
+            f"sharing the card{mps_note(doc)}: {grid}; the target for one H100 is {duration(doc['target_s'])}: "
             f"{target_mark(doc, 'met', 'missed')}.")
 
 
