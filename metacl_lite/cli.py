@@ -488,11 +488,11 @@ def _bench(a) -> int:
             raise UserError(f"{flag} applies to --suite pmnist only (the {a.suite} suite times synthetic tensors "
                             f"per method); drop it")
     for flag, given in (("--K", a.K is not None), ("--grids", a.grids is not None), ("--grid-seeds", a.grid_seeds),
-                        ("--skip-grid", a.skip_grid), ("--no-baseline", a.no_baseline), ("--out", a.out)):
-        if given:  # the multi-head CPU bench would ignore each (it writes results/bench-<suite>.json)
+                        ("--skip-grid", a.skip_grid), ("--no-baseline", a.no_baseline)):
+        if given:  # the multi-head CPU bench would ignore each
             raise UserError(f"{flag} does not apply to bench --suite {a.suite} on the CPU (it times each method on "
-                            f"synthetic tensors and writes results/bench-{a.suite}.json); drop it")
-    return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods)
+                            f"synthetic tensors); drop it")
+    return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods, out=a.out)
 
 
 def _dynamics_parser(sub) -> None:

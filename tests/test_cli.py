@@ -174,8 +174,7 @@ def test_bench_refuses_pmnist_options_on_the_synthetic_suites(capsys, monkeypatc
     (["--device", "cuda", "--K", "20"], "--K does not apply with --device cuda"),  # given, even at the default value
     (["--device", "cuda:0", "--skip-methods"], "--skip-methods does not apply with --device cuda:0"),
     (["--device", "auto", "--grids", "20"], "--grids does not apply with --device auto"),
-    # the multi-head CPU bench writes results/bench-<suite>.json whatever --out says, and has no K or grids
-    (["--suite", "cub", "--out", "b.json"], "--out does not apply to bench --suite cub on the CPU"),
+    # the multi-head CPU bench has no K or grids
     (["--suite", "cifar100", "--K", "50"], "--K does not apply to bench --suite cifar100 on the CPU"),
     (["--suite", "pmnist", "--epochs", "1"], "--epochs applies to --suite cifar100/cub only"),
 ])
@@ -265,3 +264,28 @@ def test_redo_retrains_one_method_after_its_gamma_changed_and_records_it(capsys,
     (d,) = res["provenance"]["discarded"]
     assert d["units"] == ["runs/mas-metacl-lambda/0", "runs/mas-metacl-lambda/1"] and "--redo" in d["why"]
     assert main(argv) == 0 and len(calls) == 2  # and the file continues normally
+
+
+def test_a_partial_multihead_bench_keeps_the_committed_figures_and_writes_where_out_says(capsys, monkeypatch,
+                                                                                      tmp_path):
+    """bench --suite cub --methods finetune would replace results/bench-cub.json (eleven methods) with one method:
+    refused before any measurement; with --out it writes there, and its command regenerates it."""
+    import json
+
+    from metacl_lite.lab import bench
+
+    committed = bench.REPO_ROOT / "results" / "bench-cub.json"
+    before = committed.read_bytes()
+    rc, err = _err(capsys, ["bench", "--suite", "cub", "--methods", "finetune", "--epochs", "1", "--n-tasks", "1"])
+    assert rc == 2 and "holds measurements this run would not make again" in err and "--out FILE" in err
+    assert committed.read_bytes() == before
+    import metacl_lite.training as training
+
+    monkeypatch.setattr(training, "run_stream", lambda *a, **k: {"wall_s": 2.0})
+    out = tmp_path / "b.json"
+    assert main(["bench", "--suite", "cub", "--methods", "finetune", "--epochs", "1", "--n-tasks", "1", "--out",
+                 str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert [r["method"] for r in doc["per_method"]] == ["finetune"] and committed.read_bytes() == before
+    assert doc["provenance"]["command"] == ("python -m metacl_lite bench --suite cub --epochs 1 --n-tasks 1 "
+                                            f"--methods finetune --out {out}")

@@ -152,7 +152,7 @@ def in_child(target, *args) -> dict:
 
 
 def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[int] = None,
-                    methods: Optional[Sequence[str]] = None) -> int:
+                    methods: Optional[Sequence[str]] = None, out: Optional[Path] = None) -> int:
     """Wall time per method on synthetic data of the real shapes. Without a GPU: fewer epochs (and tasks), said so,
     and the full-run time is the whole measured time scaled linearly by (epochs x tasks) - a rough estimate that
     also scales the evaluation (which really grows as tasks^2 / 2 and not with epochs). A short warm-up run comes
@@ -169,8 +169,12 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
         raise UsageError(f"--n-tasks {n_tasks} --epochs {epochs}: {spec.title} has {spec.n_tasks} tasks of "
                          f"{spec.epochs} epochs; a reduced run takes at most those")
     dev = "cpu"  # this path trains on the CPU, whatever GPU is visible (a GPU: bench --device cuda)
-    bench = synthetic_benchmark(suite, full[2], n_tasks)
     methods = list(methods or METHODS)
+    default_out = REPO_ROOT / "results" / f"bench-{suite}.json"
+    # a run of fewer methods must not replace the committed figures of the others: refused before any measurement
+    out_file = check_bench_out(default_out if out is None else Path(out), {"per_method": [{"method": m}
+                                                                                          for m in methods]})
+    bench = synthetic_benchmark(suite, full[2], n_tasks)
     reduced = (epochs, n_tasks) != full[:2]
     run_stream(synthetic_benchmark(suite, 1, 1), "finetune", TrainConfig(epochs=1), seed=0, show_progress=False)
     print(f"{suite}: synthetic tensors of the real shapes, K={full[2]}, {n_tasks} tasks, {epochs} epoch(s) per task "
@@ -188,10 +192,15 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     grid = 3 * sum(r["full_run_s_estimate"] for r in rows)
     print(f"Table {'2' if suite == 'cifar100' else '3'} grid ({len(methods)} methods x 3 seeds, without references "
           f"and oracle): {'~' if reduced else ''}{grid / 3600:.1f} h")
-    prov = provenance(f"python -m metacl_lite bench --suite {suite}"
-                      + (f" --epochs {epochs} --n-tasks {n_tasks}" if reduced else ""))
+    cmd = f"python -m metacl_lite bench --suite {suite}" + (f" --epochs {epochs} --n-tasks {n_tasks}" if reduced else "")
+    cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"
+    if out_file.resolve() != default_out.resolve():
+        from .provenance import relative_to_repo
+
+        cmd += f" --out {relative_to_repo(out_file)}"
+    prov = provenance(cmd)
     prov["wall_s_total"] = sum(r["wall_s"] for r in rows)
-    write_json(REPO_ROOT / "results" / f"bench-{suite}.json",
+    write_json(out_file,
                {"kind": "bench", "suite": suite, "device": dev, "epochs": epochs, "n_tasks": n_tasks, "reduced": reduced,
                        "per_method": rows, "grid_s_estimate": grid, "provenance": prov})
     return 0
