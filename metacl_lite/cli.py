@@ -117,8 +117,8 @@ def _device_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> No
 def _executor_options(p: argparse.ArgumentParser) -> None:
     _device_option(p)
     p.add_argument("--workers", type=_positive("--workers"), default=None,
-                   help="worker processes (default: the number of cores; on a GPU at most 8, sharing the card; 1 "
-                        "runs every unit in this process)")
+                   help="worker processes (default: the number of cores; on a GPU at most 8, sharing the card, and "
+                        "no more than fit in its free memory; 1 runs every unit in this process)")
     p.add_argument("--threads", type=_positive("--threads"), default=None,
                    help="intra-op threads per worker (default 1)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
@@ -281,11 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     _precision_option(b, help="--device cuda: matrix products and convolutions in float32 (default) or tf32 (tensor "
                               "cores: faster, other numbers; recorded in the file)")
     b.add_argument("--workers", type=_positive("--workers"), default=None,
-                   help="--device cuda: units sharing the GPU (default 8, or the cores if fewer)")
+                   help="--device cuda: units sharing the GPU (default 8, or fewer: the cores, and as many as fit "
+                        "in the GPU's free memory)")
     b.add_argument("--out", type=Path, default=None,
-                   help="where the figures go (default results/bench-pmnist-K<K>.json, with --device cuda "
-                        "results/bench-<suite>-cuda.json; a partial run that would replace a fuller file there is "
-                        "refused)")
+                   help="where the figures go (default results/bench-pmnist-K<K>.json, results/bench-<suite>.json "
+                        "for cifar100/cub, with --device cuda results/bench-<suite>-cuda.json; a partial run that "
+                        "would replace a fuller file there is refused)")
     b.add_argument("--measured-seeds", type=_positive("--measured-seeds"), default=None,
                    help="--device cuda: time this many of the --grid-seeds and scale to all (each seed is the same "
                         "work; the file says so)")
