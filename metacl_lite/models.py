@@ -75,9 +75,11 @@ def cifar_cnn(n_classes: int = 10, n_heads: int = 10) -> MultiHeadNet:
     return MultiHeadNet(body, 64 * 8 * 8, n_classes, n_heads)
 
 
-#: torchvision's ImageNet ResNet-18 weights (IMAGENET1K_V1); the hex in the name is the start of the file's sha256.
+#: torchvision's ImageNet ResNet-18 weights (IMAGENET1K_V1); the hex in the name is the start of the file's sha256,
+#: and RESNET18_SHA256 the whole digest of the 46 830 571-byte file (as published beside it by many projects that pin
+#: it; not computed here, where the file cannot be downloaded).
 RESNET18_FILE = "resnet18-f37072fd.pth"
-RESNET18_SHA256_PREFIX = "f37072fd"
+RESNET18_SHA256 = "f37072fd47e89c5e827621c5baffa7500819f7896bbacec160b1a16c560e07ec"
 RESNET18_URL = "https://download.pytorch.org/models/resnet18-f37072fd.pth"
 
 
@@ -95,7 +97,7 @@ def _sha256(path: str, mtime_ns: int, size: int) -> str:
 
 def find_resnet18_weights(path: Optional[Union[str, Path]] = None) -> Path:
     """The ImageNet ResNet-18 weights: `path`, else $METACL_LITE_RESNET18, else the torch hub cache. Checked against
-    the sha256 prefix in torchvision's file name."""
+    the file's whole sha256 (`RESNET18_SHA256`)."""
     cands = [Path(path)] if path else []
     if os.environ.get("METACL_LITE_RESNET18"):
         cands.append(Path(os.environ["METACL_LITE_RESNET18"]))
@@ -104,9 +106,9 @@ def find_resnet18_weights(path: Optional[Union[str, Path]] = None) -> Path:
         if c.exists():
             st = c.stat()
             digest = _sha256(str(c.resolve()), st.st_mtime_ns, st.st_size)
-            if not digest.startswith(RESNET18_SHA256_PREFIX):
-                raise WeightsError(f"{c} is not torchvision's {RESNET18_FILE} (sha256 {digest[:16]}..., expected "
-                                   f"{RESNET18_SHA256_PREFIX}...). Delete it and fetch the weights again.")
+            if digest != RESNET18_SHA256:
+                raise WeightsError(f"{c} is not torchvision's {RESNET18_FILE} (sha256 {digest}, expected "
+                                   f"{RESNET18_SHA256}). Delete it and fetch the weights again.")
             return c
     raise WeightsError(
         f"ImageNet ResNet-18 weights not found (looked in: {', '.join(map(str, cands))}). Online, put them in the "

@@ -409,7 +409,11 @@ def test_resnet_weights_paths(tmp_path, monkeypatch):
     torch.save(resnet18(weights=None).state_dict(), f)
     with pytest.raises(Mo.WeightsError, match="is not torchvision's"):
         Mo.find_resnet18_weights(f)
-    monkeypatch.setattr(Mo, "RESNET18_SHA256_PREFIX", hashlib.sha256(f.read_bytes()).hexdigest()[:8])
+    digest = hashlib.sha256(f.read_bytes()).hexdigest()
+    monkeypatch.setattr(Mo, "RESNET18_SHA256", digest[:8] + "0" * 56)  # the name's prefix alone is not enough
+    with pytest.raises(Mo.WeightsError, match="is not torchvision's"):
+        Mo.find_resnet18_weights(f)
+    monkeypatch.setattr(Mo, "RESNET18_SHA256", digest)
     net = Mo.resnet18_multihead(20, 2, weights=f)
     torch.testing.assert_close(net.body.conv1.weight, torch.load(f)["conv1.weight"])
 
