@@ -33,7 +33,7 @@ test-gpu: $(STAMP)
 	METACL_LITE_PROGRESS=0 $(PY) data_scripts/gpu_check.py
 
 # For development: the unit tests only (no book build, no notebooks, no training of real streams), a few minutes.
-test-fast: $(STAMP)
+test-fast: $(STAMP) mnist-raw
 	METACL_LITE_PROGRESS=0 $(PY) -m pytest -q -m "not slow and not gpu"
 
 # The execution cache keys a page on its own cells: a build made with other package code is removed first, so that
