@@ -103,8 +103,22 @@ def test_a_tuning_file_made_on_the_cpu_refuses_gpu_units(fake_gpu, hparams_file,
 # model, CPU units for none, and a unit from another GPU model is not saved
 # ----------------------------------------------------------------------------------------------------------------
 class _Ref:
-    def __init__(self, value):
-        self.value = value
+    def __init__(self, value=None, error=None):
+        self.value, self.error = value, error
+
+
+def _run_task(fn, job):
+    """A Ray task run here: its value, or its exception as Ray hands it over (a RayError, here RuntimeError)."""
+    try:
+        return _Ref(fn(job))
+    except Exception as e:  # noqa: BLE001 - any failure of a unit
+        return _Ref(error=f"{type(e).__name__}: {e}")
+
+
+def _get(ref):
+    if ref.error is not None:
+        raise RuntimeError(ref.error)
+    return ref.value
 
 
 def _node(gpus=0, model=None, alive=True):
@@ -122,7 +136,7 @@ def _fake_ray(nodes=(), gpu_name="GPU X"):
     ray.is_initialized = lambda: True
     ray.exceptions = types.SimpleNamespace(RayError=RuntimeError)
     ray.cancel = lambda *a, **k: None
-    ray.get = lambda ref: ref.value
+    ray.get = _get
     ray.wait = lambda refs, num_returns=1: ([refs[0]], refs[1:])
     ray.nodes = lambda: list(nodes)
 
@@ -131,7 +145,7 @@ def _fake_ray(nodes=(), gpu_name="GPU X"):
 
         def wrap(f):
             if f is E._call:
-                return types.SimpleNamespace(remote=lambda fn, job, threads: _Ref(fn(job)))
+                return types.SimpleNamespace(remote=lambda fn, job, threads: _run_task(fn, job))
             assert f is E._gpu_name  # the probe: what a unit on the cluster's GPU sees
             return types.SimpleNamespace(remote=lambda: _Ref(gpu_name))
 
@@ -284,3 +298,17 @@ def test_the_make_targets_refuse_to_start_without_a_gpu_unless_device_cpu_is_giv
     assert r.returncode == 0, r.stderr
     assert calls[0].startswith("data_scripts/fetch.py") and not any("cuda.is_available" in c for c in calls)
     assert all("--device cpu" in c for c in calls if c.startswith(("-m metacl_lite tune", "-m metacl_lite run")))
+
+
+def test_a_failed_tuning_unit_is_named_by_its_method_value_and_seed(cluster, tmp_path, monkeypatch):
+    real = G.execute_unit
+
+    def fail_one(unit, bench, cfg, evaluate_rows="all"):
+        if cfg.beta == 3.0:
+            raise RuntimeError("boom")
+        return real(unit, bench, cfg, evaluate_rows)
+
+    ray, plan = cluster([_node(4, "L4")], gpu_name="NVIDIA L4", unit_gpu="NVIDIA L4")
+    monkeypatch.setattr(G, "execute_unit", fail_one)
+    with pytest.raises(UnitsFailed, match=r"^1 unit\(s\) failed: ewc/beta=3.0/100: RuntimeError: .*boom\. Every"):
+        _tune(tmp_path, device="cuda", plan=plan)

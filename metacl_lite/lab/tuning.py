@@ -490,8 +490,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                            progress=lambda: bar.update())
         if failures or wrong:
             bar.close()
-            raise UnitsFailed(out, [(f"{f.job.unit.method}/{f.job.cfg}/{f.job.unit.seed}", f.error)
-                                    for f in failures] + wrong)
+            raise UnitsFailed(out, [(label(f.job), f.error) for f in failures] + wrong)
         g = grid_of(store.doc)
         jobs = longest_first([j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))],
                              lambda j: j.unit)
