@@ -60,7 +60,7 @@ def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> t
     return g1 + (lam + gamma).to(g2.dtype) * g2, lam
 
 
-Balance = Callable[[torch.Tensor, Optional[torch.Tensor], float, float], tuple[torch.Tensor, float]]
+Balance = Callable[[torch.Tensor, Optional[torch.Tensor], float, float], tuple[torch.Tensor, float | torch.Tensor]]
 
 #: Method.balance -> (g1, g2, beta, gamma) -> (g, lambda): the gradient handed to the outer optimiser.
 #: "none": g = g1 (no penalty: fine-tune, MetaCL w/o reg, and every method's first task); "beta": Eq. 2 / Alg. 1;

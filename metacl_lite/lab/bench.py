@@ -192,7 +192,8 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     grid = 3 * sum(r["full_run_s_estimate"] for r in rows)
     print(f"Table {'2' if suite == 'cifar100' else '3'} grid ({len(methods)} methods x 3 seeds, without references "
           f"and oracle): {'~' if reduced else ''}{grid / 3600:.1f} h")
-    cmd = f"python -m metacl_lite bench --suite {suite}" + (f" --epochs {epochs} --n-tasks {n_tasks}" if reduced else "")
+    cmd = f"python -m metacl_lite bench --suite {suite}"
+    cmd += f" --epochs {epochs} --n-tasks {n_tasks}" if reduced else ""
     cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"
     if out_file.resolve() != default_out.resolve():
         from .provenance import relative_to_repo
@@ -277,6 +278,12 @@ GPU_TARGETS = {"pmnist": (20, 5, 60.0), "cifar100": (20, 5, 600.0), "cub": (10, 
 SYNTHETIC_STRENGTH = {"beta": 1.0, "gamma": 0.1}
 
 
+def _unit_row(unit: str, value: dict) -> dict:
+    """A GPU bench file's row for one unit: its wall time, and its peak GPU memory where the unit recorded one."""
+    return {"unit": unit, "wall_s": value["wall_s"],
+            **({"peak_gpu_mb": value["peak_gpu_mb"]} if "peak_gpu_mb" in value else {})}
+
+
 def _grid_units(seeds: Sequence[int], methods: Sequence[str]):
     from .grid import Unit, longest_first
 
@@ -337,8 +344,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
         wall = time.perf_counter() - t0
         for section in ("runs", "references", "oracle"):
             for key, u in doc[section].items():
-                units.append({"unit": f"{section}/{key}", "wall_s": u["wall_s"],
-                              **({"peak_gpu_mb": u["peak_gpu_mb"]} if "peak_gpu_mb" in u else {})})
+                units.append(_unit_row(f"{section}/{key}", u))
         data = "embedded Permuted MNIST, beta/gamma tuned at K = 20 (hparams.json)"
     else:
         jobs = [Job(u, suite, K, spec.n_tasks, "synthetic", {"random_init": True},
@@ -347,9 +353,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
                 for u in _grid_units(range(measured), methods)]
 
         def save(job, r):
-            v = r["value"]
-            units.append({"unit": f"{job.unit.section}/{job.unit.key}", "wall_s": v["wall_s"],
-                          **({"peak_gpu_mb": v["peak_gpu_mb"]} if "peak_gpu_mb" in v else {})})
+            units.append(_unit_row(f"{job.unit.section}/{job.unit.key}", r["value"]))
             print(f"  {job.unit.section}/{job.unit.key}: {r['value']['wall_s']:.1f} s", flush=True)
             # a run stopped before its grid is done keeps what it measured (complete: false, no grid time)
             write_json(out_file,

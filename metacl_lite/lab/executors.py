@@ -103,16 +103,16 @@ def locate(plan: Plan, choice: str) -> Location:
                          "--address HEAD --num-gpus N`) or use --device cpu")
     model = max(sorted(models), key=lambda m: models[m])
     if len(models) > 1:
-        print(f"metacl-lite: the Ray cluster has GPUs of several models ({', '.join(f'{m}: {models[m]:g}' for m in sorted(models))}); "
-              f"this grid's units run on {model} only (a results file holds one GPU model)", file=sys.stderr)
+        counts = ", ".join(f"{m}: {models[m]:g}" for m in sorted(models))
+        print(f"metacl-lite: the Ray cluster has GPUs of several models ({counts}); this grid's units run on {model} "
+              f"only (a results file holds one GPU model)", file=sys.stderr)
     plan.accelerator_type = None if model == UNKNOWN_MODEL else model
     plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD
     import ray
 
     name = ray.get(ray.remote(**ray_options(plan))(_gpu_name).remote())
-    return Location("cuda", name, f"ray cluster: {models[model]:g} GPU(s) of {name} (units pinned to "
-                                  f"accelerator_type {model})" if plan.accelerator_type else
-                    f"ray cluster: {models[model]:g} GPU(s) of {name}")
+    pinned = f" (units pinned to accelerator_type {model})" if plan.accelerator_type else ""
+    return Location("cuda", name, f"ray cluster: {models[model]:g} GPU(s) of {name}{pinned}")
 
 
 #: A GPU node whose model Ray does not know (no accelerator_type resource).

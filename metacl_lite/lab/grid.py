@@ -265,8 +265,13 @@ def run_job(job: Job) -> dict:
             "data_info": dict(bench.info), "accelerator": accelerator(job.device)}
 
 
+def unit_label(job: Job) -> str:
+    """How a results file keys the unit of `job` (section/key), as failures name it."""
+    return f"{job.unit.section}/{job.unit.key}"
+
+
 def checked_units(save: Callable[[Job, dict], None], expected: Optional[str], wrong: list,
-                  label: Callable[[Job], str] = lambda job: f"{job.unit.section}/{job.unit.key}") -> Callable:
+                  label: Callable[[Job], str] = unit_label) -> Callable:
     """`save` for the units that trained on the GPU model `expected` (a results or tuning file's `accelerator`;
     None: the CPU); a unit that reports another (a Ray node of another model) is not saved but listed in `wrong` as
     (label(job), why), for `UnitsFailed`."""
@@ -532,7 +537,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     failures = run_all(run_job, jobs, save, plan, progress=lambda: bar.update())
     bar.close()
     if failures or wrong:
-        raise UnitsFailed(out, [(f"{f.job.unit.section}/{f.job.unit.key}", f.error) for f in failures] + wrong)
+        raise UnitsFailed(out, [(unit_label(f.job), f.error) for f in failures] + wrong)
     doc = store.doc
     if not todo and "summary" not in doc:
         doc["summary"] = summarize(doc)

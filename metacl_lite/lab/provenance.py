@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-
 from ..datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
 from ..device import describe
 
@@ -47,8 +46,8 @@ def invocation(where: str = "cpu", text: Optional[str] = None) -> dict:
             pkgs[name] = None
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(status) if status is not None else None,
-            "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(), "device": text or device(where),
-            "started": now()}
+            "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(),
+            "device": text or device(where), "started": now()}
 
 
 def relative_to_repo(path: Path) -> str:
