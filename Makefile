@@ -49,30 +49,33 @@ assignments: $(STAMP)
 
 # Long runs (minutes to hours on a 2-core CPU); each writes results/<benchmark>-K<K>.json and resumes if killed.
 results: $(STAMP)
-	$(PY) -m metacl_lite run --benchmark pmnist --K 20 --seeds 10
+	$(PY) -m metacl_lite run --benchmark pmnist --K 20 --seeds 10 $(WHERE_OPTS)
 
 tune: $(STAMP)
-	$(PY) -m metacl_lite tune --benchmark pmnist
+	$(PY) -m metacl_lite tune --benchmark pmnist $(WHERE_OPTS)
 
 # The whole honest Permuted MNIST reproduction (issue 10), every step resumable and each file committed as it lands:
 # the open choices (validation, K=20 and 200), beta/gamma per K on validation, then ten seeds of every method at the
-# paper's K (five at K = 1, 5, 10) with references and oracle, and the two gamma controls of MetaCL-lambda. Days on a 2-core CPU (K=500 dominates); spread
-# it with WORKERS=N or RUN_OPTS="--executor ray --address ...". A results file made with other hparams is refused
-# (nothing is overwritten silently): replace it once with RUN_OPTS=--force, then rerun without it to resume.
+# paper's K (five at K = 1, 5, 10) with references and oracle, and the two gamma controls of MetaCL-lambda. Days on a
+# 2-core CPU (K=500 dominates); spread it with WORKERS=N, or over a Ray cluster with EXEC="--executor ray --address
+# HOST:PORT" (every step: choices, tune and run). A results file made with other hparams is refused (nothing is
+# overwritten silently): replace it once with RUN_OPTS=--force (run's options), then rerun without it to resume.
+EXEC      ?=
+WHERE_OPTS = $(if $(WORKERS),--workers $(WORKERS),) $(EXEC)
 PMNIST_KS ?= 1 5 10 20 50 200 500
 LAMBDAS   := mas-metacl-lambda,pi-metacl-lambda,ewc-metacl-lambda
 reproduce-pmnist: $(STAMP)
-	$(PY) -m metacl_lite choices --benchmark pmnist $(if $(WORKERS),--workers $(WORKERS),)
+	$(PY) -m metacl_lite choices --benchmark pmnist $(WHERE_OPTS)
 	@# K=20's values come from choices (the winning variants); every other K is tuned with the decided options
 	@# K=500 searches a window of two half-decades around each value tuned at K=200 (tune --around; the test
 	@# test_the_window_finds_the_full_grids_choice_on_the_committed_files replays it on the full grids of other K)
 	for K in $(PMNIST_KS); do [ $$K = 20 ] && continue; A=""; [ $$K = 500 ] && A="--around 200 --compile auto"; \
-	  $(PY) -m metacl_lite tune --benchmark pmnist --K $$K $$A $(if $(WORKERS),--workers $(WORKERS),) || exit $$?; done
+	  $(PY) -m metacl_lite tune --benchmark pmnist --K $$K $$A $(WHERE_OPTS) || exit $$?; done
 	@# K=500's runs are compiled (--compile auto: the longest streams repay the compile time; the files record it)
 	@# ten seeds at the paper's K (20, 50, 200, 500: the claims are tested there), five below them
 	for K in $(PMNIST_KS); do C=""; [ $$K = 500 ] && C="--compile auto"; S=5; case $$K in 20|50|200|500) S=10;; esac; \
-	  $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds $$S $$C $(if $(WORKERS),--workers $(WORKERS),) $(RUN_OPTS) || exit $$?; \
-	  for G in beta 0; do $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds $$S --methods $(LAMBDAS) --gamma $$G $$C $(if $(WORKERS),--workers $(WORKERS),) $(RUN_OPTS) || exit $$?; done; \
+	  $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds $$S $$C $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; \
+	  for G in beta 0; do $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds $$S --methods $(LAMBDAS) --gamma $$G $$C $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; done; \
 	done
 
 # Tables 2 and 3, one command each for a user online with a GPU (DEVICE=cuda:1 picks another card; SRC=FILE takes a
@@ -82,19 +85,20 @@ reproduce-pmnist: $(STAMP)
 # run the same command again after an interruption. CIFAR-100's validation images are training images 400-499 of
 # each class, so K = 500 (beyond them) takes the values tuned at the tuning K (hparams.json's default).
 # Without a GPU these grids take days on the CPU: both targets refuse to start (before any download) unless a CUDA GPU
-# is usable or DEVICE=cpu is given explicitly.
+# is usable or DEVICE=cpu is given explicitly (`metacl_lite where --need-gpu`). With EXEC="--executor ray --address
+# HOST:PORT" the cluster's GPUs count, not this machine's (it may have none); every node needs the data and weights.
 DEVICE    ?= auto
 CIFAR_KS  ?= 20 50 200 500
-NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 'error: make $@ needs a CUDA GPU (none is usable here; without one its grids take days on the CPU): run it on a machine with a GPU, or give DEVICE=cpu to train on the CPU anyway')"
+NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -m metacl_lite where --benchmark $(subst reproduce-,,$@) --device $(DEVICE) $(EXEC) --need-gpu "make $@"
 reproduce-cifar100: $(STAMP)
 	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cifar100 $(if $(SRC),--from $(SRC),)
-	$(PY) -m metacl_lite choices --benchmark cifar100 --device $(DEVICE) $(if $(WORKERS),--workers $(WORKERS),)
+	$(PY) -m metacl_lite choices --benchmark cifar100 --device $(DEVICE) $(WHERE_OPTS)
 	for K in $(CIFAR_KS); do [ $$K = 20 ] || [ $$K -gt 400 ] && continue; \
-	  $(PY) -m metacl_lite tune --benchmark cifar100 --K $$K --device $(DEVICE) $(if $(WORKERS),--workers $(WORKERS),) || exit $$?; done
+	  $(PY) -m metacl_lite tune --benchmark cifar100 --K $$K --device $(DEVICE) $(WHERE_OPTS) || exit $$?; done
 	for K in $(CIFAR_KS); do \
-	  $(PY) -m metacl_lite run --benchmark cifar100 --K $$K --seeds 5 --device $(DEVICE) $(if $(WORKERS),--workers $(WORKERS),) $(RUN_OPTS) || exit $$?; \
-	  for G in beta 0; do $(PY) -m metacl_lite run --benchmark cifar100 --K $$K --seeds 5 --methods $(LAMBDAS) --gamma $$G --device $(DEVICE) $(if $(WORKERS),--workers $(WORKERS),) $(RUN_OPTS) || exit $$?; done; \
+	  $(PY) -m metacl_lite run --benchmark cifar100 --K $$K --seeds 5 --device $(DEVICE) $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; \
+	  for G in beta 0; do $(PY) -m metacl_lite run --benchmark cifar100 --K $$K --seeds 5 --methods $(LAMBDAS) --gamma $$G --device $(DEVICE) $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; done; \
 	done
 	$(PY) -m metacl_lite pages && $(PY) -m metacl_lite readme
 
@@ -104,9 +108,9 @@ reproduce-cub: $(STAMP)
 	$(PY) -c "import torchvision; torchvision.models.resnet18(weights='IMAGENET1K_V1')"  # hub cache, sha256-checked
 	@# CUB's validation images are training images 20-28 of each class: the open choices (decided at K = 20 and 200)
 	@# cannot be decided there, so CUB keeps the default options and tunes beta/gamma at K = 10
-	$(PY) -m metacl_lite tune --benchmark cub --K 10 --device $(DEVICE) $(if $(WORKERS),--workers $(WORKERS),)
-	$(PY) -m metacl_lite run --benchmark cub --K 10 --seeds 5 --device $(DEVICE) $(if $(WORKERS),--workers $(WORKERS),) $(RUN_OPTS)
-	for G in beta 0; do $(PY) -m metacl_lite run --benchmark cub --K 10 --seeds 5 --methods $(LAMBDAS) --gamma $$G --device $(DEVICE) $(if $(WORKERS),--workers $(WORKERS),) $(RUN_OPTS) || exit $$?; done
+	$(PY) -m metacl_lite tune --benchmark cub --K 10 --device $(DEVICE) $(WHERE_OPTS)
+	$(PY) -m metacl_lite run --benchmark cub --K 10 --seeds 5 --device $(DEVICE) $(WHERE_OPTS) $(RUN_OPTS)
+	for G in beta 0; do $(PY) -m metacl_lite run --benchmark cub --K 10 --seeds 5 --methods $(LAMBDAS) --gamma $$G --device $(DEVICE) $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; done
 	$(PY) -m metacl_lite pages && $(PY) -m metacl_lite readme
 
 bench: $(STAMP)

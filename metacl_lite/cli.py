@@ -11,7 +11,7 @@ import re
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from .errors import ConfigMismatch, CorruptUnit, LockedError, NotebookFailed, UnitsFailed, UserError
 from .specs import BENCHMARKS, get_spec
@@ -115,6 +115,15 @@ def _device_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> No
 
 
 def _executor_options(p: argparse.ArgumentParser) -> None:
+    _placement_options(p)
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="off",
+                   help="compiled task gradients (torch.compile): auto compiles runs long enough to repay it; "
+                        "compiled runs agree with eager ones within float rounding, not bit for bit (default off)")
+    _precision_option(p)
+
+
+def _placement_options(p: argparse.ArgumentParser) -> None:
+    """Where the units train: the device, the worker processes and threads, the executor."""
     _device_option(p)
     p.add_argument("--workers", type=_positive("--workers"), default=None,
                    help="worker processes (default: the number of cores; on a GPU at most 8, sharing the card, and "
@@ -124,10 +133,6 @@ def _executor_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local worker processes, or Ray tasks (pip install 'metacl-lite[cluster]')")
     p.add_argument("--address", default=None, help="ray: the cluster's address (default: a local Ray instance)")
-    p.add_argument("--compile", choices=("auto", "on", "off"), default="off",
-                   help="compiled task gradients (torch.compile): auto compiles runs long enough to repay it; "
-                        "compiled runs agree with eager ones within float rounding, not bit for bit (default off)")
-    _precision_option(p)
 
 
 def _precision_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> None:
@@ -243,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--summary-only", action="store_true", help="run nothing; rewrite the summary from the files")
     c.add_argument("--no-progress", action="store_true")
     _executor_options(c)
+
+    w = sub.add_parser("where", help="say where a grid's units would train (device, GPU, how many share it), "
+                                     "training nothing")
+    w.add_argument("--benchmark", choices=BENCHMARKS, default="pmnist")
+    _placement_options(w)
+    w.add_argument("--need-gpu", metavar="WHO", default=None,
+                   help="exit 2 unless the units would train on a GPU; WHO (e.g. 'make reproduce-cub') names what "
+                        "needs it in the message")
 
     n = sub.add_parser("notebook", help="run a parameterised chapter with papermill (checked parameters)")
     n.add_argument("notebook", type=Path, help="a MyST (.md) or .ipynb chapter, e.g. book/reproduce/benchmark.md")
@@ -431,6 +444,43 @@ def _choices(a) -> int:
     return 0
 
 
+def _where_cmd(a) -> int:
+    """Where the units of `run`/`tune`/`choices` with these options would train (`executors.locate`: on a Ray
+    cluster, its GPUs), and how many share a GPU, on stdout; `--need-gpu WHO`: exit 2 (before anything else, as the
+    make targets use it) where that is the CPU."""
+    from .device import cpu_name, describe, kind, resolve
+    from .errors import UsageError
+    from .lab.executors import locate
+
+    spec = get_spec(a.benchmark)
+    choice = a.device or spec.device
+    def check(where: Callable[[], Any]) -> Any:
+        try:
+            return where()
+        except UsageError as e:  # a device that is not there
+            raise UsageError(f"{a.need_gpu} needs a CUDA GPU: {e}") if a.need_gpu else e from None
+
+    if a.executor != "ray":
+        check(lambda: resolve(choice))  # before the plan, which sizes itself by the GPU
+    plan = _plan(a)  # an executor that cannot start is its own error, not a missing GPU
+    loc = check(lambda: locate(plan, choice, spec.name))
+    if a.need_gpu and kind(loc.device) != "cuda":
+        why = ("you chose it" if choice == "cpu" else "the Ray cluster has no live node with a GPU"
+               if a.executor == "ray" else "no CUDA GPU is usable here")
+        days = f"; {spec.title}'s grids take days on the CPU" if spec.device == "auto" else ""  # CIFAR-100, CUB
+        raise UsageError(f"{a.need_gpu} needs a CUDA GPU, and --device {choice} trains on the CPU ({why}{days}): run "
+                         f"it where a GPU is, or train on the CPU anyway with --device cpu (make: DEVICE=cpu)")
+    gpu = kind(loc.device) == "cuda"
+    place = loc.text or (describe(loc.device) if gpu else f"{cpu_name()}, {os.cpu_count()} cores")
+    if a.executor == "ray":
+        share = f"each unit asks Ray for {plan.gpu_share:.4g} of a GPU" if gpu else "each unit asks Ray for one CPU"
+    else:
+        share = (f"{plan.workers} worker process(es)" + (f" sharing {loc.device}" if gpu
+                                                          else f", {plan.threads} thread(s) each"))
+    print(f"{spec.name}: units train on {loc.device}, {place}; {share}")
+    return 0
+
+
 def _notebook(a) -> int:
     from .report.notebooks import run_cli
 
@@ -538,8 +588,9 @@ def _dynamics(a) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "table": _table, "tune": _tune, "choices": _choices, "notebook": _notebook, "pages": _pages, "readme": _readme,
-            "bench": _bench, "assignments": _assignments, "dynamics": _dynamics}
+COMMANDS = {"run": _run, "table": _table, "tune": _tune, "choices": _choices, "where": _where_cmd,
+            "notebook": _notebook, "pages": _pages, "readme": _readme, "bench": _bench, "assignments": _assignments,
+            "dynamics": _dynamics}
 
 
 def _hint(e: UserError, a) -> str:

@@ -14,6 +14,7 @@ import torch
 from metacl_lite.cli import main
 from metacl_lite.datafiles import REPO_ROOT
 from metacl_lite.errors import ConfigMismatch, UnitsFailed, UsageError
+from metacl_lite.lab import executors as E
 from metacl_lite.lab import grid as G
 
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
@@ -127,10 +128,10 @@ def _node(gpus=0, model=None, alive=True):
     return {"Alive": alive, "Resources": res}
 
 
-def _fake_ray(nodes=(), gpu_name="GPU X"):
-    """A stand-in for the `ray` module: a cluster of `nodes` whose GPUs are called `gpu_name`; records the arguments
-    of each `ray.remote(...)` and runs the tasks in this process (a unit's `_call` without its worker set-up)."""
-    from metacl_lite.lab import executors as E
+def _fake_ray(nodes=(), gpu_name="GPU X", gpu_gb=80.0):
+    """A stand-in for the `ray` module: a cluster of `nodes` whose GPUs are called `gpu_name` and hold `gpu_gb` GB;
+    records the arguments of each `ray.remote(...)` and runs the tasks in this process (a unit's `_call` without its
+    worker set-up)."""
 
     ray = types.ModuleType("ray")
     ray.remote_args = []
@@ -147,8 +148,8 @@ def _fake_ray(nodes=(), gpu_name="GPU X"):
         def wrap(f):
             if f is E._call:
                 return types.SimpleNamespace(remote=lambda fn, job, threads: _run_task(fn, job))
-            assert f is E._gpu_name  # the probe: what a unit on the cluster's GPU sees
-            return types.SimpleNamespace(remote=lambda: _Ref(gpu_name))
+            assert f is E._gpu_probe  # the probe: what a unit on the cluster's GPU sees
+            return types.SimpleNamespace(remote=lambda: _Ref((gpu_name, int(gpu_gb * 2 ** 30))))
 
         return wrap
 
@@ -158,16 +159,17 @@ def _fake_ray(nodes=(), gpu_name="GPU X"):
 
 @pytest.fixture
 def cluster(hparams_file, fake_units, monkeypatch):
-    """A Ray cluster (`cluster(nodes, gpu_name, unit_gpu)`) started from a machine without a GPU: its units report
-    `unit_gpu` as the GPU they ran on. Returns the fake ray module."""
+    """A Ray cluster (`cluster(nodes, gpu_name, unit_gpu, gpu_gb)`) started from a machine without a GPU: its units
+    report `unit_gpu` as the GPU they ran on. Returns the fake ray module."""
     from metacl_lite.lab import provenance
     from metacl_lite.lab.executors import check_plan
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(provenance, "describe", lambda d: "cpu: Y")
+    monkeypatch.setattr(E, "_said", set())
 
-    def make(nodes, gpu_name="GPU X", unit_gpu="GPU X"):
-        ray = _fake_ray(nodes, gpu_name)
+    def make(nodes, gpu_name="GPU X", unit_gpu="GPU X", gpu_gb=80.0):
+        ray = _fake_ray(nodes, gpu_name, gpu_gb)
         monkeypatch.setitem(sys.modules, "ray", ray)
         monkeypatch.setattr(G, "accelerator", lambda d: unit_gpu if str(d).startswith("cuda") else None)
         monkeypatch.setattr(G, "deterministic", lambda d: None)
@@ -187,6 +189,29 @@ def test_a_ray_grid_trains_on_the_clusters_gpus_pinned_to_one_model(cluster, tmp
     assert doc["provenance"]["invocations"][0]["device"] == ("ray cluster: 4 GPU(s) of GPU X (units pinned to "
                                                              "accelerator_type H100)")
     assert "GPUs of several models (A100: 1, H100: 4); this grid's units run on H100 only" in capsys.readouterr().err
+
+
+def test_ray_units_ask_for_the_share_of_a_gpu_that_fits_its_memory(cluster, tmp_path, capsys):
+    """As the local default (`gpu_fit`), but from the probed card's whole memory: Permuted MNIST on 16 GB cards keeps
+    an eighth of a GPU per unit; CUB's units (about 6 GB each) ask for half of one, and the command says so."""
+    ray, plan = cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=15.0)
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "p.json", device="cuda", plan=plan,
+                     **TINY)
+    assert [a["num_gpus"] for a in ray.remote_args] == [1 / 8, 1 / 8] and capsys.readouterr().err == ""
+    ray, plan = cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=15.0)
+    assert E.locate(plan, "cuda", "cub") == ("cuda", "Tesla T4",
+                                             "ray cluster: 4 GPU(s) of Tesla T4 (units pinned to accelerator_type T4)")
+    assert plan.gpu_share == 1 / 2 and ray.remote_args == [{"num_cpus": 1, "num_gpus": 1 / 8, "accelerator_type": "T4"}]
+    assert capsys.readouterr().err == ("metacl-lite: 2 Ray units share each Tesla T4 for Split CUB-200: 15.0 GB memory, "
+                                       "about 6 GB per unit (an estimate); each unit asks Ray for that share of a GPU "
+                                       "(num_gpus)\n")
+    ray, plan = cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=4.0)
+    E.locate(plan, "cuda", "cub")
+    assert plan.gpu_share == 1.0  # never more than one card
+    ray, plan = cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=15.0)
+    plan.gpu_share = 0.25  # set by the caller: kept
+    E.locate(plan, "cuda", "cub")
+    assert plan.gpu_share == 0.25
 
 
 def test_a_ray_grid_on_the_cpu_asks_for_no_gpu(cluster, tmp_path):
@@ -274,12 +299,13 @@ def test_notebook_with_device_cuda_and_no_gpu_exits_2_before_a_kernel_starts(no_
 @pytest.mark.parametrize("target", ["reproduce-cifar100", "reproduce-cub"])
 def test_the_make_targets_refuse_to_start_without_a_gpu_unless_device_cpu_is_given(target, tmp_path):
     """The recipe's commands go to a stand-in for the venv's python that logs them (nothing is downloaded or trained);
-    only the GPU check runs, in this interpreter with no GPU visible."""
+    only the GPU check (`metacl_lite where --need-gpu`) runs, in this interpreter with no GPU visible. EXEC's executor
+    options go to the check and to every training step."""
     import subprocess
 
     log = tmp_path / "calls.log"  # make is there: the suite itself runs under `make test`
     fake = tmp_path / "python"
-    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in *cuda.is_available*) '
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in "-m metacl_lite where "*) '
                     f'CUDA_VISIBLE_DEVICES= exec {sys.executable} "$@";; esac\nexit 0\n')
     fake.chmod(0o755)
 
@@ -289,13 +315,42 @@ def test_the_make_targets_refuse_to_start_without_a_gpu_unless_device_cpu_is_giv
                            capture_output=True, text=True, timeout=300)
         return r, log.read_text().splitlines()
 
+    bench = target.split("-")[1]
     r, calls = make()
-    assert r.returncode != 0 and f"error: make {target} needs a CUDA GPU" in r.stderr and "DEVICE=cpu" in r.stderr
-    assert len(calls) == 1 and "cuda.is_available" in calls[0]  # nothing fetched, tuned or run
-    r, calls = make("DEVICE=cpu")
+    assert r.returncode == 2 and r.stderr.startswith(f"error: make {target} needs a CUDA GPU, and --device auto "
+                                                     f"trains on the CPU (no CUDA GPU is usable here; ")
+    assert "DEVICE=cpu" in r.stderr and "Traceback" not in r.stderr
+    assert calls == [f"-m metacl_lite where --benchmark {bench} --device auto --need-gpu make {target}"]
+    r, calls = make("DEVICE=cuda:1")
+    assert r.returncode == 2 and f"error: make {target} needs a CUDA GPU: --device cuda:1: no CUDA GPU" in r.stderr
+    assert len(calls) == 1  # nothing fetched, tuned or run
+    # a Ray cluster's GPUs count, not this machine's: the check asks the cluster (here an address nobody answers)
+    r, calls = make("EXEC=--executor ray --address 127.0.0.1:9")
+    assert r.returncode == 2 and "cannot reach a Ray cluster at 127.0.0.1:9" in r.stderr
+    assert calls == [(f"-m metacl_lite where --benchmark {bench} --device auto --executor ray --address 127.0.0.1:9 "
+                      f"--need-gpu make {target}")]
+    r, calls = make("DEVICE=cpu", "EXEC=--executor ray --address 127.0.0.1:9")
     assert r.returncode == 0, r.stderr
-    assert calls[0].startswith("data_scripts/fetch.py") and not any("cuda.is_available" in c for c in calls)
-    assert all("--device cpu" in c for c in calls if c.startswith(("-m metacl_lite tune", "-m metacl_lite run")))
+    assert calls[0].startswith("data_scripts/fetch.py") and not any(" where " in c for c in calls)
+    steps = [c for c in calls if c.startswith(("-m metacl_lite choices", "-m metacl_lite tune", "-m metacl_lite run"))]
+    assert len(steps) >= 3 and all("--device cpu --executor ray --address 127.0.0.1:9" in c for c in steps)
+
+
+def test_where_says_where_units_would_train_and_need_gpu_refuses_the_cpu(cluster, capsys):
+    """`where`: the device, and how many units share a GPU (a Ray cluster's, seen from a machine without one)."""
+    cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=15.0)
+    assert main(["where", "--benchmark", "cub", "--executor", "ray", "--need-gpu", "make reproduce-cub"]) == 0
+    out = capsys.readouterr().out
+    assert out == ("cub: units train on cuda, ray cluster: 4 GPU(s) of Tesla T4 (units pinned to accelerator_type "
+                   "T4); each unit asks Ray for 0.5 of a GPU\n")
+    cluster([_node(), _node()])  # no GPU in the cluster: auto is the CPU, which --need-gpu refuses
+    assert main(["where", "--benchmark", "cifar100", "--executor", "ray"]) == 0
+    assert capsys.readouterr().out.startswith("cifar100: units train on cpu, ")
+    assert main(["where", "--benchmark", "cifar100", "--executor", "ray", "--need-gpu", "make reproduce-cifar100"]) == 2
+    assert capsys.readouterr().err == (
+        "error: make reproduce-cifar100 needs a CUDA GPU, and --device auto trains on the CPU (the Ray cluster has no "
+        "live node with a GPU; Split CIFAR-100's grids take days on the CPU): run it where a GPU is, or train on the "
+        "CPU anyway with --device cpu (make: DEVICE=cpu)\n")
 
 
 def test_a_failed_tuning_unit_is_named_by_its_method_value_and_seed(cluster, tmp_path, monkeypatch):

@@ -61,11 +61,12 @@ def test_gpu_figures_name_the_commit_whose_code_ran_where_the_note_says_so(tmp_p
     check = {"device": "cuda: GPU X", "passed": 1, "failed": 0, "tests": [],
              "provenance": {"command": "python data_scripts/gpu_check.py", "git_commit": _BASE, "git_dirty": True,
                             "note": _NOTE}}
-    for text in (gpu_bench_summary(doc), gpu_grid_markdown(doc), gpu_check_summary(check)):
-        head = text.splitlines()[0]
-        assert "commit `977ad48`, the code that ran; its provenance records `0078ca70e6` with uncommitted" in head
-        assert "(commit `0078ca70e6`" not in head and ", commit `0078ca70e6`" not in head
-    assert _NOTE in gpu_bench_summary(doc) and _NOTE in gpu_check_summary(check)  # the file's own words, too
+    grid = gpu_grid_markdown(doc)  # no note quoted here: the commit and what the file records, in its own words
+    assert "commit `977ad48`, the code that ran; its provenance records `0078ca70e6` with uncommitted" in grid
+    assert "(commit `0078ca70e6`" not in grid and ", commit `0078ca70e6`" not in grid
+    for text in (gpu_bench_summary(doc), gpu_check_summary(check)):  # these quote the note, which says it once
+        assert "(commit `977ad48`)" in text.splitlines()[0] and _NOTE in text
+        assert text.count("977ad48") == 2 and "0078ca70e6" not in text  # the commit, then the note: not said twice
     # without such a note: the recorded commit, and whether the tree was dirty
     assert ran_commit({"git_commit": _BASE, "git_dirty": True}) == "commit `0078ca70e6` with uncommitted changes"
     assert ran_commit({"git_commit": _BASE, "git_dirty": False, "note": "N.B."}) == "commit `0078ca70e6`"

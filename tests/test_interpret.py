@@ -528,7 +528,7 @@ def test_targets_per_K_with_known_answers(tmp_path):
             {"kind": "tuning", "grid": {}, "chosen": {}, "at_edge": {"pi": False, "ewc": edge}}))
     rows = {r["K"]: r for r in T.target_rows("pmnist", tmp_path)}
     assert list(rows) == [1, 5, 10, 20, 50, 200, 500]
-    paper20, paper50 = paper_table("pmnist", 20), paper_table("pmnist", 50)
+    paper20 = paper_table("pmnist", 20)
     n20 = len([m for m in paper20 if paper20[m].get("ACC")])
     assert rows[20]["acc_gap"] == pytest.approx((4.0 + 2.0 * (n20 - 1)) / n20)
     fa20 = max((abs(paper20[m]["FA"][0]), m) for m in reg)  # ours FA = 0 in these documents
@@ -576,5 +576,9 @@ def test_the_make_target_text_says_what_the_makefile_does():
     for target, t in (("reproduce-cifar100", text), ("reproduce-cub", cub)):
         first = make.split(f"\n{target}:")[1].split("\n")[1].strip()
         assert first == "$(NEED_GPU)" and "unless `DEVICE=cpu` is given" in t  # the check comes before the download
+        assert '`EXEC="--executor ray --address HOST:PORT"` spreads every step over a Ray cluster' in t
+    assert "$(EXEC) --need-gpu" in make.split("\nNEED_GPU")[1].split("\n")[0]  # the cluster's GPUs, with EXEC
+    assert all("$(WHERE_OPTS)" in line for line in make.splitlines()  # EXEC reaches every step of the targets
+               if re.search(r"metacl_lite (choices|tune|run) ", line))
     assert C.make_target_markdown("pmnist") is None
     assert "make reproduce-cub" in O.missing_results_markdown("cub", 10)

@@ -74,7 +74,7 @@ class Location(NamedTuple):
     text: Optional[str] = None
 
 
-def locate(plan: Plan, choice: str) -> Location:
+def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location:
     """Where the units of a grid run by `plan` train, for the device option `choice` (auto, cpu, cuda, cuda:N),
     checked before any work (UsageError).
 
@@ -83,7 +83,9 @@ def locate(plan: Plan, choice: str) -> Location:
     node has a GPU, "cuda" needs one, and "cuda:N" is refused (Ray places each unit on a GPU). A results file holds
     one GPU model, so the units are pinned to one (Ray's `accelerator_type`; where the cluster mixes models, the one
     with the most GPUs, said on stderr), and its full name is what a unit sees (one probe task on a share of a GPU).
-    Every unit also reports the GPU it ran on, and a unit from another model is not saved (`grid.checked_units`)."""
+    Every unit also reports the GPU it ran on, and a unit from another model is not saved (`grid.checked_units`).
+    Each unit asks for 1/n of a GPU (`plan.gpu_share`, unless set), n = as many of `benchmark`'s units as fit in the
+    probed card's memory, at most GPU_UNITS_PER_CARD (`units_per_card`: the local default's rule)."""
     from ..device import accelerator, resolve
 
     choice = str(choice).strip()
@@ -107,10 +109,14 @@ def locate(plan: Plan, choice: str) -> Location:
         print(f"metacl-lite: the Ray cluster has GPUs of several models ({counts}); this grid's units run on {model} "
               f"only (a results file holds one GPU model)", file=sys.stderr)
     plan.accelerator_type = None if model == UNKNOWN_MODEL else model
-    plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD
     import ray
 
-    name = ray.get(ray.remote(**ray_options(plan))(_gpu_name).remote())
+    share = plan.gpu_share
+    plan.gpu_share = share or 1.0 / GPU_UNITS_PER_CARD
+    name, memory = ray.get(ray.remote(**ray_options(plan))(_gpu_probe).remote())
+    if not share and benchmark is not None:
+        plan.gpu_share = 1.0 / units_per_card(benchmark, memory, f"each {name}", "Ray units", "memory",
+                                              "each unit asks Ray for that share of a GPU (num_gpus)")
     pinned = f" (units pinned to accelerator_type {model})" if plan.accelerator_type else ""
     return Location("cuda", name, f"ray cluster: {models[model]:g} GPU(s) of {name}{pinned}")
 
@@ -142,10 +148,11 @@ def ray_options(plan: Plan) -> dict:
     return opts
 
 
-def _gpu_name() -> str:
+def _gpu_probe() -> tuple[str, int]:
+    """What a unit on the cluster's GPU sees: the card's name and its memory in bytes."""
     import torch
 
-    return torch.cuda.get_device_name()
+    return torch.cuda.get_device_name(), torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
 
 
 def default_workers(gpu: bool = False, benchmark: Optional[str] = None, device: str = "cuda") -> int:
@@ -164,20 +171,26 @@ _said: set = set()
 
 
 def gpu_fit(benchmark: str, device: str = "cuda") -> int:
-    """How many units of `benchmark` fit side by side in the free memory of the GPU `device`: GPU_MEMORY_USE of it
-    over the benchmark's memory per unit (`BenchmarkSpec.gpu_unit_gb`, an upper estimate), at least 1. Where that
-    is below GPU_UNITS_PER_CARD it says so once (e.g. CUB on a 16 GB card: 2 workers)."""
+    """How many units of `benchmark` fit side by side in the free memory of the GPU `device` (`units_per_card`)."""
     import torch
 
+    free = torch.cuda.mem_get_info(torch.device(device))[0]
+    return units_per_card(benchmark, free, device, "worker process(es)", "free", "--workers N chooses another number")
+
+
+def units_per_card(benchmark: str, memory: int, card: str, who: str, what: str, hint: str) -> int:
+    """How many units of `benchmark` fit side by side in `memory` bytes of one GPU: GPU_MEMORY_USE of it over the
+    benchmark's memory per unit (`BenchmarkSpec.gpu_unit_gb`, an upper estimate), at least 1 and at most
+    GPU_UNITS_PER_CARD. Where that is below GPU_UNITS_PER_CARD it says so once on stderr, with `hint` (e.g. CUB on
+    a 16 GB card: "2 worker process(es) share cuda ... 15.0 GB free"; `what`: free, or memory for the whole card)."""
     from ..specs import get_spec
 
     spec = get_spec(benchmark)
-    free = torch.cuda.mem_get_info(torch.device(device))[0]
-    n = max(1, int(GPU_MEMORY_USE * free / (spec.gpu_unit_gb * 2 ** 30)))
-    if n < GPU_UNITS_PER_CARD and (spec.name, device) not in _said:
-        _said.add((spec.name, device))
-        print(f"metacl-lite: {n} worker process(es) share {device} for {spec.title}: {free / 2 ** 30:.1f} GB free, "
-              f"about {spec.gpu_unit_gb:g} GB per unit (an estimate); --workers N chooses another number",
+    n = min(GPU_UNITS_PER_CARD, max(1, int(GPU_MEMORY_USE * memory / (spec.gpu_unit_gb * 2 ** 30))))
+    if n < GPU_UNITS_PER_CARD and (spec.name, card) not in _said:
+        _said.add((spec.name, card))
+        print(f"metacl-lite: {n} {who} share {card} for {spec.title}: {memory / 2 ** 30:.1f} GB {what}, "
+              f"about {spec.gpu_unit_gb:g} GB per unit (an estimate); {hint}",
               file=sys.stderr)
     return n
 

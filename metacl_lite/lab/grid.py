@@ -443,7 +443,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     n = check_n_tasks(spec, n_tasks)
     check_epochs(epochs)
     plan = plan or check_plan()
-    loc = locate(plan, spec.device if device is None else device)  # a Ray cluster: its GPUs, not this machine's
+    loc = locate(plan, spec.device if device is None else device, spec.name)  # Ray: the cluster's GPUs
     where = loc.device
     out = check_writable(Path(out) if out else default_out(benchmark, K, gamma))
     D.check_data(spec, K, source=source)

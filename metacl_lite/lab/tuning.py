@@ -385,7 +385,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     if compile != "off":
         protocol["compile"] = compile
     plan = plan or check_plan()
-    loc = locate(plan, spec.device if device is None else device)  # a Ray cluster: its GPUs, not this machine's
+    loc = locate(plan, spec.device if device is None else device, spec.name)  # Ray: the cluster's GPUs
     where = loc.device
     if kind(where) != "cpu":
         protocol["device"], protocol["accelerator"] = kind(where), loc.accelerator

@@ -102,7 +102,7 @@ def setting_commands(benchmark: str, seeds: int) -> list[str]:
 def make_target_markdown(benchmark: str) -> Optional[str]:
     """What `make reproduce-<benchmark>` (the Makefile) does for CIFAR-100 and CUB, in words: every step in one
     command on a GPU, β/γ tuned at each K the validation images allow (unlike the commands that tune once), and its
-    refusal to start without a GPU unless DEVICE=cpu is given. None for Permuted MNIST (`make reproduce-pmnist`)."""
+    refusal to start without a GPU unless DEVICE=cpu is given (a Ray cluster's GPUs with EXEC). None for Permuted MNIST (`make reproduce-pmnist`)."""
     if benchmark == "pmnist":
         return None
     spec = SPECS[benchmark]
@@ -121,4 +121,6 @@ def make_target_markdown(benchmark: str) -> Optional[str]:
     return (f"**In one command.** On a machine with a GPU, `make reproduce-{benchmark}` does every step, each "
             f"resumable: {steps}; five seeds of every K with references, oracle and the γ controls; then the pages "
             f"and the README. Without a usable GPU it refuses to start, before any download (its grids would take "
-            f"days on the CPU), unless `DEVICE=cpu` is given explicitly.")
+            f"days on the CPU), unless `DEVICE=cpu` is given explicitly. "
+            f"`EXEC=\"--executor ray --address HOST:PORT\"` spreads every step over a Ray cluster, whose GPUs then "
+            f"count, not the machine's that starts it (each node needs the data).")

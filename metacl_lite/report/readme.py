@@ -44,7 +44,7 @@ def gpu_bench_summary(b: dict) -> str:
     rows += [f"| {k} | {sum(per[k]) / len(per[k]):.1f} |" + (f" {peak[k] / 1024:.1f} |" if peak else "")
              for k in order]
     return "\n".join([
-        f"Measured by `{relative_command(prov['command'])}` on {b['device']} ({ran_commit(prov)}).",
+        f"Measured by `{relative_command(prov['command'])}` on {b['device']} ({ran_commit(prov, noted=True)}).",
         f"Whole grid at K = {b['K']} ({len(b['methods'])} methods, the references and the oracle; {b['n_tasks']} tasks "
         f"× {b['epochs']} epochs) on {b['data']}, {b['workers']} worker processes sharing the GPU{mps_note(b)}, "
         f"task gradients "
@@ -87,7 +87,7 @@ def gpu_check_summary(doc: dict, current: Optional[list[str]] = None) -> str:
     reparametrised since it ran) are named as not yet run on a GPU, so an old check does not read as covering code
     written after it."""
     prov = doc["provenance"]
-    lines = [f"`{prov['command']}` on {doc['device']} ({ran_commit(prov)}): "
+    lines = [f"`{prov['command']}` on {doc['device']} ({ran_commit(prov, noted=True)}): "
              f"**{doc['passed']} passed, {doc['failed']} failed**." + (f" {provenance_note(prov)}" if provenance_note(prov)
                                                                          else ""),
              "", "| test | outcome | s |", "|---|---|---|"]

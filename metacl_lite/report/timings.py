@@ -79,12 +79,15 @@ def provenance_note(prov: dict) -> str:
     return prov.get("note") or (invs[-1]["note"] if invs else "")
 
 
-def ran_commit(prov: dict) -> str:
+def ran_commit(prov: dict, noted: bool = False) -> str:
     """The commit whose code made a file, in Markdown: the one its provenance note names ("The code that ran is commit
-    X") where it names one, with the commit that git_commit records beside it; else git_commit (10 characters), "with
-    uncommitted changes" where git_dirty says so."""
+    X") where it names one, with the commit that git_commit records beside it (`noted`: the text quotes the note
+    right after, which says so: the commit alone); else git_commit (10 characters), "with uncommitted changes" where
+    git_dirty says so."""
     recorded = f"`{(prov.get('git_commit') or '?')[:10]}`"
     mo = RAN_COMMIT.search(provenance_note(prov))
+    if mo and noted:
+        return f"commit `{mo.group(1)}`"
     if mo:
         return (f"commit `{mo.group(1)}`, the code that ran; its provenance records {recorded} with uncommitted "
                 f"changes, the base of the tree that ran")
