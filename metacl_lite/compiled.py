@@ -22,8 +22,9 @@ On a GPU the compiled step is also captured in CUDA graphs (inductor's `triton.c
 `torch.compile(mode="reduce-overhead")` turns on): an eager MetaCL outer step on these small batches is ~60 tiny
 kernel launches per inner step, launch-bound, and one graph replay replaces them. The graph's outputs live in memory
 the next replay reuses, so every call marks a new step (`torch.compiler.cudagraph_mark_step_begin`) and turns the
-outputs into g1 (a new tensor) before returning. Where a graph cannot be captured (an input the step mutates in
-place: ResNet-18's BatchNorm statistics), inductor runs the same compiled kernels without a graph. "auto" on a GPU
+outputs into g1 (a new tensor) before returning. No step mutates an input (inductor would then run it without a
+graph): ResNet-18's BatchNorm statistics are updated in copies that the step returns and the caller puts back into
+the model, with the values eager training leaves there. "auto" on a GPU
 reads `CUDA_COSTS`, the GPU's own measured costs (`benchmarks/speed.py steps ARCH --device cuda`); a network
 without a measured GPU cost stays eager under "auto".
 
@@ -142,12 +143,27 @@ _grad_loss = grad(_loss, argnums=(1, 3, 4))
 
 def _metacl_steps(body, alpha, bundle_size, params, buffers, w, b, x, y):
     """theta^m of Alg. 1/2: theta^i = theta^{i-1} - alpha l'_{b_i}(theta^{i-1}) over the consecutive mini-bundles
-    b_1..b_m of the mini-batch (Eq. 8)."""
+    b_1..b_m of the mini-batch (Eq. 8); and the buffers as the m steps leave them (`_own`)."""
+    buffers = _own(buffers)
     for s in range(0, len(y), bundle_size):
         gp, gw, gb = _grad_loss(body, params, buffers, w, b, x[s: s + bundle_size], y[s: s + bundle_size])
         params = {k: v - alpha * gp[k] for k, v in params.items()}
         w, b = w - alpha * gw, b - alpha * gb
-    return params, w, b
+    return params, w, b, buffers
+
+
+def _plain_grad(body, params, buffers, w, b, x, y):
+    """The gradient of the mini-batch loss (Eq. 2's first term), and the buffers as the step leaves them (`_own`)."""
+    buffers = _own(buffers)
+    return _grad_loss(body, params, buffers, w, b, x, y), buffers
+
+
+def _own(buffers: dict) -> dict:
+    """Copies of the body's buffers for a compiled step to update and return (BatchNorm moves its running statistics
+    in place at every forward pass) instead of the inputs themselves: a compiled function that mutates an input is
+    not captured in a CUDA graph. The caller copies them into the model (`_keep`): the same values as eager training
+    leaves there."""
+    return {k: v.clone() for k, v in buffers.items()}
 
 
 class CompiledSteps:
@@ -163,7 +179,7 @@ class CompiledSteps:
         opts = dict(fullgraph=True, dynamic=False, options=options)
         self._metacl_steps = torch.compile(
             lambda alpha, bundle_size, *a: _metacl_steps(template, alpha, bundle_size, *a), **opts)
-        self._plain_grad = torch.compile(lambda *a: _grad_loss(template, *a), **opts)
+        self._plain_grad = torch.compile(lambda *a: _plain_grad(template, *a), **opts)
 
     def _step(self) -> None:
         """A new step for CUDA graphs: the previous call's outputs (already used) may be overwritten."""
@@ -201,11 +217,19 @@ def _head(model: nn.Module, task: int) -> int:
 
 
 def _split(model: nn.Module, task: int):
-    """(body parameters, body buffers, head weight, head bias), detached; the buffers are the model's own (BatchNorm
-    updates them in place, as in eager training)."""
+    """(body parameters, body buffers, head weight, head bias), detached; the buffers are the model's own (the
+    compiled steps update copies, which `_keep` puts back)."""
     head = model.heads[_head(model, task)]
     return ({k: v.detach() for k, v in model.body.named_parameters()}, dict(model.body.named_buffers()),
             head.weight.detach(), head.bias.detach())
+
+
+def _keep(buffers: dict, new: dict) -> None:
+    """Copy a compiled step's updated buffers (BatchNorm's running statistics) into the model's (`buffers`), before
+    the next step may overwrite the graph's outputs."""
+    if buffers:
+        with torch.no_grad():
+            torch._foreach_copy_(list(buffers.values()), [new[k] for k in buffers])
 
 
 def _flat(model: nn.Module, task: int, body: list, head: list) -> torch.Tensor:
@@ -220,12 +244,15 @@ def metacl_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: in
                     bundle_size: int) -> torch.Tensor:
     """`training.metacl_gradient`, compiled: g1 = (theta - theta^m) / (alpha m)  (Eqs. 8-9)."""
     params, buffers, w, b = _split(model, task)
-    pm, wm, bm = compiled_steps(model).metacl_steps(alpha, bundle_size, params, buffers, w, b, x, y)
+    pm, wm, bm, new = compiled_steps(model).metacl_steps(alpha, bundle_size, params, buffers, w, b, x, y)
+    _keep(buffers, new)
     g = _flat(model, task, [params[k] - pm[k] for k in params], [w - wm, b - bm])
     return g / (alpha * math.ceil(len(y) / bundle_size))
 
 
 def plain_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: int) -> torch.Tensor:
     """`training.plain_gradient`, compiled: the gradient of the mean cross-entropy on the mini-batch."""
-    gp, gw, gb = compiled_steps(model).plain_grad(*_split(model, task), x, y)
+    params, buffers, w, b = _split(model, task)
+    (gp, gw, gb), new = compiled_steps(model).plain_grad(params, buffers, w, b, x, y)
+    _keep(buffers, new)
     return _flat(model, task, list(gp.values()), [gw, gb])

@@ -102,16 +102,19 @@ def test_compiled_task_gradients_equal_eager_within_rounding(net):
             assert err <= COMPILED_RTOL[net], (net, err)
 
 
-def test_the_mlp_steps_are_captured_in_cuda_graphs(monkeypatch):
-    """On a GPU the compiled steps run as CUDA graph replays: inductor skips no graph for the MLP."""
+@pytest.mark.parametrize("net", ["mlp", "cifar_cnn", "resnet18"])
+def test_the_steps_are_captured_in_cuda_graphs(net, monkeypatch):
+    """On a GPU the compiled steps run as CUDA graph replays: inductor skips no graph, for any of the three networks
+    (dropout draws included; ResNet-18's BatchNorm statistics are updated in copies the steps return)."""
     from torch._dynamo.utils import counters
 
     from metacl_lite.training import _new_model
 
-    bench = _stream("mlp")
+    bench = _stream(net)
     model = _new_model(bench, 0, "cuda")
     e = bench.train_stream[0]
-    x, y = e.inputs()[:100].cuda(), e.y[:100].cuda()
+    n = 100 if net != "resnet18" else 20
+    x, y = e.inputs()[:n].cuda(), e.y[:n].cuda()
     # compiled afresh here: inductor counts a skipped graph once, when it compiles or first runs a function
     monkeypatch.setattr(compiled, "_STEPS", {})
     torch._dynamo.reset()

@@ -187,6 +187,15 @@ def test_compiled_g1_equals_eager(kind):
             torch.testing.assert_close(sd_c[k], sd_e[k], atol=1e-6, rtol=1e-5)
         if kind == "batchnorm":
             assert not torch.equal(sd_e["body.1.running_mean"], start["body.1.running_mean"])
+    if kind == "batchnorm":  # the compiled steps mutate none of their inputs (a CUDA graph could not capture them)
+        params, buffers, w, b = compiled._split(model, task)
+        mine = {k: v.clone() for k, v in buffers.items()}
+        before = {k: (v.clone(), v._version) for k, v in mine.items()}
+        steps = compiled.compiled_steps(model)
+        for out in (steps.metacl_steps(0.1, 4, params, mine, w, b, x, y), steps.plain_grad(params, mine, w, b, x, y)):
+            for k, (v, version) in before.items():
+                assert mine[k]._version == version and torch.equal(mine[k], v), k
+            assert not torch.equal(out[-1]["1.running_mean"], mine["1.running_mean"])  # the updates are returned
 
 
 @pytest.mark.slow
