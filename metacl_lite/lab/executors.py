@@ -46,16 +46,17 @@ class Plan:
 #: crash torch's thread pool.
 MAX_THREADS = 4 * (os.cpu_count() or 1)
 
-#: Units that share one GPU by default: a unit of these small-batch streams keeps a GPU's launch queue busy for a
-#: small part of the time (measured: `python -m metacl_lite bench --device cuda`), so several worker processes on one
-#: card, or Ray tasks asking for 1/GPU_UNITS_PER_CARD of a GPU each, keep it busy.
+#: Units that share one GPU by default (at most; fewer where they do not fit in its memory, `units_per_card`): a unit
+#: of these small-batch streams keeps a GPU's launch queue busy for a small part of the time (measured: `python -m
+#: metacl_lite bench --device cuda`), so several worker processes on one card, or Ray tasks asking for a share of a
+#: GPU each, keep it busy.
 GPU_UNITS_PER_CARD = 8
 
 
 def unit_device(plan: Plan, where: str) -> str:
     """The device a unit of a run on `where` (`device.resolve`) trains on: on a GPU with Ray, each unit asks for
-    1/GPU_UNITS_PER_CARD of a card (`plan.gpu_share`, unless set) and trains on the "cuda" Ray gives it; otherwise
-    `where` itself."""
+    `plan.gpu_share` of a card (set by `locate` from the card's memory; 1/GPU_UNITS_PER_CARD where nothing set it)
+    and trains on the "cuda" Ray gives it; otherwise `where` itself."""
     from ..device import kind
 
     if kind(where) != "cuda" or plan.executor != "ray":
