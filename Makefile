@@ -89,7 +89,7 @@ reproduce-pmnist: $(STAMP)
 # HOST:PORT" the cluster's GPUs count, not this machine's (it may have none); every node needs the data and weights.
 DEVICE    ?= auto
 CIFAR_KS  ?= 20 50 200 500
-NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -m metacl_lite where --benchmark $(subst reproduce-,,$@) --device $(DEVICE) $(EXEC) --need-gpu "make $@"
+NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -m metacl_lite where --benchmark $(subst reproduce-,,$@) --device $(DEVICE) $(WHERE_OPTS) --need-gpu "make $@"
 reproduce-cifar100: $(STAMP)
 	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cifar100 $(if $(SRC),--from $(SRC),)

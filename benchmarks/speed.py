@@ -157,7 +157,7 @@ def bench_steps(arch: str, repeats: int, batch: int, device: str = "cpu", out=No
         from torch._dynamo.utils import counters
 
         # compiled functions that inductor ran without a CUDA graph (counted once each; e.g. an input mutated in
-        # place, as ResNet-18's BatchNorm statistics)
+        # place, which compiled.py avoids: expected 0)
         doc["cudagraph_skips"] = int(counters["inductor"]["cudagraph_skips"])
     doc["complete"] = True
     _write(doc, out, device)

@@ -133,6 +133,9 @@ def _placement_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local worker processes, or Ray tasks (pip install 'metacl-lite[cluster]')")
     p.add_argument("--address", default=None, help="ray: the cluster's address (default: a local Ray instance)")
+    p.add_argument("--gpu-share", type=float, default=None, metavar="F",
+                   help="ray on GPUs: the fraction of a GPU each unit asks for (default: as many units as fit in a "
+                        "card's memory, at most 8)")
 
 
 def _precision_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> None:
@@ -174,7 +177,7 @@ def _plan(a):
     if workers is None and a.executor != "ray":
         where = _where(a)
         workers = default_workers(kind(where) == "cuda", _benchmark(a), where)
-    return check_plan(a.executor, workers, a.threads, a.address)
+    return check_plan(a.executor, workers, a.threads, a.address, a.gpu_share)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -454,6 +457,7 @@ def _where_cmd(a) -> int:
 
     spec = get_spec(a.benchmark)
     choice = a.device or spec.device
+
     def check(where: Callable[[], Any]) -> Any:
         try:
             return where()
@@ -465,8 +469,9 @@ def _where_cmd(a) -> int:
     plan = _plan(a)  # an executor that cannot start is its own error, not a missing GPU
     loc = check(lambda: locate(plan, choice, spec.name))
     if a.need_gpu and kind(loc.device) != "cuda":
-        why = ("you chose it" if choice == "cpu" else "the Ray cluster has no live node with a GPU"
-               if a.executor == "ray" else "no CUDA GPU is usable here")
+        why = ("you chose it" if a.device == "cpu" else f"{spec.title}'s default" if choice == "cpu"
+               else "the Ray cluster has no live node with a GPU" if a.executor == "ray"
+               else "no CUDA GPU is usable here")
         days = f"; {spec.title}'s grids take days on the CPU" if spec.device == "auto" else ""  # CIFAR-100, CUB
         raise UsageError(f"{a.need_gpu} needs a CUDA GPU, and --device {choice} trains on the CPU ({why}{days}): run "
                          f"it where a GPU is, or train on the CPU anyway with --device cpu (make: DEVICE=cpu)")

@@ -227,9 +227,10 @@ def _split(model: nn.Module, task: int):
 def _keep(buffers: dict, new: dict) -> None:
     """Copy a compiled step's updated buffers (BatchNorm's running statistics) into the model's (`buffers`), before
     the next step may overwrite the graph's outputs."""
-    if buffers:
-        with torch.no_grad():
-            torch._foreach_copy_(list(buffers.values()), [new[k] for k in buffers])
+    with torch.no_grad():
+        for dtype in {v.dtype for v in buffers.values()}:  # one fused copy per dtype (float statistics, int64 counts)
+            keys = [k for k, v in buffers.items() if v.dtype == dtype]
+            torch._foreach_copy_([buffers[k] for k in keys], [new[k] for k in keys])
 
 
 def _flat(model: nn.Module, task: int, body: list, head: list) -> torch.Tensor:

@@ -204,14 +204,35 @@ def test_ray_units_ask_for_the_share_of_a_gpu_that_fits_its_memory(cluster, tmp_
     assert plan.gpu_share == 1 / 2 and ray.remote_args == [{"num_cpus": 1, "num_gpus": 1 / 8, "accelerator_type": "T4"}]
     assert capsys.readouterr().err == ("metacl-lite: 2 Ray units share each Tesla T4 for Split CUB-200: 15.0 GB memory, "
                                        "about 6 GB per unit (an estimate); each unit asks Ray for that share of a GPU "
-                                       "(num_gpus)\n")
+                                       "(num_gpus); --gpu-share F chooses another\n")
     ray, plan = cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=4.0)
     E.locate(plan, "cuda", "cub")
     assert plan.gpu_share == 1.0  # never more than one card
     ray, plan = cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=15.0)
-    plan.gpu_share = 0.25  # set by the caller: kept
-    E.locate(plan, "cuda", "cub")
-    assert plan.gpu_share == 0.25
+    E.locate(plan, "cuda", "pmnist")
+    assert plan.gpu_share == 1 / 8
+    E.locate(plan, "cuda", "cub")  # the same plan for another benchmark: sized again, not taken for a user's choice
+    assert plan.gpu_share == 1 / 2
+    plan.gpu_request = 0.25  # --gpu-share 0.25: kept, whatever the memory
+    for bench in ("cub", "pmnist"):
+        E.locate(plan, "cuda", bench)
+        assert plan.gpu_share == 0.25 and ray.remote_args[-1]["num_gpus"] == 0.25  # the probe asks for it too
+
+
+def test_gpu_share_is_checked_before_any_work(cluster, capsys):
+    from metacl_lite.lab.executors import check_plan
+
+    cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=15.0)
+    assert check_plan("ray", gpu_share=0.25).gpu_request == 0.25
+    for share, why in ((0.0, "in \\(0, 1\\]"), (1.5, "in \\(0, 1\\]"), (float("nan"), "in \\(0, 1\\]")):
+        with pytest.raises(UsageError, match=f"--gpu-share {share!r}: give the fraction of a GPU .*{why}"):
+            check_plan("ray", gpu_share=share)
+    with pytest.raises(UsageError, match="--gpu-share 0.5 is for the ray executor only"):
+        check_plan("local", gpu_share=0.5)
+    assert main(["where", "--benchmark", "cub", "--executor", "ray", "--gpu-share", "0.25"]) == 0
+    assert capsys.readouterr().out.endswith("; each unit asks Ray for 0.25 of a GPU\n")
+    assert main(["where", "--benchmark", "cub", "--gpu-share", "0.25"]) == 2
+    assert "--gpu-share 0.25 is for the ray executor only" in capsys.readouterr().err
 
 
 def test_a_ray_grid_on_the_cpu_asks_for_no_gpu(cluster, tmp_path):
@@ -219,6 +240,8 @@ def test_a_ray_grid_on_the_cpu_asks_for_no_gpu(cluster, tmp_path):
     G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "r.json", device="cpu", plan=plan,
                      **TINY)
     assert ray.remote_args == [{"num_cpus": 1, "num_gpus": 0}] and plan.accelerator_type is None
+    prov = json.loads((tmp_path / "r.json").read_text())["provenance"]["invocations"][0]
+    assert prov["device"] == "ray cluster: 8 CPU(s) on 1 live node(s)"  # the units' machines, not this one
 
 
 def test_a_ray_cluster_without_gpus_refuses_cuda_and_auto_trains_on_the_cpu(cluster, tmp_path):
@@ -345,7 +368,10 @@ def test_where_says_where_units_would_train_and_need_gpu_refuses_the_cpu(cluster
                    "T4); each unit asks Ray for 0.5 of a GPU\n")
     cluster([_node(), _node()])  # no GPU in the cluster: auto is the CPU, which --need-gpu refuses
     assert main(["where", "--benchmark", "cifar100", "--executor", "ray"]) == 0
-    assert capsys.readouterr().out.startswith("cifar100: units train on cpu, ")
+    assert capsys.readouterr().out == ("cifar100: units train on cpu, ray cluster: 16 CPU(s) on 2 live node(s); each "
+                                       "unit asks Ray for one CPU\n")
+    assert main(["where", "--need-gpu", "X"]) == 2  # Permuted MNIST: the CPU by default
+    assert "X needs a CUDA GPU, and --device cpu trains on the CPU (Permuted MNIST's default)" in capsys.readouterr().err
     assert main(["where", "--benchmark", "cifar100", "--executor", "ray", "--need-gpu", "make reproduce-cifar100"]) == 2
     assert capsys.readouterr().err == (
         "error: make reproduce-cifar100 needs a CUDA GPU, and --device auto trains on the CPU (the Ray cluster has no "

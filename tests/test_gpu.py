@@ -1,8 +1,8 @@
 """On a CUDA GPU (`make test-gpu`; `make test` leaves these out, and here they fail rather than skip without a GPU):
 the CPU and the GPU agree on a short stream within a stated tolerance, an outer step never waits for the GPU, two
 GPU runs are bit-identical for all three networks (dropout and BatchNorm included), compiled task gradients (CUDA
-graphs) equal eager ones within float rounding on all three networks and repeat bit for bit, the MLP's steps are
-graph replays, TF32 runs repeat bit for bit, every method runs end to end on every network, and a grid shares the
+graphs) equal eager ones within float rounding on all three networks and repeat bit for bit, every network's steps
+are graph replays, TF32 runs repeat bit for bit, every method runs end to end on every network, and a grid shares the
 card between worker processes with the numbers of a single process. `data_scripts/gpu_check.py` runs them and writes
 results/gpu-check.json."""
 from __future__ import annotations

@@ -38,7 +38,8 @@ class Plan:
     threads: int = 1
     address: Optional[str] = None
     failures: list = field(default_factory=list)
-    gpu_share: float = 0.0  # the fraction of a GPU each unit asks Ray for (`num_gpus`; 0: CPU units)
+    gpu_share: float = 0.0  # the fraction of a GPU each unit asks Ray for (`num_gpus`; 0: CPU units), set by locate
+    gpu_request: Optional[float] = None  # Ray: the share the user asked for (--gpu-share), instead of the sized one
     accelerator_type: Optional[str] = None  # Ray: the GPU model (Ray's accelerator_type) every unit is pinned to
 
 
@@ -61,7 +62,7 @@ def unit_device(plan: Plan, where: str) -> str:
 
     if kind(where) != "cuda" or plan.executor != "ray":
         return where
-    plan.gpu_share = plan.gpu_share or 1.0 / GPU_UNITS_PER_CARD
+    plan.gpu_share = plan.gpu_share or plan.gpu_request or 1.0 / GPU_UNITS_PER_CARD
     return "cuda"
 
 
@@ -85,14 +86,17 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
     one GPU model, so the units are pinned to one (Ray's `accelerator_type`; where the cluster mixes models, the one
     with the most GPUs, said on stderr), and its full name is what a unit sees (one probe task on a share of a GPU).
     Every unit also reports the GPU it ran on, and a unit from another model is not saved (`grid.checked_units`).
-    Each unit asks for 1/n of a GPU (`plan.gpu_share`, unless set), n = as many of `benchmark`'s units as fit in the
-    probed card's memory, at most GPU_UNITS_PER_CARD (`units_per_card`: the local default's rule)."""
+    Each unit asks for 1/n of a GPU (`plan.gpu_share`; `plan.gpu_request` where the user chose it), n = as many of
+    `benchmark`'s units as fit in the probed card's memory, at most GPU_UNITS_PER_CARD (`units_per_card`: the local
+    default's rule). On the CPU with Ray, the text names the cluster's CPUs (the units' machines, not this one)."""
     from ..device import accelerator, resolve
 
     choice = str(choice).strip()
-    if plan.executor != "ray" or choice == "cpu":
+    if plan.executor != "ray":
         where = resolve(choice)
         return Location(where, accelerator(where))
+    if choice == "cpu":
+        return Location("cpu", None, ray_cpus_text())
     if choice.startswith("cuda:"):
         raise UsageError(f"--device {choice}: with --executor ray, Ray places each unit on one of the cluster's GPUs; "
                          f"use --device cuda")
@@ -101,7 +105,7 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
     models = ray_gpu_models()
     if not models:
         if choice == "auto":
-            return Location("cpu", None)
+            return Location("cpu", None, ray_cpus_text())
         raise UsageError("--device cuda: the Ray cluster has no live node with a GPU; add GPU nodes (`ray start "
                          "--address HEAD --num-gpus N`) or use --device cpu")
     model = max(sorted(models), key=lambda m: models[m])
@@ -112,12 +116,12 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
     plan.accelerator_type = None if model == UNKNOWN_MODEL else model
     import ray
 
-    share = plan.gpu_share
-    plan.gpu_share = share or 1.0 / GPU_UNITS_PER_CARD
+    plan.gpu_share = plan.gpu_request or 1.0 / GPU_UNITS_PER_CARD
     name, memory = ray.get(ray.remote(**ray_options(plan))(_gpu_probe).remote())
-    if not share and benchmark is not None:
+    if plan.gpu_request is None and benchmark is not None:
         plan.gpu_share = 1.0 / units_per_card(benchmark, memory, f"each {name}", "Ray units", "memory",
-                                              "each unit asks Ray for that share of a GPU (num_gpus)")
+                                              "each unit asks Ray for that share of a GPU (num_gpus); --gpu-share F "
+                                              "chooses another")
     pinned = f" (units pinned to accelerator_type {model})" if plan.accelerator_type else ""
     return Location("cuda", name, f"ray cluster: {models[model]:g} GPU(s) of {name}{pinned}")
 
@@ -139,6 +143,15 @@ def ray_gpu_models() -> dict[str, float]:
             model = types[0] if types else UNKNOWN_MODEL
             models[model] = models.get(model, 0) + res["GPU"]
     return models
+
+
+def ray_cpus_text() -> str:
+    """The Ray cluster's CPUs, as a results file's provenance says where CPU units ran: "ray cluster: N CPU(s) on M
+    live node(s)"."""
+    import ray
+
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive", True)]
+    return f"ray cluster: {sum(r.get('CPU', 0) for r in nodes):g} CPU(s) on {len(nodes)} live node(s)"
 
 
 def ray_options(plan: Plan) -> dict:
@@ -197,8 +210,9 @@ def units_per_card(benchmark: str, memory: int, card: str, who: str, what: str, 
 
 
 def check_plan(executor: str = "local", workers: Optional[int] = None, threads: Optional[int] = None,
-               address: Optional[str] = None) -> Plan:
-    """Check the options before any work: a known executor, positive counts, Ray importable and reachable."""
+               address: Optional[str] = None, gpu_share: Optional[float] = None) -> Plan:
+    """Check the options before any work: a known executor, positive counts, a GPU share in (0, 1] for Ray only, Ray
+    importable and reachable."""
     if executor not in EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     for name, v in (("workers", workers), ("threads", threads)):
@@ -209,7 +223,15 @@ def check_plan(executor: str = "local", workers: Optional[int] = None, threads: 
                          f"{default_workers()} cores)")
     if address and executor != "ray":
         raise UsageError("an address is for the ray executor only")
-    plan = Plan(executor, workers or (default_workers() if executor == "ray" else 1), threads or 1, address)
+    if gpu_share is not None:
+        if executor != "ray":
+            raise UsageError(f"--gpu-share {gpu_share:g} is for the ray executor only (locally, --workers N sets how "
+                             f"many worker processes share the GPU)")
+        if isinstance(gpu_share, bool) or not 0 < gpu_share <= 1:
+            raise UsageError(f"--gpu-share {gpu_share!r}: give the fraction of a GPU each unit asks Ray for, in (0, 1] "
+                             f"(e.g. 0.25: four units per GPU)")
+    plan = Plan(executor, workers or (default_workers() if executor == "ray" else 1), threads or 1, address,
+                gpu_request=gpu_share)
     if executor == "ray":
         _ray_init(plan)
     return plan

@@ -123,4 +123,5 @@ def make_target_markdown(benchmark: str) -> Optional[str]:
             f"and the README. Without a usable GPU it refuses to start, before any download (its grids would take "
             f"days on the CPU), unless `DEVICE=cpu` is given explicitly. "
             f"`EXEC=\"--executor ray --address HOST:PORT\"` spreads every step over a Ray cluster, whose GPUs then "
-            f"count, not the machine's that starts it (each node needs the data).")
+            f"count, not the machine's that starts it (each node needs the data"
+            + (" and the ResNet-18 weights" if benchmark == "cub" else "") + ").")
