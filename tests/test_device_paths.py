@@ -188,6 +188,7 @@ def test_a_ray_grid_trains_on_the_clusters_gpus_pinned_to_one_model(cluster, tmp
     assert doc["config"]["train"]["device"] == "cuda" and doc["config"]["accelerator"] == "GPU X"
     assert doc["provenance"]["invocations"][0]["device"] == ("ray cluster: 4 GPU(s) of GPU X (units pinned to "
                                                              "accelerator_type H100)")
+    assert doc["provenance"]["invocations"][0]["unit_machines"] == {"GPU X": 3}  # each unit's GPU, as it saw it
     assert "GPUs of several models (A100: 1, H100: 4); this grid's units run on H100 only" in capsys.readouterr().err
 
 
@@ -242,6 +243,9 @@ def test_a_ray_grid_on_the_cpu_asks_for_no_gpu(cluster, tmp_path):
     assert ray.remote_args == [{"num_cpus": 1, "num_gpus": 0}] and plan.accelerator_type is None
     prov = json.loads((tmp_path / "r.json").read_text())["provenance"]["invocations"][0]
     assert prov["device"] == "ray cluster: 8 CPU(s) on 1 live node(s)"  # the units' machines, not this one
+    from metacl_lite.device import cpu_name
+
+    assert prov["unit_machines"] == {f"cpu: {cpu_name()}": len(prov["units"])} and len(prov["units"]) == 3
 
 
 def test_a_ray_cluster_without_gpus_refuses_cuda_and_auto_trains_on_the_cpu(cluster, tmp_path):
@@ -273,6 +277,8 @@ def test_a_ray_tuning_records_the_clusters_gpu(cluster, tmp_path):
     ray, plan = cluster([_node(4, "L4")], gpu_name="NVIDIA L4", unit_gpu="NVIDIA L4")
     doc = _tune(tmp_path, device="cuda", plan=plan)
     assert doc["protocol"]["device"] == "cuda" and doc["protocol"]["accelerator"] == "NVIDIA L4"
+    inv = doc["provenance"]["invocations"][0]
+    assert inv["unit_machines"] == {"NVIDIA L4": len(inv["units"])} and inv["units"]
     assert all(a.get("accelerator_type") == "L4" for a in ray.remote_args)
     ray, plan = cluster([_node(4, "L4")], gpu_name="NVIDIA L4", unit_gpu="NVIDIA T4")
     with pytest.raises(UnitsFailed, match=r"ewc/beta=1.0/100: trained on NVIDIA T4, but this file's units train on "

@@ -18,7 +18,7 @@ from ..benchmarks import make_benchmark
 from ..datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
-from ..device import accelerator, deterministic, kind
+from ..device import accelerator, cpu_name, deterministic, kind
 from ..errors import UnitsFailed, UsageError, UserError
 from .executors import Plan, check_plan, locate, run_all, unit_device
 from .provenance import relative_to_repo
@@ -261,8 +261,9 @@ def run_job(job: Job) -> dict:
     unit's device itself: on cuda:N it makes N this process's current GPU, which the run's "cuda" then means)."""
     deterministic(job.device)
     bench = unit_benchmark(job.benchmark, job.K, job.n_tasks, job.unit.seed, job.source, job.model, job.split)
+    gpu = accelerator(job.device)
     return {"value": execute_unit(job.unit, bench, TrainConfig(**job.cfg), job.evaluate_rows),
-            "data_info": dict(bench.info), "accelerator": accelerator(job.device)}
+            "data_info": dict(bench.info), "accelerator": gpu, "machine": gpu or f"cpu: {cpu_name()}"}
 
 
 def unit_label(job: Job) -> str:
@@ -271,16 +272,20 @@ def unit_label(job: Job) -> str:
 
 
 def checked_units(save: Callable[[Job, dict], None], expected: Optional[str], wrong: list,
-                  label: Callable[[Job], str] = unit_label) -> Callable:
+                  label: Callable[[Job], str] = unit_label, machine: Optional[Callable[[str], None]] = None
+                  ) -> Callable:
     """`save` for the units that trained on the GPU model `expected` (a results or tuning file's `accelerator`;
     None: the CPU); a unit that reports another (a Ray node of another model) is not saved but listed in `wrong` as
-    (label(job), why), for `UnitsFailed`."""
+    (label(job), why), for `UnitsFailed`. `machine` (Ray: `UnitFile.note_machine`) is told the machine each saved
+    unit ran on (its GPU, or its CPU model: CPU models round differently), before it is saved."""
     def on_result(job: Job, r: dict) -> None:
         got = r.get("accelerator", expected)
         if got != expected:
             wrong.append((label(job), f"trained on {got or 'the CPU'}, but this file's units train on "
                                       f"{expected or 'the CPU'}: not saved"))
             return
+        if machine is not None and r.get("machine"):
+            machine(r["machine"])
         save(job, r)
 
     return on_result
@@ -533,7 +538,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     bar = progress(None, show_progress, total=len(jobs), desc=f"{benchmark} K={K}", unit="run")
     wrong: list = []
     save = checked_units(lambda job, r: store.add(job.unit.section, job.unit.key, r["value"],
-                                                  info={"data_info": r["data_info"]}), loc.accelerator, wrong)
+                                                  info={"data_info": r["data_info"]}), loc.accelerator, wrong,
+                         machine=store.note_machine if plan.executor == "ray" else None)
     failures = run_all(run_job, jobs, save, plan, progress=lambda: bar.update())
     bar.close()
     if failures or wrong:

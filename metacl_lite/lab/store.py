@@ -223,6 +223,12 @@ class UnitFile:
     def done(self, section: str) -> set:
         return set(self.doc.get(section, {}))
 
+    def note_machine(self, machine: str) -> None:
+        """Count the unit about to be saved under the machine it ran on (`unit_machines` of this invocation, written
+        with the unit): with Ray the units run on the cluster's nodes, which the invocation's `device` cannot name."""
+        counts = self.inv.setdefault("unit_machines", {})
+        counts[machine] = counts.get(machine, 0) + 1
+
     def add(self, section: str, key: str, value: dict, info: Optional[dict] = None) -> None:
         """Save one finished unit: under the lock, read the file again, add the unit, write it atomically."""
         with locked(self.path):

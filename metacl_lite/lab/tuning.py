@@ -486,7 +486,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")
     wrong: list = []  # units from another GPU model (a mixed Ray cluster): not saved
     while jobs:  # the grid, then two half-decades more wherever the best value lies on an edge
-        failures = run_all(run_job, jobs, checked_units(save, loc.accelerator, wrong, label), plan,
+        failures = run_all(run_job, jobs, checked_units(save, loc.accelerator, wrong, label,
+                                                        store.note_machine if plan.executor == "ray" else None), plan,
                            progress=lambda: bar.update())
         if failures or wrong:
             bar.close()
