@@ -576,7 +576,8 @@ def test_the_make_target_text_says_what_the_makefile_does():
     for target, t in (("reproduce-cifar100", text), ("reproduce-cub", cub)):
         first = make.split(f"\n{target}:")[1].split("\n")[1].strip()
         assert first == "$(NEED_GPU)" and "unless `DEVICE=cpu` is given" in t  # the check comes before the download
-        assert '`EXEC="--executor ray --address HOST:PORT"` spreads every step over a Ray cluster' in t
+        assert '`EXEC="--executor ray --address HOST:PORT"` spreads every step over a Ray cluster; then the ' \
+               "cluster's GPUs count" in t
     assert "$(WHERE_OPTS) --need-gpu" in make.split("\nNEED_GPU")[1].split("\n")[0]  # a Ray cluster's GPUs, with EXEC
     assert all("$(WHERE_OPTS)" in line for line in make.splitlines()  # EXEC reaches every step of the targets
                if re.search(r"metacl_lite (choices|tune|run) ", line))

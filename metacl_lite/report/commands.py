@@ -122,6 +122,6 @@ def make_target_markdown(benchmark: str) -> Optional[str]:
             f"resumable: {steps}; five seeds of every K with references, oracle and the γ controls; then the pages "
             f"and the README. Without a usable GPU it refuses to start, before any download (its grids would take "
             f"days on the CPU), unless `DEVICE=cpu` is given explicitly. "
-            f"`EXEC=\"--executor ray --address HOST:PORT\"` spreads every step over a Ray cluster, whose GPUs then "
-            f"count, not the machine's that starts it (each node needs the data"
+            f"`EXEC=\"--executor ray --address HOST:PORT\"` spreads every step over a Ray cluster; then the "
+            f"cluster's GPUs count, not those of the machine that starts it (each node needs the data"
             + (" and the ResNet-18 weights" if benchmark == "cub" else "") + ").")
