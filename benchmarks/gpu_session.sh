@@ -19,8 +19,8 @@
 #
 # A session's device time (30 min, each cold start a few minutes of it) holds about three of these phases. In order
 # of what they settle: `check` first (whether the GPU code written since the last check -- compiled steps, CUDA graphs
-# on all three networks, ResNet-18's included, TF32, no GPU->CPU wait per step -- is right: the README lists its GPU tests as not yet run on a GPU until then), then
-# `cub-mps` (CUB's 30-min grid target, missed eager: without MPS the eight workers' kernels take turns on the card,
+# on all three networks, ResNet-18's included, TF32, no GPU->CPU wait per step -- is right: the README lists its GPU
+# tests as not yet run on a GPU until then), then `cub-mps` (CUB's 30-min grid target, missed eager: without MPS the eight workers' kernels take turns on the card,
 # each too small to fill it; under MPS they run side by side, with the same numbers), then `cub-tf32` and `cub`, then
 # `steps-resnet`/`steps-cnn` (compiled.CUDA_COSTS, without which --compile auto stays eager on a GPU), then `grids`
 # and `profile`. Every bench file now records each unit's peak GPU memory (BenchmarkSpec.gpu_unit_gb's estimates

@@ -451,7 +451,7 @@ def _where_cmd(a) -> int:
     """Where the units of `run`/`tune`/`choices` with these options would train (`executors.locate`: on a Ray
     cluster, its GPUs), and how many share a GPU, on stdout; `--need-gpu WHO`: exit 2 (before anything else, as the
     make targets use it) where that is the CPU."""
-    from .device import cpu_name, describe, kind, resolve
+    from .device import cpu_name, describe, kind
     from .errors import UsageError
     from .lab.executors import locate
 
@@ -465,7 +465,7 @@ def _where_cmd(a) -> int:
             raise UsageError(f"{a.need_gpu} needs a CUDA GPU: {e}") if a.need_gpu else e from None
 
     if a.executor != "ray":
-        check(lambda: resolve(choice))  # before the plan, which sizes itself by the GPU
+        check(lambda: _where(a))  # before the plan, which sizes itself by the GPU
     plan = _plan(a)  # an executor that cannot start is its own error, not a missing GPU
     loc = check(lambda: locate(plan, choice, spec.name))
     if a.need_gpu and kind(loc.device) != "cuda":

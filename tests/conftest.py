@@ -109,6 +109,14 @@ def book_build(tmp_path_factory) -> BookBuild:
 
 
 @pytest.fixture
+def no_gpu(monkeypatch):
+    """A machine without a usable CUDA GPU, whatever this one has."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture
 def fake_gpu(monkeypatch):
     """A machine that says it has a GPU, "GPU X", with 79 GB free (for the checks and the records only: the units are
     `fake_units`, and no determinism or precision flag of this process is changed)."""

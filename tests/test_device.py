@@ -20,12 +20,6 @@ from metacl_lite.lab import provenance
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 
 
-@pytest.fixture
-def no_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-
-
-
 def test_resolve_checks_before_any_work(no_gpu):
     assert DV.resolve("cpu") == "cpu" and DV.resolve("auto") == "cpu"
     for bad, needle in (("cuda", "no CUDA GPU is usable here"), ("cuda:0", "no CUDA GPU is usable here"),

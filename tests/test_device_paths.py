@@ -20,11 +20,6 @@ from metacl_lite.lab import grid as G
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 
 
-@pytest.fixture
-def no_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # auto resolves, and the file records what it resolved to
 # ----------------------------------------------------------------------------------------------------------------

@@ -133,11 +133,8 @@ UNKNOWN_MODEL = "unknown"
 def ray_gpu_models() -> dict[str, float]:
     """The GPUs of the Ray cluster's live nodes, by model (Ray's `accelerator_type:<model>` node resource, which it
     sets for NVIDIA GPUs; `UNKNOWN_MODEL` where a node has none)."""
-    import ray
-
     models: dict[str, float] = {}
-    for node in ray.nodes():
-        res = node.get("Resources", {}) if node.get("Alive", True) else {}
+    for res in _live_resources():
         if res.get("GPU", 0) > 0:
             types = sorted(k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:"))
             model = types[0] if types else UNKNOWN_MODEL
@@ -148,10 +145,15 @@ def ray_gpu_models() -> dict[str, float]:
 def ray_cpus_text() -> str:
     """The Ray cluster's CPUs, as a results file's provenance says where CPU units ran: "ray cluster: N CPU(s) on M
     live node(s)"."""
+    nodes = _live_resources()
+    return f"ray cluster: {sum(r.get('CPU', 0) for r in nodes):g} CPU(s) on {len(nodes)} live node(s)"
+
+
+def _live_resources() -> list[dict]:
+    """The resources (CPU, GPU, accelerator_type:<model>, ...) of each live node of the Ray cluster."""
     import ray
 
-    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive", True)]
-    return f"ray cluster: {sum(r.get('CPU', 0) for r in nodes):g} CPU(s) on {len(nodes)} live node(s)"
+    return [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive", True)]
 
 
 def ray_options(plan: Plan) -> dict:

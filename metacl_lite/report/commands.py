@@ -102,7 +102,8 @@ def setting_commands(benchmark: str, seeds: int) -> list[str]:
 def make_target_markdown(benchmark: str) -> Optional[str]:
     """What `make reproduce-<benchmark>` (the Makefile) does for CIFAR-100 and CUB, in words: every step in one
     command on a GPU, β/γ tuned at each K the validation images allow (unlike the commands that tune once), and its
-    refusal to start without a GPU unless DEVICE=cpu is given (a Ray cluster's GPUs with EXEC). None for Permuted MNIST (`make reproduce-pmnist`)."""
+    refusal to start without a GPU unless DEVICE=cpu is given (a Ray cluster's GPUs with EXEC). None for Permuted
+    MNIST (`make reproduce-pmnist`)."""
     if benchmark == "pmnist":
         return None
     spec = SPECS[benchmark]
