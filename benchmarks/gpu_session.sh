@@ -89,7 +89,7 @@ case "$PHASE" in
     fi
     nvidia-cuda-mps-control -d 2>&1 | tee -a "$OUT/session.log"
     sleep 2
-    if ! $PY -c "import sys; from metacl_lite.device import mps_active; sys.exit(0 if mps_active() else 1)"; then
+    if ! $PY -c "import sys; from metacl_lite.accel.device import mps_active; sys.exit(0 if mps_active() else 1)"; then
       log "the MPS daemon did not start: nothing measured"; exit 1
     fi
     trap 'echo quit | nvidia-cuda-mps-control; mirror; kill $MIRROR 2>/dev/null' EXIT

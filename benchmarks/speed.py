@@ -1,5 +1,5 @@
 """Micro-benchmarks for the evaluation and the compiled task gradients (not a test; one intra-op thread, as the
-grid's workers run). The numbers in `metacl_lite.compiled.COSTS` come from `steps`.
+grid's workers run). The numbers in `metacl_lite.accel.compiled.COSTS` come from `steps`.
 
     python benchmarks/speed.py eval            # ms per evaluation of a_{i,j}, j <= i: images or weights permuted
     python benchmarks/speed.py steps mlp       # ms per outer step eager vs compiled, and the compile time with an
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import torch
 
-from metacl_lite import compiled
+from metacl_lite.accel import compiled
 from metacl_lite import training
-from metacl_lite.mnist import permuted_mnist
+from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.models import cifar_cnn, mlp, resnet18_multihead
 
 #: arch -> (model builder, input shape, heads); the batch is 100 images (bundles of 10), as in Appendix B.
@@ -83,7 +83,7 @@ def bench_eval(repeats: int) -> None:
 
 
 def _setup(arch: str, batch: int, device: str = "cpu", precision: str = "float32"):
-    from metacl_lite.device import deterministic, set_precision
+    from metacl_lite.accel.device import deterministic, set_precision
 
     deterministic(device)  # the settings every run on a GPU trains with
     set_precision(precision, device)
@@ -198,13 +198,13 @@ def bench_profile(suite: str, method: str, n_tasks: int, device: str, compile: s
     (and writes to `out`) the operators by their own GPU time (CPU time on the CPU) and the run's wall time."""
     from torch.profiler import ProfilerActivity, profile
 
-    from metacl_lite.device import deterministic
+    from metacl_lite.accel.device import deterministic
     from metacl_lite.lab.bench import SYNTHETIC_STRENGTH
-    from metacl_lite.specs import get_spec
-    from metacl_lite.synthetic import synthetic_benchmark
+    from metacl_lite.data.specs import get_spec
+    from metacl_lite.data.synthetic import synthetic_benchmark
     from metacl_lite.training import TrainConfig, run_stream
 
-    from metacl_lite.device import kind
+    from metacl_lite.accel.device import kind
 
     deterministic(device)  # on cuda:N also makes N the current GPU, which "cuda" below means
     spec = get_spec(suite)

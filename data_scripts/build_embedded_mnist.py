@@ -24,9 +24,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from metacl_lite.lab.atomic import write_bytes, write_text  # noqa: E402
-from metacl_lite.mnist import (EMBEDDED_MNIST, EMBEDDED_MNIST_PER_CLASS, EMBEDDED_MNIST_SHA256_FILE,  # noqa: E402
+from metacl_lite.data.mnist import (EMBEDDED_MNIST, EMBEDDED_MNIST_PER_CLASS, EMBEDDED_MNIST_SHA256_FILE,  # noqa: E402
                                load_mnist_raw)
-from metacl_lite.streams import first_k_indices  # noqa: E402
+from metacl_lite.data.streams import first_k_indices  # noqa: E402
 from metacl_lite.errors import UserError  # noqa: E402
 
 

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from metacl_lite.cifar100 import fetch_cifar100  # noqa: E402
-from metacl_lite.cub import fetch_cub  # noqa: E402
-from metacl_lite.mnist import fetch_mnist  # noqa: E402
+from metacl_lite.data.cifar100 import fetch_cifar100  # noqa: E402
+from metacl_lite.data.cub import fetch_cub  # noqa: E402
+from metacl_lite.data.mnist import fetch_mnist  # noqa: E402
 from metacl_lite.errors import UserError  # noqa: E402
 
 

@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("error: no CUDA GPU is usable here; the GPU check runs on a machine with one", file=sys.stderr)
         return 2
-    from metacl_lite.device import describe, determinism_settings, deterministic
+    from metacl_lite.accel.device import describe, determinism_settings, deterministic
     from metacl_lite.lab.atomic import write_json
     from metacl_lite.lab.provenance import invocation
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .errors import ConfigMismatch, CorruptUnit, LockedError, NotebookFailed, UnitsFailed, UserError
-from .specs import BENCHMARKS, get_spec
+from .data.specs import BENCHMARKS, get_spec
 
 #: `device.PRECISIONS`, spelled out: importing device.py would load torch before every command (a test keeps the two
 #: equal)
@@ -160,7 +160,7 @@ def _options(a) -> dict:
 
 def _where(a) -> str:
     """Where this command trains: its --device, else the benchmark's default, resolved (exit 2 for a missing GPU)."""
-    from .device import resolve
+    from .accel.device import resolve
 
     return resolve(a.device or get_spec(_benchmark(a)).device)
 
@@ -170,7 +170,7 @@ def _benchmark(a) -> str:
 
 
 def _plan(a):
-    from .device import kind
+    from .accel.device import kind
     from .lab.executors import check_plan, default_workers
 
     workers = a.workers
@@ -416,7 +416,7 @@ def _choices(a) -> int:
     from .lab import choices as CH
 
     if a.device is not None and a.executor != "ray":  # a GPU that is not there: refused before any line is printed
-        from .device import resolve                   # or unit trained (Ray: the cluster's GPUs, checked by tune)
+        from .accel.device import resolve                   # or unit trained (Ray: the cluster's GPUs, checked by tune)
 
         resolve(a.device)
 
@@ -451,7 +451,7 @@ def _where_cmd(a) -> int:
     """Where the units of `run`/`tune`/`choices` with these options would train (`executors.locate`: on a Ray
     cluster, its GPUs), and how many share a GPU, on stdout; `--need-gpu WHO`: exit 2 (before anything else, as the
     make targets use it) where that is the CPU."""
-    from .device import cpu_name, describe, kind
+    from .accel.device import cpu_name, describe, kind
     from .errors import UsageError
     from .lab.executors import locate
 

@@ -29,7 +29,7 @@ from torch.func import functional_call, grad, jacrev, vmap
 from torch.nn.utils import parameters_to_vector
 
 from .balance import flatten
-from .streams import Experience
+from .data.streams import Experience
 
 
 def _per_sample(model: nn.Module, exp: Experience, fn: Callable, chunk: int) -> torch.Tensor:
@@ -171,9 +171,13 @@ def mas_importance(model: nn.Module, exp: Experience, chunk: int = 64, path: str
     return _per_sample(model, exp, fn, chunk) / len(exp)
 
 
+#: The three estimators of Eq. 2's importance Omega (the regularisers), in the row order of the paper's Table 1.
+REGULARISERS = ("mas", "pi", "ewc")
 #: How the running Omega takes in a finished task's Omega, and how that Omega is normalised first.
 OMEGA_ACCUMULATE = ("sum", "latest")
 OMEGA_NORMALISE = ("none", "max", "minmax")
+#: The open choices about Omega that the paper leaves open (`TrainConfig` fields; `accumulate_importance` and `PI`).
+OMEGA_OPTIONS = ("omega_accumulate", "omega_normalise", "pi_xi")
 
 
 def accumulate_importance(previous: Optional[torch.Tensor], new: torch.Tensor, accumulate: str = "sum",

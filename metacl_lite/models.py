@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from .errors import UserError
-from .specs import get_spec
+from .data.specs import get_spec
 
 TaskArg = Union[int, torch.Tensor]
 
@@ -90,7 +90,7 @@ class WeightsError(UserError, RuntimeError):
 @lru_cache(maxsize=8)
 def _sha256(path: str, mtime_ns: int, size: int) -> str:
     """The file's sha256, computed once per version of the file (every CUB model build looks the weights up)."""
-    from .datafiles import file_digest
+    from .data.datafiles import file_digest
 
     return file_digest(Path(path), "sha256")
 

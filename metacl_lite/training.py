@@ -24,14 +24,15 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
-from . import compiled
-from .device import DEVICE_KINDS, benchmark_on, check_precision, deterministic, set_precision
+from .accel import compiled
+from .accel.device import DEVICE_KINDS, benchmark_on, check_precision, deterministic, set_precision
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
-from .streams import Benchmark, Experience
+from .data.streams import Benchmark, Experience
 from .errors import UsageError
-from .importance import EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, PI, Importance, accumulate_importance
+from .importance import (EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, OMEGA_OPTIONS, PI, REGULARISERS, Importance,
+                         accumulate_importance)
 from .models import MultiHeadNet, build_model
-from .specs import get_spec
+from .data.specs import get_spec
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -207,14 +208,23 @@ class Method:
             raise ValueError(f"inconsistent method {self}: a penalty needs a balance, and no balance without one")
 
 
+#: MetaCL's two balances of a regulariser (Alg. 1 and Alg. 2): balance -> the label's suffix.
+VARIANTS = {"beta": "MetaCL-β", "lambda": "MetaCL-λ"}
+
+
+def family(imp: str) -> tuple[str, str, str]:
+    """A regulariser's three methods: plain (Eq. 2), MetaCL-β (Alg. 1) and MetaCL-λ (Alg. 2), e.g. ("pi",
+    "pi-metacl-beta", "pi-metacl-lambda")."""
+    return (imp, *(f"{imp}-metacl-{v}" for v in VARIANTS))
+
+
 def _methods() -> dict[str, Method]:
     m = [Method("finetune", "Fine tune", None, "plain", "none"),
          Method("metacl", "MetaCL, w/o reg", None, "metacl", "none")]
-    for imp in ("mas", "pi", "ewc"):  # the order of the paper's Table 1
+    for imp in REGULARISERS:  # the order of the paper's Table 1
         up = imp.upper()
         m += [Method(imp, up, imp, "plain", "beta"),
-              Method(f"{imp}-metacl-beta", f"{up}-MetaCL-β", imp, "metacl", "beta"),
-              Method(f"{imp}-metacl-lambda", f"{up}-MetaCL-λ", imp, "metacl", "lambda")]
+              *(Method(f"{imp}-metacl-{v}", f"{up}-{label}", imp, "metacl", v) for v, label in VARIANTS.items())]
     return {x.name: x for x in m}
 
 

@@ -7,7 +7,7 @@ from metacl_lite.report.readme import bench_summary
 
 
 def test_the_legacy_path_evaluates_through_advanced_indexing(monkeypatch):
-    from metacl_lite import streams
+    from metacl_lite.data import streams
 
     monkeypatch.setattr(streams.Experience, "inputs", streams.Experience.inputs)  # restored after the test
     seen = []

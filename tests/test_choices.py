@@ -37,7 +37,7 @@ def _tuning(path, best: dict, spread: float = 0.0):
 
 def _write_all(K20: dict, K200: dict, spread200: dict = {}):
     """K20/K200: {variant: score added to every method's base ACC 80}; spread200: {variant: seed spread at K=200}."""
-    for v, var in CH.VARIANTS.items():
+    for v, var in CH.CANDIDATES.items():
         fam = [m for r in var.regularisers for m in CH.FAMILY[r]]
         _tuning(CH.variant_file("pmnist", 20, v), {m: 80.0 + K20.get(v, 0.0) for m in fam})
         for r in var.regularisers:

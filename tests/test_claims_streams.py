@@ -12,7 +12,7 @@ import re
 import jupytext
 import pytest
 
-from metacl_lite.datafiles import REPO_ROOT
+from metacl_lite.data.datafiles import REPO_ROOT
 from metacl_lite.errors import ConfigMismatch
 from metacl_lite.lab import dynamics as D
 from metacl_lite.report import claims as C
@@ -170,7 +170,7 @@ def fake_training(monkeypatch):
         return {key: log, "final_acc": 50.0 + seed, "wall_s": 1.0}
 
     monkeypatch.setattr(D, "train_unit", unit)
-    monkeypatch.setattr("metacl_lite.benchmarks.make_benchmark", lambda *a, **k: None)
+    monkeypatch.setattr("metacl_lite.data.benchmarks.make_benchmark", lambda *a, **k: None)
     return trained
 
 

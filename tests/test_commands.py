@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from metacl_lite import specs
+from metacl_lite.data import specs
 from metacl_lite.cli import main
 from metacl_lite.lab import grid as G
 

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from conftest import serve
 
-from metacl_lite import mnist as M
-from metacl_lite.benchmarks import check_data, make_benchmark
-from metacl_lite.cifar100 import split_cifar100
-from metacl_lite.datafiles import ChecksumError, DataError, MissingDataError, file_digest
+from metacl_lite.data import mnist as M
+from metacl_lite.data.benchmarks import check_data, make_benchmark
+from metacl_lite.data.cifar100 import split_cifar100
+from metacl_lite.data.datafiles import ChecksumError, DataError, MissingDataError, file_digest
 from metacl_lite.errors import UsageError, UserError
-from metacl_lite.specs import SPECS, get_spec
-from metacl_lite.streams import first_k_indices
+from metacl_lite.data.specs import SPECS, get_spec
+from metacl_lite.data.streams import first_k_indices
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_LABELS = "train-labels-idx1-ubyte.gz"

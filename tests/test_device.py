@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from metacl_lite import device as DV
+from metacl_lite.accel import device as DV
 from metacl_lite.cli import main
 from metacl_lite.errors import ConfigMismatch, UsageError
 from metacl_lite.lab import grid as G
@@ -47,7 +47,7 @@ def test_auto_resolves_and_is_recorded_and_the_default_is_the_benchmarks(no_gpu,
     assert [c.device for _, c in fake_units] == ["cpu"] * 3
     assert doc["provenance"]["invocations"][0]["device"].startswith("cpu: ")
     assert "--device" not in doc["provenance"]["command"]  # cpu is Permuted MNIST's default
-    from metacl_lite.specs import get_spec
+    from metacl_lite.data.specs import get_spec
 
     assert (get_spec("pmnist").device, get_spec("cifar100").device, get_spec("cub").device) == ("cpu", "auto", "auto")
 
@@ -72,7 +72,7 @@ def test_device_cpu_changes_no_bit():
     """--device cpu trains exactly the loop as first written (`test_speed.textbook_stream`), through the device
     plumbing (`benchmark_on` leaves a CPU benchmark as it is). The committed files themselves reproduce bit for bit
     only on the CPU model that made them: BLAS kernels round differently on other processors."""
-    from metacl_lite.mnist import permuted_mnist
+    from metacl_lite.data.mnist import permuted_mnist
     from metacl_lite.training import TrainConfig, params_vector
     from test_speed import textbook_stream
 
@@ -127,7 +127,7 @@ def test_every_run_sets_the_determinism_settings_before_its_data_reach_the_gpu(t
         raise _Stop
 
     monkeypatch.setattr(training, "benchmark_on", stop)
-    from metacl_lite.mnist import permuted_mnist
+    from metacl_lite.data.mnist import permuted_mnist
 
     bench = permuted_mnist(K=5, n_tasks=2, seed=0)
     cfg = TrainConfig(epochs=1, device="cuda")
@@ -161,7 +161,7 @@ def test_provenance_names_the_device_the_work_ran_on(monkeypatch):
 
 def test_to_device_keeps_shared_tensors_shared(monkeypatch):
     """Permuted MNIST's tasks share their test images: moved once, still shared (checked with a stand-in move)."""
-    from metacl_lite.mnist import permuted_mnist
+    from metacl_lite.data.mnist import permuted_mnist
 
     bench = permuted_mnist(K=2, n_tasks=3, seed=0)
     moved = []
@@ -178,7 +178,7 @@ def test_to_device_keeps_shared_tensors_shared(monkeypatch):
 def test_compile_auto_stays_eager_on_a_gpu_whose_costs_are_not_measured(monkeypatch):
     """"auto" weighs costs measured on a CPU; on a GPU it stays eager while no GPU cost is measured (the README says
     so), "on" still compiles; a measured GPU cost (`CUDA_COSTS`) is weighed on a GPU only."""
-    from metacl_lite import compiled
+    from metacl_lite.accel import compiled
 
     monkeypatch.setattr(compiled, "have_compiler", lambda: True)
     assert compiled.use_compiled("auto", "mlp", "metacl", 10 ** 6, "cpu")
@@ -197,7 +197,7 @@ def test_compile_auto_stays_eager_on_a_gpu_whose_costs_are_not_measured(monkeypa
 def test_compiled_steps_capture_cuda_graphs_on_a_gpu_only(monkeypatch):
     """The compiled steps of a model on the CPU use inductor's plain options; a model on a GPU gets its own steps
     with CUDA graphs (what mode="reduce-overhead" sets), each call marking a new graph step."""
-    from metacl_lite import compiled
+    from metacl_lite.accel import compiled
     from metacl_lite.models import mlp
 
     calls, marks = [], []
@@ -229,8 +229,8 @@ def test_local_gpu_workers_train_on_the_resolved_device_itself(hparams_file, mon
         seen["share"], seen["devices"] = plan.gpu_share, {j.device for j in jobs}
         return []
 
-    monkeypatch.setattr("metacl_lite.device.resolve", lambda d: "cuda:1")
-    monkeypatch.setattr("metacl_lite.device.accelerator", lambda d: "GPU X")
+    monkeypatch.setattr("metacl_lite.accel.device.resolve", lambda d: "cuda:1")
+    monkeypatch.setattr("metacl_lite.accel.device.accelerator", lambda d: "GPU X")
     monkeypatch.setattr(G, "run_all", fake_run_all)
     monkeypatch.setattr(provenance, "describe", lambda d: f"{d}: GPU X")
     G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "b.json", device="cuda:1",
@@ -242,7 +242,7 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
     """bench --device cuda --compile on --out FILE: the figures go to FILE, not to the default file the README and
     the book read, and the recorded command carries --compile and --out (checked with stand-ins for the GPU and the
     units: no training here)."""
-    from metacl_lite import device as dev
+    from metacl_lite.accel import device as dev
     from metacl_lite.lab import bench, executors
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

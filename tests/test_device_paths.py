@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from metacl_lite.cli import main
-from metacl_lite.datafiles import REPO_ROOT
+from metacl_lite.data.datafiles import REPO_ROOT
 from metacl_lite.errors import ConfigMismatch, UnitsFailed, UsageError
 from metacl_lite.lab import executors as E
 from metacl_lite.lab import grid as G
@@ -39,7 +39,7 @@ def test_auto_on_a_machine_with_a_gpu_trains_there_and_the_file_records_it(fake_
 def synthetic_cifar(monkeypatch):
     """CIFAR-100 without its files: the data check passes and each unit gets synthetic tensors of the real shapes
     (what `bench` trains on); the units themselves are `fake_units`."""
-    from metacl_lite.synthetic import synthetic_benchmark
+    from metacl_lite.data.synthetic import synthetic_benchmark
 
     monkeypatch.setattr(G.D, "check_data", lambda *a, **k: None)
     monkeypatch.setattr(G, "unit_benchmark", lambda spec, K, n_tasks, *a, **k:
@@ -238,7 +238,7 @@ def test_a_ray_grid_on_the_cpu_asks_for_no_gpu(cluster, tmp_path):
     assert ray.remote_args == [{"num_cpus": 1, "num_gpus": 0}] and plan.accelerator_type is None
     prov = json.loads((tmp_path / "r.json").read_text())["provenance"]["invocations"][0]
     assert prov["device"] == "ray cluster: 8 CPU(s) on 1 live node(s)"  # the units' machines, not this one
-    from metacl_lite.device import cpu_name
+    from metacl_lite.accel.device import cpu_name
 
     assert prov["unit_machines"] == {f"cpu: {cpu_name()}": len(prov["units"])} and len(prov["units"]) == 3
 

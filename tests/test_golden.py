@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from metacl_lite.device import cpu_name
+from metacl_lite.accel.device import cpu_name
 from metacl_lite.lab.grid import Job, Unit, run_job
-from metacl_lite.specs import get_spec
+from metacl_lite.data.specs import get_spec
 from metacl_lite.training import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from metacl_lite import compiled
-from metacl_lite.mnist import permuted_mnist
-from metacl_lite.device import accelerator, deterministic
-from metacl_lite.synthetic import synthetic_benchmark
+from metacl_lite.accel import compiled
+from metacl_lite.data.mnist import permuted_mnist
+from metacl_lite.accel.device import accelerator, deterministic
+from metacl_lite.data.synthetic import synthetic_benchmark
 from metacl_lite.training import METHODS, TrainConfig, metacl_gradient, params_vector, plain_gradient, run_stream
 
 pytestmark = pytest.mark.gpu
@@ -188,7 +188,7 @@ def test_an_outer_step_never_waits_for_the_gpu(method):
     their kernels without one GPU->CPU read (torch's sync debug mode turns any synchronisation into an error): the
     dynamic lambda stays on the device (`balance.dynamic_lambda`)."""
     from metacl_lite import training
-    from metacl_lite.device import benchmark_on
+    from metacl_lite.accel.device import benchmark_on
 
     bench = benchmark_on(_stream("mlp"), "cuda")
     cfg = TrainConfig(epochs=1, beta=1.0, gamma=0.1, device="cuda")

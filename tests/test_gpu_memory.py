@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from metacl_lite.cub import NormalisedExperience
+from metacl_lite.data.cub import NormalisedExperience
 from metacl_lite.lab import executors as E
 from metacl_lite.lab import grid as G
-from metacl_lite.streams import Experience
+from metacl_lite.data.streams import Experience
 from metacl_lite.training import TrainConfig, eval_batch_size, evaluate_tasks
 
 GB = 2 ** 30
@@ -117,7 +117,7 @@ def test_a_gpu_unit_records_its_peak_memory_and_a_cpu_unit_does_not(monkeypatch)
 def test_where_says_how_many_workers_share_this_machines_card(card, monkeypatch, capsys):
     """`where` on a machine with a (16 GB) GPU: the card and the default worker count, which its memory sizes."""
     from metacl_lite import cli
-    from metacl_lite import device as D
+    from metacl_lite.accel import device as D
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")

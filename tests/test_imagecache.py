@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from metacl_lite import imagecache as IC
+from metacl_lite.data import imagecache as IC
 
 
 def decode(path):

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import vector_to_parameters
 
-from metacl_lite.streams import Experience
+from metacl_lite.data.streams import Experience
 from metacl_lite.importance import EWC, MAS, PI, PathIntegral, ewc_fisher, mas_importance
 from metacl_lite.training import IMPORTANCE, TrainConfig, params_vector
 from metacl_lite.models import MultiHeadNet

@@ -8,7 +8,9 @@ import math
 
 import pytest
 
-from metacl_lite.datafiles import REPO_ROOT
+from metacl_lite.importance import REGULARISERS
+
+from metacl_lite.data.datafiles import REPO_ROOT
 from metacl_lite.report import commands as C
 from metacl_lite.report import interpret as I
 from metacl_lite.report import overview as O
@@ -515,7 +517,7 @@ def test_open_choices_decided_per_regulariser():
 def test_targets_per_K_with_known_answers(tmp_path):
     """Issue 10's targets per K: ACC gap <= 3 and every regularised FA gap < 10, whether β/γ were tuned at that K,
     whether the tuning file's choices are interior; K beyond the paper has no gaps; a missing file says so."""
-    reg = [m for m in METHODS if any(m.startswith(r) for r in I.REGULARISERS)]
+    reg = [m for m in METHODS if any(m.startswith(r) for r in REGULARISERS)]
     tuned = {m: "default: results/tuning-pmnist-K20.json" for m in reg}
     res20 = doc(paper_plus({"pi": 4.0}, default=2.0), config={"hparams_source": tuned})
     (tmp_path / "pmnist-K20.json").write_text(json.dumps(res20))
@@ -559,7 +561,7 @@ def test_the_make_target_text_says_what_the_makefile_does():
     check before the download."""
     import re
 
-    from metacl_lite.specs import SPECS
+    from metacl_lite.data.specs import SPECS
 
     make = (REPO_ROOT / "Makefile").read_text()
     cifar = SPECS["cifar100"]

@@ -11,7 +11,7 @@ import torch
 
 from metacl_lite.report import lambda_story as L
 from metacl_lite.balance import reg_penalty
-from metacl_lite.mnist import permuted_mnist
+from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.training import (PENALTY_COLUMNS, RegState, TrainConfig, get_method, params_vector, run_stream,
                                   train_experience)
 

@@ -96,11 +96,23 @@ def test_every_import_points_downward_and_none_closes_a_circle():
 
 def test_the_method_layer_is_what_chapters_one_to_six_teach():
     method = {m.split(".", 1)[1] for m in import_graph() if layer(m) == "method" and m != "metacl_lite"}
-    assert {"models", "specs", "balance", "importance", "reptile", "training", "metrics", "compiled", "errors",
-            "datafiles", "streams", "mnist", "cifar100", "cub", "benchmarks"} <= method
-    assert not method & {"data", "store", "grid", "executors", "tuning", "choices", "hparams", "bench", "provenance",
-                         "atomic", "paper", "reports", "interpret", "overview", "targets", "timings", "claims", "plots",
-                         "notebooks", "lambda_story", "assignments"}
+    assert {"models", "data.specs", "balance", "importance", "reptile", "training", "metrics", "accel.compiled",
+            "accel.device", "errors", "data.datafiles", "data.streams", "data.mnist", "data.cifar100", "data.cub",
+            "data.benchmarks"} <= method
+    assert not {m.rsplit(".", 1)[-1] for m in method} & {
+        "store", "grid", "executors", "tuning", "choices", "hparams", "bench", "provenance", "atomic", "paper",
+        "reports", "interpret", "overview", "targets", "timings", "claims", "plots", "notebooks", "lambda_story",
+        "assignments"}
+
+
+def test_only_the_method_sits_at_the_packages_top_level():
+    """The package's top level holds the method's modules (what chapters 1-6 teach) with the errors and the command
+    line; the data, the speed paths, the lab, the reports and the maintainers' tools are subpackages."""
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules == {"__init__", "__main__", "cli", "errors", "balance", "reptile", "importance", "metrics", "models",
+                       "training"}
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert subpackages == {"data", "accel", "lab", "report"}
 
 
 @pytest.mark.parametrize("source, expect", [

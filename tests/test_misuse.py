@@ -21,7 +21,7 @@ from metacl_lite.errors import CorruptUnit, FileFormatError, OutputError
 from metacl_lite.lab import atomic, grid, store
 from metacl_lite.lab.grid import run_experiment
 from metacl_lite.lab.tuning import tune
-from metacl_lite.report.notebooks import VARIANTS, TEMPLATE, declared_parameters, validate, ParameterError
+from metacl_lite.report.notebooks import PAGES, TEMPLATE, declared_parameters, validate, ParameterError
 from metacl_lite.training import TrainConfig, progress_enabled
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ CORRUPTIONS = {
 # ----------------------------------------------------------------------------------------------------------------
 # 1. The notebook's live run continues its file, never discards it
 # ----------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("page", [TEMPLATE] + [TEMPLATE.parent / f"{stem}.md" for stem in VARIANTS],
+@pytest.mark.parametrize("page", [TEMPLATE] + [TEMPLATE.parent / f"{stem}.md" for stem in PAGES],
                          ids=lambda p: p.stem)
 def test_no_notebook_cell_starts_its_file_over(page):
     """No hidden `force`: a page's live run continues the results file in out_dir (force=True discarded the units
@@ -259,7 +259,7 @@ def test_fetch_script_exits_2_in_one_line(tmp_path):
 
 
 def test_data_root_refuses_a_file(tmp_path, monkeypatch):
-    from metacl_lite.datafiles import DataError, data_root
+    from metacl_lite.data.datafiles import DataError, data_root
 
     (tmp_path / "f").write_text("")
     monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path / "f"))
@@ -463,7 +463,7 @@ def test_each_reference_is_trained_on_its_own_task(tmp_path, spy):
 def test_tuning_units_of_a_variant_train_with_its_options(tmp_path, spy, hparams_file, variant):
     """How `choices` tunes a variant (`choices.execute`: its options, decided=False): every unit's TrainConfig holds
     the variant's options; the other options are the defaults, not hparams.json's decided ones."""
-    from metacl_lite.lab.choices import FAMILY, VARIANTS as CHOICES
+    from metacl_lite.lab.choices import FAMILY, CANDIDATES as CHOICES
 
     v = CHOICES[variant]
     hp = json.loads((ROOT / "metacl_lite" / "lab" / "hparams.json").read_text())
@@ -492,7 +492,7 @@ def test_tuning_units_train_with_the_decided_options_by_default(tmp_path, spy, h
 # 12. The notebooks' device parameter
 # ----------------------------------------------------------------------------------------------------------------
 def test_device_parameter_is_declared_and_passed_on():
-    for page in [TEMPLATE] + [TEMPLATE.parent / f"{stem}.md" for stem in VARIANTS]:
+    for page in [TEMPLATE] + [TEMPLATE.parent / f"{stem}.md" for stem in PAGES]:
         assert declared_parameters(page)["device"] is None
         code = "\n".join(c.source for c in jupytext.read(str(page)).cells if c.cell_type == "code")
         assert "device=device" in code and '"device": None' in code
@@ -524,7 +524,7 @@ def test_an_installed_package_writes_its_default_files_where_it_is_started(tmp_p
     import shutil
     shutil.copytree(Path(metacl_lite.__file__).parent, site / "metacl_lite",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("from metacl_lite.lab import grid, tuning, bench, choices, provenance; from metacl_lite import datafiles;"
+    code = ("from metacl_lite.lab import grid, tuning, bench, choices, provenance; from metacl_lite.data import datafiles;"
             "from metacl_lite.lab.tuning import default_protocol;"
             "print(grid.default_out('pmnist', 20)); print(grid.default_out('pmnist', 20, 'beta'));"
             "print(tuning.default_tuning_out(default_protocol('pmnist', 20)));"

@@ -15,15 +15,15 @@ import torch
 from PIL import Image
 from torchvision.datasets import CIFAR100
 
-from metacl_lite import cifar100 as Ci
-from metacl_lite import cub as Cu
+from metacl_lite.data import cifar100 as Ci
+from metacl_lite.data import cub as Cu
 from metacl_lite import models as Mo
-from metacl_lite import streams as St
-from metacl_lite.benchmarks import check_data, make_benchmark
+from metacl_lite.data import streams as St
+from metacl_lite.data.benchmarks import check_data, make_benchmark
 from metacl_lite.cli import main
-from metacl_lite.datafiles import ChecksumError, DataError, MissingDataError
+from metacl_lite.data.datafiles import ChecksumError, DataError, MissingDataError
 from metacl_lite.errors import UsageError
-from metacl_lite.specs import SPECS
+from metacl_lite.data.specs import SPECS
 from metacl_lite.training import METHODS, RegState, TrainConfig, evaluate, get_method, params_vector, train_experience
 
 N_TR, N_TE = 6, 3  # images per class in the CIFAR fixture
@@ -340,7 +340,7 @@ def test_cub_split_first_k_and_preprocessing(cub):
 def test_cub_images_are_decoded_once_into_the_cache(cub, monkeypatch):
     """Issue 19 item 4: the first split decodes every image of images.txt once; later splits (other K, other tasks,
     the validation split) read the cache, with the same pixels as decoding each image anew."""
-    from metacl_lite import imagecache as IC
+    from metacl_lite.data import imagecache as IC
     monkeypatch.setattr(IC, "_VERIFIED", set())
     Cu.fetch_cub(cub, quiet=True)
     calls = []

@@ -12,7 +12,7 @@ import pytest
 
 from metacl_lite.cli import main
 from metacl_lite.errors import FileFormatError, OutputError, UsageError
-from metacl_lite.report.notebooks import (VARIANTS, ParameterError, check_parameters, declared_parameters, expand_grid, glued_values,
+from metacl_lite.report.notebooks import (PAGES, ParameterError, check_parameters, declared_parameters, expand_grid, glued_values,
                                    make_variant, plan_runs, run_cli, run_notebook, tag, validate, write_variants,
                                    TEMPLATE)
 
@@ -257,10 +257,10 @@ def test_variant_pages_in_sync_with_template():
     assert write_variants(check=True) == []
     v = make_variant(TEMPLATE.read_text(), "X", {"K": 77, "live": False}, "9.4")
     assert "K = 77  #" in v and "live = False  #" in v and "# 9.4. Reproduction: X" in v
-    heads = [(TEMPLATE.parent / f"{stem}.md").read_text().split("\n# ", 1)[1].split("\n", 1)[0] for stem in VARIANTS]
+    heads = [(TEMPLATE.parent / f"{stem}.md").read_text().split("\n# ", 1)[1].split("\n", 1)[0] for stem in PAGES]
     # the template is 9.1 (the overview is chapter 9), its variants 9.2, 9.3, ... in the order of the toc
     assert TEMPLATE.read_text().split("\n# ", 1)[1].startswith("9.1. Reproduction: Permuted MNIST, K = 20\n")
-    assert heads == [f"9.{i + 1}. Reproduction: {title}" for i, (title, _) in enumerate(VARIANTS.values(), 1)]
+    assert heads == [f"9.{i + 1}. Reproduction: {title}" for i, (title, _) in enumerate(PAGES.values(), 1)]
 
 
 def _num(v):
@@ -271,7 +271,7 @@ def _first_epoch_accuracy_finetune(n_tasks: int, seeds: int) -> float:
     """Chapter 8's learning-speed number recomputed here: fine-tuning's accuracy on the current task after its first
     epoch, mean over the tasks of a K = 20 stream (permutation seed 0, as the chapter's live runs) and over run seeds
     0..seeds-1."""
-    from metacl_lite.mnist import permuted_mnist
+    from metacl_lite.data.mnist import permuted_mnist
     from metacl_lite.lab.hparams import method_config
     from metacl_lite.training import run_stream
 

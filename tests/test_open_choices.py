@@ -10,7 +10,7 @@ import torch
 
 from metacl_lite.errors import UsageError
 from metacl_lite.importance import accumulate_importance, ewc_fisher, mas_importance
-from metacl_lite.mnist import permuted_mnist
+from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.models import mlp
 from metacl_lite.training import RegState, TrainConfig, get_method, train_experience
 

@@ -13,7 +13,7 @@ from typing import Optional
 import pytest
 
 from metacl_lite.report.paper import PAPER_SOURCES, PAPER_TABLES, paper_table
-from metacl_lite.specs import SPECS
+from metacl_lite.data.specs import SPECS
 from metacl_lite.training import METHODS, TrainConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -63,9 +63,9 @@ def test_generated_pages_glue_every_figure_they_show():
     """A page keeps a glued figure only where its data exists: the CIFAR-100 and CUB pages (no results file) have no
     figure, the pages beyond the paper no differences figure, and no variant page has the live run's heading (its
     code stays: `-p live True` runs it on any page)."""
-    from metacl_lite.datafiles import REPO_ROOT
+    from metacl_lite.data.datafiles import REPO_ROOT
 
-    for stem, (_, params) in N.VARIANTS.items():
+    for stem, (_, params) in N.PAGES.items():
         text = (N.TEMPLATE.parent / f"{stem}.md").read_text()
         b, K = params.get("benchmark", "pmnist"), params["K"]
         has_file = (REPO_ROOT / "results" / f"{b}-K{K}.json").exists()

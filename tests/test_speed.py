@@ -8,12 +8,12 @@ import pytest
 import torch
 from torch import nn
 
-from metacl_lite import compiled
+from metacl_lite.accel import compiled
 from metacl_lite import training
 from metacl_lite.errors import UsageError
-from metacl_lite.mnist import permuted_mnist
+from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.models import MultiHeadNet, mlp
-from metacl_lite.streams import Experience
+from metacl_lite.data.streams import Experience
 from metacl_lite.training import (METHODS, TrainConfig, evaluate, evaluate_tasks, metacl_gradient, params_vector,
                                   plain_gradient, run_stream)
 

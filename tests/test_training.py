@@ -18,9 +18,9 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from metacl_lite import training
 from metacl_lite.errors import UsageError
 from metacl_lite.importance import ewc_fisher, mas_importance
-from metacl_lite.mnist import permuted_mnist
+from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.models import mlp
-from metacl_lite.streams import Experience
+from metacl_lite.data.streams import Experience
 from metacl_lite.training import (METHODS, RegState, TrainConfig, evaluate, get_method, metacl_gradient,
                                   params_vector, plain_gradient, run_stream, train_experience, train_joint,
                                   train_reference)

@@ -19,9 +19,9 @@ from typing import Optional, Sequence
 import torch
 
 from .atomic import write_json
-from ..datafiles import REPO_ROOT
+from ..data.datafiles import REPO_ROOT
 from .provenance import device
-from ..specs import get_spec
+from ..data.specs import get_spec
 from ..training import METHODS
 
 
@@ -86,7 +86,7 @@ def eval_flops(n_tasks: int = 20, n_test: int = 10000, dims=(784, 256, 256, 10))
 def _legacy(threads: int) -> None:
     """The path before issue 9, in this (child) process: evaluation through permuted copies of the test images,
     eager task gradients, every core's threads for one run at a time."""
-    from .. import streams as data
+    from ..data import streams as data
 
     def inputs(self, rows=None):
         x = self.x if rows is None else self.x[rows]
@@ -99,7 +99,7 @@ def _legacy(threads: int) -> None:
 def _one(method: str, K: int, compile: str, queue) -> None:
     """One full Permuted MNIST run of `method` (seed 0, tuned beta/gamma and decided options, one thread, today's
     defaults: index_select evaluation, task gradients as `compile` says), in a child process of its own."""
-    from ..mnist import permuted_mnist
+    from ..data.mnist import permuted_mnist
     from .hparams import method_config
     from ..training import run_stream
 
@@ -157,7 +157,7 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     and the full-run time is the whole measured time scaled linearly by (epochs x tasks) - a rough estimate that
     also scales the evaluation (which really grows as tasks^2 / 2 and not with epochs). A short warm-up run comes
     first so that one-time start-up costs are not charged to the first method (files before this change lack it)."""
-    from ..synthetic import synthetic_benchmark
+    from ..data.synthetic import synthetic_benchmark
     from ..training import TrainConfig, run_stream
 
     spec = get_spec(suite)
@@ -219,7 +219,7 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
                           {"per_method": [{"method": m} for m in methods],
                            "grids": [{"K": g, "seeds": grid_seeds, **({"legacy": 1} if baseline else {})}
                                      for g in ([] if skip_grid else grids)]})
-    from ..benchmarks import check_data
+    from ..data.benchmarks import check_data
 
     for k in {K, *([] if skip_grid else grids)}:
         check_data("pmnist", k)  # before any child starts: K beyond the embedded subset needs the raw files
@@ -306,7 +306,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     `compile` "on", to compare before it replaces the default one) with each unit's own wall time, the device, the
     determinism settings and the targets. `precision`: "float32", or "tf32" (`TrainConfig.precision`: faster, other
     numbers), recorded in the file."""
-    from ..device import (check_precision, describe, determinism_settings, deterministic, kind, mps_active,
+    from ..accel.device import (check_precision, describe, determinism_settings, deterministic, kind, mps_active,
                           resolve, set_precision)
     from ..training import TrainConfig
     from .executors import check_plan, default_workers, run_all

@@ -2,7 +2,7 @@
 
 The paper gives Eq. 2's penalty sum_k Omega_k (theta_k - bar_theta_k)^2 but not how Omega is carried across tasks,
 whether each task's Omega is normalised, or PI's damping xi. The methods' own code differs (`importance.
-accumulate_importance` cites each), so each combination is a *variant* (`VARIANTS`), and each regulariser (EWC, MAS,
+accumulate_importance` cites each), so each combination is a *variant* (`CANDIDATES`), and each regulariser (EWC, MAS,
 PI) gets the variant whose tuned validation ACC is best:
 
 1. At the benchmark's tuning K (Permuted MNIST: K = 20) every variant is tuned with the full protocol (`tuning.tune`:
@@ -38,13 +38,15 @@ import numpy as np
 
 from . import hparams as H
 from .atomic import read_json, write_json
-from ..datafiles import REPO_ROOT
+from ..data.datafiles import REPO_ROOT
 from ..errors import UsageError
 from .provenance import invocation, relative_to_repo
-from ..specs import get_spec
+from ..data.specs import get_spec
+from ..importance import REGULARISERS as ALL_REGULARISERS
+from ..training import family
 
-REGULARISERS = ("ewc", "mas", "pi")
-FAMILY = {r: (r, f"{r}-metacl-beta", f"{r}-metacl-lambda") for r in REGULARISERS}
+REGULARISERS = tuple(sorted(ALL_REGULARISERS))  # the order of the decision files
+FAMILY = {r: family(r) for r in REGULARISERS}
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class Variant:
     what: str
 
 
-VARIANTS = {v.name: v for v in (
+CANDIDATES = {v.name: v for v in (
     Variant("base", {}, REGULARISERS,
             "Omega summed over tasks, each task's Omega as estimated, PI's xi = 0.1 (SI's code on Permuted MNIST)"),
     Variant("latest", {"omega_accumulate": "latest"}, REGULARISERS,
@@ -106,11 +108,11 @@ def plan(benchmark: str, K: int) -> list[Run]:
     spec = get_spec(benchmark)
     if K == spec.tuning_K:
         return [Run(v.name, K, tuple(m for r in v.regularisers for m in FAMILY[r]), None,
-                    variant_file(benchmark, K, v.name)) for v in VARIANTS.values()]
+                    variant_file(benchmark, K, v.name)) for v in CANDIDATES.values()]
     first = scores(benchmark, (spec.tuning_K,))
     runs = []
     for r in REGULARISERS:
-        names = [v.name for v in VARIANTS.values() if r in v.regularisers]
+        names = [v.name for v in CANDIDATES.values() if r in v.regularisers]
         have = first[r].get(spec.tuning_K, {})
         if any(n not in have for n in names):
             raise UsageError(f"the K={spec.tuning_K} tuning of {', '.join(n for n in names if n not in have)} "
@@ -137,7 +139,7 @@ def execute(benchmark: str, K: int, tune_plan=None, show_progress: Optional[bool
         log(f"{r.variant} K={K} {','.join(r.methods)} -> {relative_to_repo(r.out)}")
         kw = {} if r.beta_grid is None else {"beta_grid": r.beta_grid}
         tune(benchmark, K, methods=list(r.methods), out=r.out, write_hparams=False, show_progress=show_progress,
-             plan=tune_plan, options=VARIANTS[r.variant].options, decided=False, device=device, **kw)
+             plan=tune_plan, options=CANDIDATES[r.variant].options, decided=False, device=device, **kw)
 
 
 def _best(doc: dict, method: str) -> Optional[tuple[float, list[float]]]:
@@ -155,7 +157,7 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
     spec = get_spec(benchmark)
     out: dict = {r: {} for r in REGULARISERS}
     for K in Ks:
-        for v in VARIANTS.values():
+        for v in CANDIDATES.values():
             for r in v.regularisers:
                 if K == spec.tuning_K:
                     files = {m: variant_file(benchmark, K, v.name) for m in FAMILY[r]}
@@ -185,7 +187,7 @@ def decide(table: dict, Ks: Sequence[int] = DECISION_KS) -> dict:
     out = {}
     first, rest = Ks[0], list(Ks[1:])
     for r, per_k in table.items():
-        names = [v.name for v in VARIANTS.values() if r in v.regularisers]
+        names = [v.name for v in CANDIDATES.values() if r in v.regularisers]
         missing = [f"{n}@K={first}" for n in names if n not in per_k.get(first, {})]
         if missing:
             out[r] = {"decision": "undecided", "missing": missing}
@@ -202,7 +204,7 @@ def decide(table: dict, Ks: Sequence[int] = DECISION_KS) -> dict:
         out[r] = {"decision": winner, "candidate": cand, "margin_over_base": margins, "per_seed_margin": seeds,
                   "kept_base_because": None if winner == cand else
                   f"{cand} is best at K={first} but not better than base on every tuning seed at every K",
-                  "options": VARIANTS[winner].options}
+                  "options": CANDIDATES[winner].options}
     return out
 
 
@@ -214,7 +216,7 @@ def write_summary(benchmark: str, command: str, Ks: Sequence[int] = DECISION_KS)
     table = scores(benchmark, Ks)
     doc = {"kind": "open-choices", "benchmark": benchmark, "decision_Ks": list(Ks),
            "variants": {v.name: {"options": v.options, "regularisers": list(v.regularisers), "what": v.what}
-                        for v in VARIANTS.values()},
+                        for v in CANDIDATES.values()},
            "rule": " ".join(__doc__.split("3. ", 1)[1].split("\n\n", 1)[0].split()),
            "scores": {r: {str(K): v for K, v in per_k.items()} for r, per_k in table.items()},
            "decisions": decide(table, Ks), "provenance": {"command": command, **invocation()}}

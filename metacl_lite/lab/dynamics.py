@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from ..datafiles import REPO_ROOT
+from ..data.datafiles import REPO_ROOT
 from ..errors import ConfigMismatch, FileFormatError
 from .atomic import check_writable, jsonable, locked, read_json, write_json
 from .provenance import invocation, now, relative_to_repo
@@ -62,7 +62,7 @@ def train_unit(benchmark: str, kind: str, stream: Mapping, method: str, seed: in
     matrix is evaluated (training does not depend on it)."""
     import numpy as np
 
-    from ..benchmarks import make_benchmark
+    from ..data.benchmarks import make_benchmark
     from ..training import TrainConfig, run_stream
 
     bench = bench or make_benchmark(benchmark, stream["K"], n_tasks=stream["n_tasks"])  # permutations of seed 0
@@ -135,7 +135,7 @@ def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = Non
     unless `force`); without it (a page's live run) nothing is written."""
     import sys
 
-    from ..benchmarks import make_benchmark
+    from ..data.benchmarks import make_benchmark
     from .hparams import load
 
     hp = load()

@@ -58,7 +58,7 @@ def unit_device(plan: Plan, where: str) -> str:
     """The device a unit of a run on `where` (`device.resolve`) trains on: on a GPU with Ray, each unit asks for
     `plan.gpu_share` of a card (set by `locate` from the card's memory; 1/GPU_UNITS_PER_CARD where nothing set it)
     and trains on the "cuda" Ray gives it; otherwise `where` itself."""
-    from ..device import kind
+    from ..accel.device import kind
 
     if kind(where) != "cuda" or plan.executor != "ray":
         return where
@@ -89,7 +89,7 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
     Each unit asks for 1/n of a GPU (`plan.gpu_share`; `plan.gpu_request` where the user chose it), n = as many of
     `benchmark`'s units as fit in the probed card's memory, at most GPU_UNITS_PER_CARD (`units_per_card`: the local
     default's rule). On the CPU with Ray, the text names the cluster's CPUs (the units' machines, not this one)."""
-    from ..device import accelerator, resolve
+    from ..accel.device import accelerator, resolve
 
     choice = str(choice).strip()
     if plan.executor != "ray":
@@ -199,7 +199,7 @@ def units_per_card(benchmark: str, memory: int, card: str, who: str, what: str, 
     benchmark's memory per unit (`BenchmarkSpec.gpu_unit_gb`, an upper estimate), at least 1 and at most
     GPU_UNITS_PER_CARD. Where that is below GPU_UNITS_PER_CARD it says so once on stderr, with `hint` (e.g. CUB on
     a 16 GB card: "2 worker process(es) share cuda ... 15.0 GB free"; `what`: free, or memory for the whole card)."""
-    from ..specs import get_spec
+    from ..data.specs import get_spec
 
     spec = get_spec(benchmark)
     n = min(GPU_UNITS_PER_CARD, max(1, int(GPU_MEMORY_USE * memory / (spec.gpu_unit_gb * 2 ** 30))))

@@ -13,18 +13,19 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from . import hparams as H
-from .. import benchmarks as D
-from ..benchmarks import make_benchmark
-from ..datafiles import REPO_ROOT
+from ..data import benchmarks as D
+from ..data.benchmarks import make_benchmark
+from ..data.datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
-from ..device import accelerator, cpu_name, deterministic, kind
+from ..accel.device import accelerator, cpu_name, deterministic, kind
 from ..errors import UnitsFailed, UsageError, UserError
 from .executors import Plan, check_plan, locate, run_all, unit_device
 from .provenance import relative_to_repo
 from .summary import summarize
-from ..specs import BenchmarkSpec, get_spec
+from ..data.specs import BenchmarkSpec, get_spec
 from .store import UnitFile, load, load_results
+from ..importance import OMEGA_OPTIONS
 from ..training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
@@ -170,7 +171,7 @@ def check_epochs(epochs: Optional[int]) -> None:
 
 
 #: The open choices a run may set (`TrainConfig` fields; see importance.accumulate_importance).
-OPTIONS = ("omega_accumulate", "omega_normalise", "pi_xi")
+OPTIONS = OMEGA_OPTIONS
 
 
 def check_options(options: Optional[dict]) -> dict:
@@ -228,7 +229,7 @@ def unit_benchmark(benchmark: str | BenchmarkSpec, K: int, n_tasks: int, seed: i
     if key not in _BENCH_CACHE:
         _BENCH_CACHE.clear()
         if source == "synthetic":  # the speed benchmark's tensors of the real shapes (CIFAR-100, CUB)
-            from ..synthetic import synthetic_benchmark
+            from ..data.synthetic import synthetic_benchmark
 
             b = synthetic_benchmark(spec.name, K, n_tasks)
         else:

@@ -24,7 +24,8 @@ from typing import Optional, Sequence, Union
 
 from .atomic import locked, read_json, write_json
 from ..errors import HparamsError
-from ..specs import SPECS, BenchmarkSpec, get_spec
+from ..data.specs import SPECS, BenchmarkSpec, get_spec
+from ..importance import OMEGA_OPTIONS, REGULARISERS as ALL_REGULARISERS
 from ..training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
@@ -32,8 +33,8 @@ ENTRY_KEYS = {"methods", "source", "command", "by_K", "options", "options_source
 #: Keys of a per-K entry (by_K.<K>): the options are decided once for every K.
 K_ENTRY_KEYS = {"methods", "source", "command"}
 #: The open choices (TrainConfig fields) and the regularisers they are decided for.
-OPTION_KEYS = ("omega_accumulate", "omega_normalise", "pi_xi")
-REGULARISERS = ("ewc", "mas", "pi")
+OPTION_KEYS = OMEGA_OPTIONS
+REGULARISERS = tuple(sorted(ALL_REGULARISERS))  # as hparams.json lists them
 
 
 def strength_key(method: str) -> Optional[str]:

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
-from ..device import describe
+from ..data.datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
+from ..accel.device import describe
 
 
 def _git(*args: str) -> Optional[str]:

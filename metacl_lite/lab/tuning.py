@@ -18,18 +18,18 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from . import hparams as H
-from .. import benchmarks as D
-from ..datafiles import REPO_ROOT
+from ..data import benchmarks as D
+from ..data.datafiles import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
-from ..device import check_precision, kind
+from ..accel.device import check_precision, kind
 from ..errors import UsageError
 from ..errors import UnitsFailed
 from .executors import Plan, check_plan, locate, run_all, unit_device
 from .grid import (Job, Unit, check_epochs, check_methods, check_n_tasks, check_options, check_seeds, checked_units,
                    longest_first, model_options, run_job)
 from .provenance import relative_to_repo
-from ..specs import get_spec
+from ..data.specs import get_spec
 from . import store as store_mod
 from .store import UnitFile
 from ..training import METHODS, TrainConfig, progress

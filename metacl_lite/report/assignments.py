@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..datafiles import REPO_ROOT
+from ..data.datafiles import REPO_ROOT
 from ..lab.atomic import write_text
 from ..errors import UsageError
 

@@ -21,14 +21,15 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ..datafiles import REPO_ROOT
+from ..data.datafiles import REPO_ROOT
 from ..errors import FileFormatError
+from ..importance import REGULARISERS
 from ..metrics import mean_ci95
 from .paper import PAPER_SOURCES, paper_table
 from ..lab.summary import summarize
 from ..lab.provenance import relative_to_repo
 from ..lab.store import load_results
-from ..training import METHODS
+from ..training import METHODS, VARIANTS
 
 CONFIRMED, REFUTED, INCONCLUSIVE, NOT_RUN = "confirmed", "refuted", "inconclusive", "not yet run"
 NOT_COUNTED = "not counted"  # the Holm verdict of a test the claim does not count (shown, with its raw verdict)
@@ -53,7 +54,6 @@ VERDICT_RULE = (
 
 LOW_K, STANDARD_K = (20, 50), (200, 500)  # "K=20, 50 can be seen as low-shot scenarios and K=200, 500 are standard"
 ACROSS_K, LIVE = "across K", "training logs"
-REGULARISERS = ("mas", "pi", "ewc")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -182,8 +182,6 @@ def low_vs_standard(diffs_by_K: Mapping[int, Mapping[int, float]], low: Sequence
             for s in seeds}
 
 
-VARIANTS = {"-metacl-beta": "MetaCL-β", "-metacl-lambda": "MetaCL-λ"}
-
 
 def gain_by_K(results: Mapping[int, dict], metric: str = "ACC", benchmark: str = "pmnist") -> list[dict]:
     """MetaCL's gain over its plain regulariser at every K with a results file, the paper's K and those beyond it
@@ -193,14 +191,14 @@ def gain_by_K(results: Mapping[int, dict], metric: str = "ACC", benchmark: str =
     rows = []
     for K in sorted(results):
         for imp in REGULARISERS:
-            for suffix, name in VARIANTS.items():
-                d = paired_differences(results[K], imp + suffix, imp, metric)
+            for v, name in VARIANTS.items():
+                d = paired_differences(results[K], f"{imp}-metacl-{v}", imp, metric)
                 if not d:
                     continue
                 t = paired_test(d)
                 rows.append({"K": K, "regulariser": imp.upper(), "variant": name, "mean": t["mean"],
                              "ci95": t["ci95"], "n": t["n"], "n_agree": t["n_agree"], "verdict": verdict(t),
-                             "paper": _paper_diff(benchmark, K, imp + suffix, imp, metric)})
+                             "paper": _paper_diff(benchmark, K, f"{imp}-metacl-{v}", imp, metric)})
     return rows
 
 

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from ..datafiles import REPO_ROOT
-from ..specs import SPECS
+from ..data.datafiles import REPO_ROOT
+from ..data.specs import SPECS
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -21,16 +21,14 @@ from typing import Any, Optional
 
 from .commands import provenance_commands, relative_command
 from .paper import PAPER_SOURCES, paper_table
-from ..specs import SPECS
+from ..data.specs import SPECS
+from ..importance import OMEGA_OPTIONS as OPTIONS, REGULARISERS
+from ..training import TrainConfig, family
 
 METRICS = ("ACC", "BT", "FA")
-REGULARISERS = ("mas", "pi", "ewc")
-#: The paper's claim per family: plain < MetaCL-β < MetaCL-λ in ACC.
-FAMILY = ("", "-metacl-beta", "-metacl-lambda")
-OPTIONS = ("omega_accumulate", "omega_normalise", "pi_xi")
 #: What files made before the open-choice options existed were trained with (the only behaviour the code had then;
-#: `grid.run_experiment` reads such files with these defaults too).
-OPTION_DEFAULTS = {"omega_accumulate": "sum", "omega_normalise": "none", "pi_xi": 0.1}
+#: `grid.run_experiment` reads such files with these defaults too): TrainConfig's defaults.
+OPTION_DEFAULTS = {k: getattr(TrainConfig(), k) for k in OPTIONS}
 
 
 def method_labels() -> dict[str, str]:
@@ -116,7 +114,7 @@ def family_orderings(res: dict) -> dict[str, dict[str, Any]]:
     paper = paper_table(res["config"]["benchmark"], res["config"]["K"]) or {}
     out = {}
     for imp in REGULARISERS:
-        trio = [imp + suffix for suffix in FAMILY]
+        trio = list(family(imp))
         ours = [summ[m]["ACC"]["mean"] for m in trio] if all("ACC" in (summ.get(m) or {}) for m in trio) else None
         theirs = [paper[m]["ACC"][0] for m in trio] if all((paper.get(m) or {}).get("ACC") for m in trio) else None
         if ours is None and theirs is None:
@@ -276,7 +274,7 @@ def _hparams_sentences(h: dict, labels: dict[str, str]) -> list[str]:
     if h["values"]:
         groups = []
         for imp in REGULARISERS:
-            ms = [imp + s for s in FAMILY if imp + s in h["values"]]
+            ms = [m for m in family(imp) if m in h["values"]]
             if ms:
                 groups.append(", ".join(f"{labels[m]} " + ", ".join(f"{SYMBOLS.get(k, k)} = {_value(v)}"
                                                                    for k, v in h["values"][m].items())

@@ -27,13 +27,13 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..datafiles import REPO_ROOT
+from ..data.datafiles import REPO_ROOT
+from ..importance import REGULARISERS
 from ..training import PENALTY_COLUMNS
 
 RESULTS_FILE = REPO_ROOT / "results" / "lambda-story-pmnist.json"
-REGULARISERS = ("mas", "pi", "ewc")
 #: (variant, γ setting): MetaCL-λ with its tuned γ, MetaCL-λ with γ = 0, and MetaCL-β with its tuned β.
-VARIANTS = (("lambda", "tuned"), ("lambda", "zero"), ("beta", "tuned"))
+SETTINGS = (("lambda", "tuned"), ("lambda", "zero"), ("beta", "tuned"))
 #: The committed measurement: K = 20 and 50 on the full 20-task stream; K = 200 on a 3-task stream (K = 500 left out)
 #: to fit a CPU budget of about a quarter of an hour on one core; 2 seeds.
 DEFAULT_STREAMS = {20: 20, 50: 20, 200: 3}
@@ -130,14 +130,14 @@ def run_key(imp: str, variant: str, setting: str, K: int) -> str:
 
 
 def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequence[str] = REGULARISERS,
-            variants: Sequence[tuple] = VARIANTS, benchmark: str = "pmnist", show_progress: bool = False,
+            variants: Sequence[tuple] = SETTINGS, benchmark: str = "pmnist", show_progress: bool = False,
             hp: Optional[dict] = None) -> dict:
     """Train each (regulariser, variant, K, seed) with `record_penalty` (the final row only is evaluated) and return
     {run_key: {"method", "K", "n_tasks", "gamma", "beta", "per_seed": {seed: story_stats}, "mean": summarise,
     "final_acc": {seed: final average accuracy}, "train": the run's TrainConfig, "wall_s"}}. γ (β for MetaCL-β)
     and the regulariser's decided options are those `hparams.method_config` reads from `hp` (default: hparams.json,
     read once here, so a file rewritten during the measurement does not mix two versions), or γ = 0 for the control."""
-    from ..benchmarks import make_benchmark
+    from ..data.benchmarks import make_benchmark
     from ..lab.hparams import load, method_config
     from ..training import run_stream
 
@@ -205,7 +205,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     runs = measure(a.streams, a.seeds, show_progress=True, hp=hp)
     doc = {"kind": "lambda-story", "benchmark": "pmnist",
            "config": {"streams": {str(k): n for k, n in a.streams.items()}, "seeds": list(a.seeds),
-                      "regularisers": list(REGULARISERS), "variants": [list(v) for v in VARIANTS],
+                      "regularisers": list(REGULARISERS), "variants": [list(v) for v in SETTINGS],
                       "hparams": {"file": relative_to_repo(HPARAMS_FILE), "content": hp}},
            "runs": runs,
            "provenance": {"command": command(a.streams, a.seeds, a.out), **prov,
@@ -230,17 +230,17 @@ def hparams_current(doc: Mapping, hp: Optional[dict] = None) -> bool:
     return doc["config"]["hparams"]["content"] == (load() if hp is None else hp)
 
 
-#: The variants as tables and plots name them ((variant, γ setting) -> name), in `VARIANTS`' order.
-VARIANT_NAMES = {("lambda", "tuned"): "MetaCL-λ (tuned γ)", ("lambda", "zero"): "MetaCL-λ (γ = 0)",
+#: The variants as tables and plots name them ((variant, γ setting) -> name), in `SETTINGS`' order.
+SETTING_NAMES = {("lambda", "tuned"): "MetaCL-λ (tuned γ)", ("lambda", "zero"): "MetaCL-λ (γ = 0)",
                  ("beta", "tuned"): "MetaCL-β (tuned β)"}
 
 
 def story_frame(doc: Mapping):
-    """One row per run and seed: regulariser, variant (`VARIANT_NAMES`), K, n_tasks, seed and every `story_stats`
+    """One row per run and seed: regulariser, variant (`SETTING_NAMES`), K, n_tasks, seed and every `story_stats`
     value; for tables and plots."""
     import pandas as pd
 
-    names = VARIANT_NAMES
+    names = SETTING_NAMES
     rows = []
     for key, r in doc["runs"].items():
         imp, _, variant = r["method"].split("-")
@@ -267,7 +267,7 @@ def lambda_table(frame):
     """MetaCL-λ with its tuned γ, one row per K and regulariser ("reg."), means over seeds as strings for the page:
     γ, the % of penalised steps with λ > 0 ("λ > 0") and with λ > γ ("λ > γ"), and the median λ/γ over the steps
     with λ > 0 ("λ/γ", two significant digits)."""
-    lam = frame[frame.variant == VARIANT_NAMES[("lambda", "tuned")]]
+    lam = frame[frame.variant == SETTING_NAMES[("lambda", "tuned")]]
     m = lam.groupby(["K", "regulariser"], sort=False)[["gamma", "frac_lambda_pos", "frac_lambda_gt_gamma",
                                                         "lambda_over_gamma_median"]].mean()
     m = m.sort_index(level="K", sort_remaining=False)
@@ -282,7 +282,7 @@ def variant_table(frame, stat: str, percent: bool = True):
     """One statistic of `story_stats` (or "final ACC") side by side for the three variants: one row per K and
     regulariser ("reg."), one column per variant (MetaCL-λ with its "tuned γ" and with "γ = 0", "MetaCL-β"), means
     over seeds as strings (whole percentages of the penalised steps if `percent`, else one decimal)."""
-    short = {VARIANT_NAMES[v]: n for v, n in zip(VARIANTS, ("tuned γ", "γ = 0", "MetaCL-β"))}
+    short = {SETTING_NAMES[v]: n for v, n in zip(SETTINGS, ("tuned γ", "γ = 0", "MetaCL-β"))}
     m = frame.groupby(["K", "regulariser", "variant"], sort=False)[stat].mean().unstack("variant")
     m = m.sort_index(level="K", sort_remaining=False)[[v for v in short if v in set(frame.variant)]]
     shown = m.apply(lambda c: c.map(_pct if percent else (lambda v: "–" if v != v else f"{v:.1f}")))

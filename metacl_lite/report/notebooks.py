@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from ..lab.atomic import check_writable, write_text
-from ..datafiles import PACKAGE_DIR, REPO_ROOT
-from ..device import DEVICE_CHOICES
+from ..data.datafiles import PACKAGE_DIR, REPO_ROOT
+from ..accel.device import DEVICE_CHOICES
 from ..errors import FileFormatError, NotebookFailed, UsageError
-from ..specs import SPECS
+from ..data.specs import SPECS
 
 
 class ParameterError(UsageError):
@@ -285,7 +285,7 @@ def plan_runs(notebook: Path, params: Iterable[tuple[str, str]], grid: list[str]
 def _check_device(device: str) -> None:
     """`device.resolve`'s check of a notebook's `device` parameter (cuda or cuda:N needs that GPU here), its
     message in the notebook command's words (-p device instead of --device)."""
-    from ..device import resolve
+    from ..accel.device import resolve
 
     try:
         resolve(device)
@@ -325,7 +325,7 @@ def glued_values(ipynb: Path) -> dict[str, Any]:
 
 #: The book's reproduction pages made from the template: file stem -> (title, parameters).
 TEMPLATE = REPO_ROOT / "book" / "reproduce" / "benchmark.md"
-VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+PAGES: dict[str, tuple[str, dict[str, Any]]] = {
     "pmnist-K50": ("Permuted MNIST, K = 50", {"K": 50, "live": False}),
     "pmnist-K200": ("Permuted MNIST, K = 200", {"K": 200, "live": False}),
     "pmnist-K500": ("Permuted MNIST, K = 500", {"K": 500, "live": False}),
@@ -342,13 +342,13 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 #: The chapter number of the reproduction part: its overview is chapter 9, the template (Permuted MNIST, K = 20) 9.1
-#: and its variants 9.2, 9.3, ... in the order of VARIANTS (the order of book/_toc.yml).
+#: and its variants 9.2, 9.3, ... in the order of PAGES (the order of book/_toc.yml).
 CHAPTER = 9
 TEMPLATE_NUMBER = f"{CHAPTER}.1"
 
 
 def variant_number(i: int) -> str:
-    """The section number of the i-th variant (1-based) of VARIANTS: the template is 9.1, so the first variant 9.2."""
+    """The section number of the i-th variant (1-based) of PAGES: the template is 9.1, so the first variant 9.2."""
     return f"{CHAPTER}.{i + 1}"
 
 
@@ -545,7 +545,7 @@ def write_variants(check: bool = False) -> list[Path]:
                 stale.append(page)
                 if not check:
                     write_text(page, new)
-    for i, (stem, (title, params)) in enumerate(VARIANTS.items(), 1):
+    for i, (stem, (title, params)) in enumerate(PAGES.items(), 1):
         p = TEMPLATE.parent / f"{stem}.md"
         point = {**defaults, **params}
         want = make_variant(text, title, params, variant_number(i), results_stamp(point["benchmark"], point["K"]),

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..datafiles import REPO_ROOT
+from ..data.datafiles import REPO_ROOT
 from .commands import missing_commands, needs_download
 from .interpret import interpretation, number
 from .paper import paper_table
-from ..specs import SPECS
+from ..data.specs import SPECS
 
 
 def paper_settings() -> list[tuple[str, int]]:

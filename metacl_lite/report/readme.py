@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
-from ..datafiles import REPO_ROOT
+from ..data.datafiles import REPO_ROOT
 from .tables import format_table
 from .timings import duration, mps_note, provenance_note, ran_commit, scaled_note, target_mark
 
@@ -190,7 +190,7 @@ README_MARK = re.compile(r"(<!-- BEGIN (table|summary|bench|choices|targets|elap
 def _not_yet(benchmark: str, K: int) -> str:
     """A README block whose results file (of a setting we reproduce) is not made yet: what makes it."""
     from .commands import missing_commands
-    from ..specs import get_spec
+    from ..data.specs import get_spec
 
     get_spec(benchmark)  # a block naming an unknown benchmark is a typo, not a file to come
     return (f"No results file yet (`results/{benchmark}-K{K}.json`); these commands make it:\n\n```bash\n"

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..lab.summary import matrix_from_json
 from ..metrics import average_accuracy_curve
-from ..specs import SPECS
+from ..data.specs import SPECS
 from ..training import METHODS
 from .paper import PAPER_SOURCES, paper_table
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..datafiles import REPO_ROOT
-from .interpret import REGULARISERS, gaps, method_labels, number, rank_agreement
-from ..specs import SPECS
+from ..data.datafiles import REPO_ROOT
+from ..importance import REGULARISERS
+from .interpret import gaps, method_labels, number, rank_agreement
+from ..data.specs import SPECS
 
 
 #: Issue 10's targets for a reproduced setting of the paper: the mean |ours − paper| ACC at most this many points,

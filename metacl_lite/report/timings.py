@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 from .commands import relative_command
 from .paper import paper_table
-from ..specs import SPECS
+from ..data.specs import SPECS
 
 
 def bench_estimate(bench: dict, seeds: int) -> dict[str, Any]:

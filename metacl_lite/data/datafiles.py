@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import UserError
+from ..errors import UserError
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # metacl_lite/
 #: Run from a source checkout (pyproject.toml beside the package), or from an installed package (site-packages).
 IN_CHECKOUT = (PACKAGE_DIR.parent / "pyproject.toml").exists()
 #: The project folder under which results/, runs/ and the reproduction files go by default: the checkout's root in a

@@ -49,7 +49,7 @@ from torch import nn
 from torch.func import functional_call, grad
 
 from .device import kind as device_kind
-from .errors import UsageError
+from ..errors import UsageError
 
 COMPILE_CHOICES = ("auto", "on", "off")
 

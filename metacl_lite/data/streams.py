@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from .errors import UsageError
+from ..errors import UsageError
 from .specs import BenchmarkSpec
 
 

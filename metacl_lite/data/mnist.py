@@ -15,7 +15,7 @@ import torch
 
 from .datafiles import (PACKAGE_DIR, ChecksumError, DataError, MissingDataError, check_folder, copy_file, data_root,
                         file_digest, verify_file)
-from .errors import UsageError
+from ..errors import UsageError
 from .specs import SPECS, BenchmarkSpec
 from .streams import Benchmark, Experience, check_request, first_k_indices
 

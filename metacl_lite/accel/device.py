@@ -25,7 +25,7 @@ from typing import Optional
 
 import torch
 
-from .errors import UsageError
+from ..errors import UsageError
 
 #: What `--device` accepts besides `cuda:N`.
 DEVICE_CHOICES = ("auto", "cpu", "cuda")

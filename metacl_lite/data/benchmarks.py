@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 from .cifar100 import check_cifar100_request, split_cifar100
 from .cub import read_cub_index, split_cub
-from .errors import UsageError
+from ..errors import UsageError
 from .mnist import MNIST_SOURCES, check_mnist_request, permuted_mnist
 from .specs import BenchmarkSpec, get_spec
 from .streams import Benchmark, check_request, first_k_indices

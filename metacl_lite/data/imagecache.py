@@ -110,7 +110,7 @@ def cached_images(dataset: str, base: Path, paths: Sequence[str], decode: Callab
     array (N, C, H, W) memory-mapped from the cache; built on first use, with a progress bar unless `progress` is
     False or METACL_LITE_PROGRESS switches bars off (`training.progress_enabled`). `preprocess` names what `decode`
     does."""
-    from .training import progress_enabled
+    from ..training import progress_enabled
 
     progress = progress_enabled(progress)
     digest = sources_digest(base, paths)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .datafiles import ChecksumError, MissingDataError, data_root, fetch_hint, place_dataset
-from .errors import UsageError
+from ..errors import UsageError
 from .specs import SPECS, BenchmarkSpec
 from .streams import Benchmark, check_request, multi_head_stream, normalise, split_classes
 
