@@ -1,0 +1,124 @@
+"""The measures of a compact package (issue 29), read from the source with `ast`: a README of one screen and a bit,
+no module over 500 lines, the regularisers named once, and words in the book rather than in the package (at most
+five functions of the package write prose, and which ones is known)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "metacl_lite"
+
+#: The package's functions that may write Markdown or prose: the results tables (the `table` command and the
+#: reproduction pages) and the README's generated blocks.
+PROSE_WRITERS = {"report.tables.format_table", "report.tables.metric_table_markdown", "report.readme.update_readme",
+                 "report.readme.markdown_table"}
+#: Calls whose string arguments are messages to a user or a developer, not prose about results: errors, warnings,
+#: logs, prints, and argparse's help texts.
+MESSAGE_CALLS = ("Error", "Exception", "Mismatch", "Failed", "warn", "print", "echo", "log", "info", "debug",
+                 "Exit", "exit", "Locked", "Corrupt", "skip", "fail", "label", "title", "legend", "text", "annotate")
+#: A command line is data, not prose.
+COMMANDS = ("python ", "make ", "bash ", "pip ", "git ", "jupyter", "papermill ")
+MESSAGE_KEYWORDS = {"help", "description", "epilog", "msg", "desc", "usage", "hint"}
+
+
+def _words(text: str) -> int:
+    if text.strip().strip("`").startswith(COMMANDS):
+        return 0
+    return sum(1 for w in text.split() if sum(c.isalpha() for c in w) >= 2 and not w.startswith("-"))
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """The literal text of `node`'s strings (an f-string's literal parts joined)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return [" ".join(v.value for v in node.values if isinstance(v, ast.Constant))]
+    return []
+
+
+def _call_name(call: ast.Call) -> str:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def prose_strings(fn: ast.FunctionDef) -> list[str]:
+    """The strings of five words or more that `fn` builds, leaving out its docstring, nested functions' own
+    docstrings, and messages: raised errors, asserts, warnings, prints, logs and help texts."""
+    skip: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body and \
+                isinstance(node.body[0], ast.Expr) and _strings(node.body[0].value):
+            skip.add(id(node.body[0].value))
+        if isinstance(node, (ast.Raise, ast.Assert)):
+            skip |= {id(n) for n in ast.walk(node)}
+        if isinstance(node, ast.Call):
+            if any(k in _call_name(node) for k in MESSAGE_CALLS):
+                skip |= {id(n) for n in ast.walk(node)}
+            for kw in node.keywords:
+                if kw.arg in MESSAGE_KEYWORDS:
+                    skip |= {id(n) for n in ast.walk(kw.value)}
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("msg", "message", "hint")
+                                                 for t in node.targets):
+            skip |= {id(n) for n in ast.walk(node.value)}
+    out = []
+    for node in ast.walk(fn):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            skip |= {id(v) for v in node.values}
+        out += [s for s in _strings(node) if _words(s) >= 5]
+    return out
+
+
+def prose_writers(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Every function of the package (module-level or a method) that builds prose, with its strings."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        mod = ".".join(path.relative_to(package).with_suffix("").parts)
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                strings = prose_strings(node)
+                if strings:
+                    found[f"{mod}.{node.name}"] = strings
+    return found
+
+
+def test_the_readme_is_one_screen_and_a_bit():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_500_lines(path):
+    assert len(path.read_text().splitlines()) <= 500
+
+
+def test_the_regularisers_are_named_once():
+    """Only importance.REGULARISERS lists the three regularisers; everything else imports it."""
+    places = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and \
+                    sorted(getattr(e, "value", None) for e in node.elts) == ["ewc", "mas", "pi"]:
+                places.append(str(path.relative_to(PACKAGE)))
+    assert places == ["importance.py"]
+
+
+def test_at_most_five_functions_write_prose():
+    writers = prose_writers()
+    assert set(writers) <= PROSE_WRITERS, {k: v[:2] for k, v in writers.items() if k not in PROSE_WRITERS}
+    assert len(PROSE_WRITERS) <= 5
+
+
+def test_the_prose_check_finds_a_function_that_writes_sentences(tmp_path):
+    pkg = tmp_path / "metacl_lite"
+    pkg.mkdir()
+    (pkg / "m.py").write_text(
+        'def words(x):\n    """A docstring of many words is not prose of the package."""\n'
+        '    if x < 0:\n        raise ValueError(f"x={x} must not be negative, give another one")\n'
+        '    return f"The method gains {x:.1f} points over its plain regulariser."\n'
+        'def numbers(x):\n    return {"gain": x, "unit": "points"}\n')
+    assert set(prose_writers(pkg)) == {"m.words"}
