@@ -18,7 +18,6 @@ Timings: the minimum (and median) over repeats, wall clock; on a shared machine 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import statistics
 import subprocess
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from metacl_lite.accel import compiled
+from metacl_lite.accel import compiled, fasteval
 from metacl_lite import training
 from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.models import cifar_cnn, mlp, resnet18_multihead
@@ -70,14 +69,15 @@ def original_evaluate(model, exp) -> float:
 
 def bench_eval(repeats: int) -> None:
     """Three ways to evaluate: the images permuted by advanced indexing (the code before), by index_select (what
-    `Experience.inputs` does now; fast=False), and the first layer's weights permuted (fast=True)."""
+    `Experience.inputs` does now; `training.evaluate_tasks`), and the first layer's weights permuted
+    (`accel.fasteval.evaluate_tasks`)."""
     bench = permuted_mnist(K=20, n_tasks=20, seed=0)
     model = training._new_model(bench, 0)
     for i in (0, 4, 9, 19):
         tests = bench.test_stream[: i + 1]
         t = timings_ms({"x[:, perm]": lambda: [original_evaluate(model, e) for e in tests],
-                        "index_select": lambda: training.evaluate_tasks(model, tests, fast=False),
-                        "weights": lambda: training.evaluate_tasks(model, tests)}, repeats)
+                        "index_select": lambda: training.evaluate_tasks(model, tests),
+                        "weights": lambda: fasteval.evaluate_tasks(model, tests)}, repeats)
         print(f"a_(i,j) for j <= i = {i:2d}, ms min (median) per evaluation of the {i + 1} task(s): " + ", ".join(
             f"{k} {v[0]:.1f} ({v[1]:.1f})" for k, v in t.items()), flush=True)
 
@@ -178,7 +178,7 @@ def bench_run(K: int, method: str) -> None:
           f"the runs below exclude it", flush=True)
     real = training.evaluate_tasks
     evals = {"x[:, perm]": lambda model, exps: [original_evaluate(model, e) for e in exps],
-             "index_select": functools.partial(real, fast=False), "weights": real}
+             "index_select": real, "weights": fasteval.evaluate_tasks}
     try:
         for label, fn in evals.items():
             training.evaluate_tasks = fn

@@ -33,7 +33,7 @@ def fixed_balance(g1: torch.Tensor, g2: torch.Tensor, beta: float) -> torch.Tens
 
 
 def dynamic_lambda(g1: torch.Tensor, g2: torch.Tensor) -> torch.Tensor:
-    """The optimal Lagrange multiplier of Eq. 5: 0 if g1.g2 >= 0, else -g1.g2 / ||g2||^2.
+    """Eq. 5, the optimal Lagrange multiplier of the dual (Eq. 4): 0 if g1.g2 >= 0, else -g1.g2 / ||g2||^2.
 
     Guard: when ||g2|| = 0 (every task's first step, where theta = bar_theta) the constraint g_x.g2 >= 0 holds
     for any g_x, and the multiplier is 0 (g1.g2 = 0 there too, so the first branch already applies; the guard
@@ -49,8 +49,8 @@ def dynamic_lambda(g1: torch.Tensor, g2: torch.Tensor) -> torch.Tensor:
 
 
 def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic balance (Eq. 5 and Alg. 2): g_x = g1 + (lambda + gamma) g2, with the small constant gamma > 0 that the
-    paper adds to lambda "to further fortify the knowledge preservation".
+    """Dynamic balance (Eqs. 4-5 and Alg. 2): g_x = g1 + (lambda + gamma) g2, with the small constant gamma > 0 that
+    the paper adds to lambda "to further fortify the knowledge preservation".
 
     Returns (g_x, lambda), lambda as `dynamic_lambda` gives it (a 0-dim tensor). With gamma = 0, g_x solves Eq. 3:
     the projection of g1 onto {g : g.g2 >= 0}. lambda + gamma is rounded to the gradients' dtype before it
@@ -64,7 +64,7 @@ Balance = Callable[[torch.Tensor, Optional[torch.Tensor], float, float], tuple[t
 
 #: Method.balance -> (g1, g2, beta, gamma) -> (g, lambda): the gradient handed to the outer optimiser.
 #: "none": g = g1 (no penalty: fine-tune, MetaCL w/o reg, and every method's first task); "beta": Eq. 2 / Alg. 1;
-#: "lambda": Eq. 5 / Alg. 2.
+#: "lambda": Eqs. 4-5 / Alg. 2.
 BALANCE: dict[str, Balance] = {
     "none": lambda g1, g2, beta, gamma: (g1, 0.0),
     "beta": lambda g1, g2, beta, gamma: (fixed_balance(g1, g2, beta), 0.0),

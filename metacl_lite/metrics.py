@@ -1,4 +1,5 @@
-"""Metrics ("Metrics" section): the accuracy matrix a_{i,j}, ACC, BT (Eq. BT) and FA, and 95% intervals over seeds.
+"""Metrics ("Metrics" section): the accuracy matrix a_{i,j}, ACC, BT and FA (Eqs. 15-17), and 95% intervals
+over seeds.
 
 Accuracy matrices are (n, n) arrays in percent with a[i, j] = accuracy on task j after training through task i
 (0-based here); entries with j > i are NaN (not evaluated).
@@ -21,7 +22,7 @@ def _check(a: np.ndarray) -> np.ndarray:
 
 
 def average_accuracy(a: np.ndarray) -> float:
-    """ACC = 1/n sum_j a_{n,j}."""
+    """ACC = 1/n sum_j a_{n,j}  (Eq. 15)."""
     a = _check(a)
     return float(a[-1].mean())
 
@@ -33,7 +34,7 @@ def average_accuracy_curve(a: np.ndarray) -> np.ndarray:
 
 
 def backward_transfer(a: np.ndarray) -> float:
-    """BT = 1/(n-1) sum_{j<n} min_{j<=i<n} (a_{n,j} - a_{i,j})  (Eq. BT, the forgetting measure of RWalk, negated).
+    """BT = 1/(n-1) sum_{j<n} min_{j<=i<n} (a_{n,j} - a_{i,j})  (Eq. 16, the forgetting measure of RWalk, negated).
 
     The min runs over the tasks i after task j was learned (i >= j), where a_{i,j} exists.
     """
@@ -45,7 +46,8 @@ def backward_transfer(a: np.ndarray) -> float:
 
 
 def forward_adaptation(a: np.ndarray, reference: Sequence[float]) -> float:
-    """FA = 1/n sum_i (a_{i,i} - a*_i), with a*_i the accuracy of a randomly initialised model trained on task i only."""
+    """FA = 1/n sum_i (a_{i,i} - a*_i)  (Eq. 17), with a*_i the accuracy of a randomly initialised model trained on
+    task i only."""
     a = _check(a)
     ref = np.asarray(reference, dtype=np.float64)
     if ref.shape != (len(a),):

@@ -5,7 +5,7 @@ their Hessians, theta^i the inner SGD iterates with step alpha. All vectors are 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -45,19 +45,37 @@ def hessian_vector_product(model: MultiHeadNet, theta: torch.Tensor, bundle: Bun
     return torch.autograd.grad(g @ v, t)[0]
 
 
+def inner_loop(theta: list[torch.Tensor], bundle_grad: Callable[[list[torch.Tensor], int], Sequence[torch.Tensor]],
+               m: int, alpha: float) -> list[torch.Tensor]:
+    """theta^m of the inner loop of Alg. 1/2: m SGD steps theta^i = theta^{i-1} - alpha l'_{b_i}(theta^{i-1}) over the
+    mini-bundles b_1..b_m, whose sum is Eq. 8 (theta - theta^m = alpha sum_i l'_{b_i}(theta^{i-1})).
+
+    `theta` is a list of tensors (a model's parameters, or one flat vector) and `bundle_grad(theta, i)` returns
+    l'_{b_{i+1}}(theta) as a list of the same shapes (0-based i). The package's one inner loop: the eager g1
+    (`training.metacl_gradient`), the compiled one (`accel.compiled`, inside the compiled function) and the checks
+    below (`inner_loop_gradients`) all run it.
+    """
+    for i in range(m):
+        grads = bundle_grad(theta, i)
+        theta = [t - alpha * g for t, g in zip(theta, grads)]
+    return theta
+
+
 def inner_loop_gradients(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float, task: int = 0) -> list[torch.Tensor]:
-    """The gradients l'_{b_i}(theta^{i-1}) met along the inner loop theta^i = theta^{i-1} - alpha l'_{b_i}(theta^{i-1})."""
-    theta = parameters_to_vector(model.parameters()).detach()
+    """The gradients l'_{b_i}(theta^{i-1}) met along the inner loop (`inner_loop`, on the flat parameter vector)."""
     out = []
-    for b in bundles:
-        g = bundle_gradient(model, theta, b, task)
-        out.append(g)
-        theta = theta - alpha * g
+
+    def bundle_grad(theta: list[torch.Tensor], i: int) -> list[torch.Tensor]:
+        out.append(bundle_gradient(model, theta[0], bundles[i], task))
+        return out[-1:]
+
+    inner_loop([parameters_to_vector(model.parameters()).detach()], bundle_grad, len(bundles), alpha)
     return out
 
 
 def g1_exact(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float, task: int = 0) -> torch.Tensor:
-    """Eq. 8-9: g1 = (theta - theta^m) / (alpha m) = 1/m sum_i l'_{b_i}(theta^{i-1})."""
+    """Eqs. 8-9: g1 = (theta - theta^m) / (alpha m) = 1/m sum_i l'_{b_i}(theta^{i-1}), computed as the mean on the
+    right (no cancellation in theta - theta^m at a small alpha)."""
     return torch.stack(inner_loop_gradients(model, bundles, alpha, task)).mean(0)
 
 
@@ -110,7 +128,8 @@ def g1_symmetrised(model: MultiHeadNet, bundles: Sequence[Bundle], alpha: float,
 
     This equals the average of `g1_second_order` over all orderings of the bundles (each pair (i, k) has k before i
     in half of them): it holds in expectation over the random split of the mini-batch, not for one fixed order.
-    For m = 2 it is the gradient of 1/2 [l_u + l_v - (alpha/2) l'_u . l'_v]: Eq. 6's objective with alpha/2.
+    For m = 2 it is the gradient of 1/2 [l_u + l_v - (alpha/2) l'_u . l'_v]: Eq. 7's objective with alpha/2 (and
+    beta = 0).
     """
     return g1_zeroth_order(model, bundles, task) - alpha / len(bundles) * gradient_of_inner_products(model, bundles, task)
 

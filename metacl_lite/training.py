@@ -12,7 +12,6 @@ The outer update is Adam (eta = 0.001) on the combined gradient, with a new opti
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Optional, Sequence
@@ -25,6 +24,7 @@ from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
 from .accel import compiled
+from .accel.progress import progress
 from .accel.device import DEVICE_KINDS, benchmark_on, check_precision, deterministic, set_precision
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .data.streams import Benchmark, Experience
@@ -33,6 +33,7 @@ from .importance import (EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, OMEGA_OPTI
                          accumulate_importance)
 from .models import MultiHeadNet, build_model
 from .data.specs import get_spec
+from .reptile import inner_loop
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -73,26 +74,6 @@ class TrainConfig:
         return asdict(self)
 
 
-#: The spellings of METACL_LITE_PROGRESS that turn progress bars off (any case, surrounding spaces ignored).
-FALSE_SPELLINGS = ("0", "false", "no", "off", "")
-
-
-def progress_enabled(flag: Optional[bool] = None) -> bool:
-    """Progress bars: on by default in a terminal; off with flag=False, METACL_LITE_PROGRESS=0 (or false, no, off,
-    empty; any case), or under CI."""
-    if flag is not None:
-        return flag
-    if os.environ.get("METACL_LITE_PROGRESS") is not None:
-        return os.environ["METACL_LITE_PROGRESS"].strip().lower() not in FALSE_SPELLINGS
-    return not os.environ.get("CI")
-
-
-def progress(it: Iterable, enabled: Optional[bool] = None, **kw):
-    from tqdm.auto import tqdm
-
-    return tqdm(it, disable=not progress_enabled(enabled), leave=False, **kw)
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Gradients
 # ----------------------------------------------------------------------------------------------------------------
@@ -124,20 +105,23 @@ def plain_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task) 
 def metacl_gradient(model: MultiHeadNet, x: torch.Tensor, y: torch.Tensor, task, alpha: float,
                     bundle_size: int) -> torch.Tensor:
     """g1 of Alg. 1/2: split the mini-batch into m mini-bundles, take m SGD steps theta^i = theta^{i-1} - alpha
-    l'_{b_i}(theta^{i-1}) on a copy of theta, and return g1 = (theta - theta^m) / (alpha m)  (Eqs. 8-9).
+    l'_{b_i}(theta^{i-1}) from theta (`reptile.inner_loop`; the model is left as it is), and return
+    g1 = (theta - theta^m) / (alpha m)  (Eqs. 8-9).
 
     The mini-batch is already a random draw, so consecutive slices of it are a random split into mini-bundles.
     """
     names = [n for n, _ in model.named_parameters()]
-    theta = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+
+    def bundle_grad(theta: list[torch.Tensor], i: int) -> list[torch.Tensor]:
+        """l'_{b_{i+1}}(theta): the cross-entropy of the (i+1)-th mini-bundle, differentiated at theta."""
+        rows = slice(i * bundle_size, (i + 1) * bundle_size)
+        leaves = [t.detach().requires_grad_(True) for t in theta]
+        return _grads(F.cross_entropy(functional_call(model, dict(zip(names, leaves)), (x[rows], task)), y[rows]),
+                      leaves)
+
     m = math.ceil(len(y) / bundle_size)
-    for i in range(m):
-        sl = slice(i * bundle_size, (i + 1) * bundle_size)
-        out = functional_call(model, dict(zip(names, theta)), (x[sl], task))
-        grads = _grads(F.cross_entropy(out, y[sl]), theta)
-        with torch.no_grad():
-            theta = [(t - alpha * g).requires_grad_(True) for t, g in zip(theta, grads)]
-    return (params_vector(model) - parameters_to_vector(theta).detach()) / (alpha * m)
+    theta_m = inner_loop([p.detach() for p in model.parameters()], bundle_grad, m, alpha)
+    return (params_vector(model) - parameters_to_vector(theta_m)) / (alpha * m)
 
 
 #: Method.update -> g1(model, x, y, task, cfg).
@@ -159,33 +143,6 @@ IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {
     "pi": lambda cfg: PI(cfg.pi_xi),
     "mas": lambda cfg: MAS(),
 }
-
-
-#: The columns of log["penalty"] (`TrainConfig.record_penalty`), one row per penalised outer step: the task, lambda
-#: (Eq. 5; 0 for the fixed balance), gamma and beta of the run, Eq. 2's l_reg before and after the optimiser step,
-#: <g, g2> (g: the combined gradient handed to Adam), <Delta theta, g2> (Delta theta: the step Adam actually took),
-#: l_reg after a step of Adam's length along -g instead (theta - |Delta theta| g / |g|: what the dual's guarantee
-#: is about), and the norms |g| and |g2|; all in float64.
-PENALTY_COLUMNS = ("task", "lambda", "gamma", "beta", "l_reg_before", "l_reg_after", "g_dot_g2", "step_dot_g2",
-                   "l_reg_after_along_g", "g_norm", "g2_norm")
-
-
-def _penalty_row(task, lam: float, cfg: "TrainConfig", theta: torch.Tensor, theta_after: torch.Tensor,
-                 g: torch.Tensor, g2: torch.Tensor, reg: "RegState") -> list:
-    """One row of log["penalty"] (`PENALTY_COLUMNS`)."""
-    d = lambda t: t.detach().to(torch.float64)  # noqa: E731
-    omega, anchor, g2d, gd, th = d(reg.omega), d(reg.anchor), d(g2), d(g), d(theta)
-    step = d(theta_after) - th
-    gn = float(gd.norm())
-    along = th - (float(step.norm()) / gn) * gd if gn > 0 else th
-    return [task, float(lam), float(cfg.gamma), float(cfg.beta), float(reg_penalty(th, anchor, omega)),
-            float(reg_penalty(d(theta_after), anchor, omega)), float(torch.dot(gd, g2d)), float(torch.dot(step, g2d)),
-            float(reg_penalty(along, anchor, omega)), gn, float(g2d.norm())]
-
-
-def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
-    na, nb = float(a.norm()), float(b.norm())
-    return float(torch.dot(a, b)) / (na * nb) if na > 0 and nb > 0 else float("nan")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -250,18 +207,6 @@ class RegState:
     anchor: Optional[torch.Tensor] = None
 
 
-#: The fast evaluation's bound on the first-layer outputs computed at once (floats): 2^24 = 64 MB.
-EVAL_CHUNK_FLOATS = 2 ** 24
-
-
-def _first_linear(model: MultiHeadNet) -> Optional[nn.Linear]:
-    """The first layer of a single-head network whose body starts with a Linear layer (Permuted MNIST's MLP)."""
-    body = model.body
-    if model.multi_head or not isinstance(body, nn.Sequential) or not isinstance(body[0], nn.Linear):
-        return None
-    return body[0]
-
-
 #: The most input floats one evaluation batch holds: 2^24 (64 MB). Permuted MNIST's 10 000 test images (784 floats
 #: each) and a CIFAR-100 task's 1 000 (3 072) still run in one batch; CUB's 224 x 224 images (150 528 floats) run
 #: 111 at a time, so that ResNet-18's activations stay near 1.5 GB instead of ~4 GB for a whole task's ~580 images
@@ -276,7 +221,7 @@ def eval_batch_size(exp: Experience, batch_size: int) -> int:
     return max(1, min(batch_size, EVAL_BATCH_FLOATS // per_image))
 
 
-def _correct(model: MultiHeadNet, exp: Experience, batch_size: int) -> int:
+def count_correct(model: MultiHeadNet, exp: Experience, batch_size: int) -> int:
     """How many of the task's test images the model classifies right: the task's inputs through the whole model, in
     batches of `eval_batch_size` (each batch's inputs made on the fly: CUB's uint8 images normalised per batch)."""
     correct, batch_size = 0, eval_batch_size(exp, batch_size)
@@ -286,56 +231,21 @@ def _correct(model: MultiHeadNet, exp: Experience, batch_size: int) -> int:
     return correct
 
 
-def _correct_permuted(model: MultiHeadNet, first: nn.Linear, exps: Sequence[Experience], batch_size: int) -> list[int]:
-    """`_correct` for tasks that share their test images x and labels and differ by the pixel permutation perm_j
-    (Permuted MNIST), without permuting the images: W x[perm_j] = W[:, perm_j^-1] x, so task j's first layer is the
-    weight with its columns permuted by the inverse permutation. The permuted weights of several tasks are stacked
-    into one matrix (one product with x for up to EVAL_CHUNK_FLOATS outputs); the rest of the network runs per task.
-
-    The logits equal those of `_correct` up to float rounding (the first layer sums its 784 terms in another order,
-    ~1e-6 on the logits), so an image can change class only where two logits tie within that."""
-    x, y, width = exps[0].x, exps[0].y, first.out_features
-    rest, head = model.body[1:], model.heads[0]
-    correct = [0] * len(exps)
-    for s in range(0, len(y), batch_size):
-        xs, ys = x[s: s + batch_size], y[s: s + batch_size]
-        per = max(1, EVAL_CHUNK_FLOATS // (len(ys) * width))  # tasks per product
-        for c in range(0, len(exps), per):
-            part = exps[c: c + per]
-            w = torch.cat([first.weight[:, torch.argsort(e.perm)] for e in part])
-            h = F.linear(xs, w, first.bias.repeat(len(part)))
-            for k in range(len(part)):
-                correct[c + k] += int((head(rest(h[:, k * width: (k + 1) * width])).argmax(1) == ys).sum())
-    return correct
-
-
 @torch.no_grad()
-def evaluate_tasks(model: MultiHeadNet, exps: Sequence[Experience], batch_size: int = 10000,
-                   fast: bool = False) -> list[float]:
+def evaluate_tasks(model: MultiHeadNet, exps: Sequence[Experience], batch_size: int = 10000) -> list[float]:
     """Accuracy (%) of one model on each of several tasks' test data (a_{i,j} for j <= i; the head of each task for
-    multi-head models). fast=True evaluates the Permuted MNIST tasks that share their test images through permuted
-    first-layer weights (`_correct_permuted`); fast=False, and every other task, permutes the images
-    (`Experience.inputs`, a `torch.index_select`) and runs the model on them. fast=False (the default) gives exactly
-    the accuracies of the original `x[:, perm]` path; fast=True is ~15% faster but sums the first layer in another
-    order, so an image whose top two logits tie exactly in float32 may change class (seen: 2 of 8.4 million)."""
+    multi-head models): each task's images (permuted for Permuted MNIST, `Experience.inputs`) through the model.
+    (`accel.fasteval` permutes the first layer's weights instead, for the speed benchmarks.)"""
     was = model.training
     model.eval()
-    first = _first_linear(model) if fast else None
-    correct, shared = {}, {}
-    for k, e in enumerate(exps):
-        if first is not None and e.perm is not None:
-            shared.setdefault((id(e.x), id(e.y)), []).append(k)
-        else:
-            correct[k] = _correct(model, e, batch_size)
-    for ks in shared.values():
-        correct.update(zip(ks, _correct_permuted(model, first, [exps[k] for k in ks], batch_size)))
+    correct = [count_correct(model, e, batch_size) for e in exps]
     model.train(was)
-    return [100.0 * correct[k] / len(e) for k, e in enumerate(exps)]
+    return [100.0 * c / len(e) for c, e in zip(correct, exps)]
 
 
-def evaluate(model: MultiHeadNet, exp: Experience, batch_size: int = 10000, fast: bool = False) -> float:
+def evaluate(model: MultiHeadNet, exp: Experience, batch_size: int = 10000) -> float:
     """Accuracy (%) on one task's test data (the head of that task for multi-head models); see `evaluate_tasks`."""
-    return evaluate_tasks(model, [exp], batch_size, fast)[0]
+    return evaluate_tasks(model, [exp], batch_size)[0]
 
 
 def outer_steps(exps: Iterable[Experience], cfg: TrainConfig) -> int:
@@ -350,17 +260,106 @@ def use_compiled(bench: Benchmark, method: Method, cfg: TrainConfig, exps: Itera
                                  cfg.device)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Logs: hooks the training loop calls, outside its arithmetic
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class Step:
+    """What one outer step leaves for the step hooks: theta before the step (None where nothing needed it), g1, g2
+    (None without a penalty), the combined g handed to Adam and lambda (Eq. 5; 0 for the fixed balance)."""
+
+    model: MultiHeadNet
+    task: int
+    cfg: TrainConfig
+    reg: RegState
+    penalised: bool
+    theta: Optional[torch.Tensor]
+    g1: torch.Tensor
+    g2: Optional[torch.Tensor]
+    g: torch.Tensor
+    lam: float | torch.Tensor
+
+
+@dataclass
+class Hooks:
+    """Called by `train_experience`: each of `step` with a `Step` after every outer step, each of `epoch` with
+    (model, task) after every epoch."""
+
+    step: list[Callable[[Step], None]]
+    epoch: list[Callable[[MultiHeadNet, int], None]]
+
+
+#: The columns of log["penalty"] (`TrainConfig.record_penalty`), one row per penalised outer step: the task, lambda
+#: (Eq. 5; 0 for the fixed balance), gamma and beta of the run, Eq. 2's l_reg before and after the optimiser step,
+#: <g, g2> (g: the combined gradient handed to Adam), <Delta theta, g2> (Delta theta: the step Adam actually took),
+#: l_reg after a step of Adam's length along -g instead (theta - |Delta theta| g / |g|: what the dual's guarantee
+#: is about), and the norms |g| and |g2|; all in float64.
+PENALTY_COLUMNS = ("task", "lambda", "gamma", "beta", "l_reg_before", "l_reg_after", "g_dot_g2", "step_dot_g2",
+                   "l_reg_after_along_g", "g_norm", "g2_norm")
+
+
+def _penalty_row(task, lam: float, cfg: "TrainConfig", theta: torch.Tensor, theta_after: torch.Tensor,
+                 g: torch.Tensor, g2: torch.Tensor, reg: "RegState") -> list:
+    """One row of log["penalty"] (`PENALTY_COLUMNS`)."""
+    d = lambda t: t.detach().to(torch.float64)  # noqa: E731
+    omega, anchor, g2d, gd, th = d(reg.omega), d(reg.anchor), d(g2), d(g), d(theta)
+    step = d(theta_after) - th
+    gn = float(gd.norm())
+    along = th - (float(step.norm()) / gn) * gd if gn > 0 else th
+    return [task, float(lam), float(cfg.gamma), float(cfg.beta), float(reg_penalty(th, anchor, omega)),
+            float(reg_penalty(d(theta_after), anchor, omega)), float(torch.dot(gd, g2d)), float(torch.dot(step, g2d)),
+            float(reg_penalty(along, anchor, omega)), gn, float(g2d.norm())]
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    na, nb = float(a.norm()), float(b.norm())
+    return float(torch.dot(a, b)) / (na * nb) if na > 0 and nb > 0 else float("nan")
+
+
+def angles_hook(log: dict) -> Callable[[Step], None]:
+    """log["angles"] (`TrainConfig.record_angles`, Fig. 5): [task, cos<g1,g>, cos<g2,g> (NaN without a penalty),
+    lambda] at every outer step."""
+    return lambda s: log.setdefault("angles", []).append(
+        [s.task, _cos(s.g1, s.g), _cos(s.g2, s.g) if s.penalised else float("nan"), float(s.lam)])
+
+
+def penalty_hook(log: dict) -> Callable[[Step], None]:
+    """log["penalty"] (`TrainConfig.record_penalty`): one `PENALTY_COLUMNS` row per penalised outer step."""
+    def hook(s: Step) -> None:
+        if s.penalised:
+            log.setdefault("penalty", []).append(
+                _penalty_row(s.task, s.lam, s.cfg, s.theta, params_vector(s.model), s.g, s.g2, s.reg))
+    return hook
+
+
+def epoch_accuracy_hook(log: dict, eval_exp: Experience) -> Callable[[MultiHeadNet, int], None]:
+    """log["epoch_acc"] (`TrainConfig.eval_every_epoch`, Fig. 4): [task, accuracy on `eval_exp`] after each epoch."""
+    return lambda model, task: log.setdefault("epoch_acc", []).append([task, evaluate(model, eval_exp)])
+
+
+def log_hooks(cfg: TrainConfig, log: Optional[dict], eval_exp: Optional[Experience] = None) -> Hooks:
+    """The hooks that fill `log` as cfg's flags ask (none without a log): the angles, the penalty, the epochs'
+    accuracies (these only with `eval_exp`, the task's test data)."""
+    if log is None:
+        return Hooks([], [])
+    step = [make(log) for flag, make in ((cfg.record_angles, angles_hook), (cfg.record_penalty, penalty_hook)) if flag]
+    epoch = [epoch_accuracy_hook(log, eval_exp)] if cfg.eval_every_epoch and eval_exp is not None else []
+    return Hooks(step, epoch)
+
+
 def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: TrainConfig, reg: RegState,
                      gen: torch.Generator, log: Optional[dict] = None, eval_exp: Optional[Experience] = None,
-                     compile_g1: Optional[bool] = None) -> None:
+                     compile_g1: Optional[bool] = None, hooks: Optional[Hooks] = None) -> None:
     """Train on one task with `method` (Eq. 2 for the plain methods, Alg. 1 for MetaCL-beta, Alg. 2 for MetaCL-lambda),
     then add this task's importance to Omega and move the anchor bar_theta to the new parameters (`reg`).
 
     Each outer step: g1 from `TASK_GRADIENT` (`COMPILED_TASK_GRADIENT` if `compile_g1`; None: if cfg.compile is "on",
     as "auto" needs the whole run's length, see `use_compiled`), g2 = 2 Omega (theta - bar_theta) (Eq. 2's
     penalty; none before the first Omega exists), g from `BALANCE`, one Adam step on g. The Adam optimiser is made
-    here: its state is empty at each task's first step.
+    here: its state is empty at each task's first step. `hooks` (default: `log_hooks`, which fill `log` as cfg's
+    flags ask) are called after every step and every epoch, and only read.
     """
+    hooks = log_hooks(cfg, log, eval_exp) if hooks is None else hooks
     if compile_g1 is None:
         compile_g1 = compiled.use_compiled(cfg.compile, None, method.update, 0)
     task_gradient = (COMPILED_TASK_GRADIENT if compile_g1 else TASK_GRADIENT)[method.update]
@@ -388,14 +387,12 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
             opt.step()
             if importance is not None:
                 importance.after_step(model, g1, theta)
-            if log is not None and cfg.record_angles:
-                log.setdefault("angles", []).append(
-                    [task, _cos(g1, g), _cos(g2, g) if penalised else float("nan"), float(lam)])
-            if log is not None and cfg.record_penalty and penalised:
-                log.setdefault("penalty", []).append(_penalty_row(task, lam, cfg, theta, params_vector(model), g, g2,
-                                                                  reg))
-        if log is not None and cfg.eval_every_epoch and eval_exp is not None:
-            log.setdefault("epoch_acc", []).append([task, evaluate(model, eval_exp)])
+            if hooks.step:
+                step = Step(model, task, cfg, reg, penalised, theta, g1, g2, g, lam)
+                for hook in hooks.step:
+                    hook(step)
+        for hook in hooks.epoch:
+            hook(model, task)
     if importance is not None:
         omega = importance.end_task(model, exp)
         reg.omega = accumulate_importance(reg.omega, omega, cfg.omega_accumulate, cfg.omega_normalise)

@@ -22,7 +22,8 @@ from metacl_lite.lab import atomic, grid, store
 from metacl_lite.lab.grid import run_experiment
 from metacl_lite.lab.tuning import tune
 from metacl_lite.report.notebooks import PAGES, TEMPLATE, declared_parameters, validate, ParameterError
-from metacl_lite.training import TrainConfig, progress_enabled
+from metacl_lite.accel.progress import progress_enabled
+from metacl_lite.training import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "book" / "reproduce" / "benchmark.md"

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from metacl_lite.accel import compiled
+from metacl_lite.accel import compiled, fasteval
 from metacl_lite import training
 from metacl_lite.errors import UsageError
 from metacl_lite.data.mnist import permuted_mnist
@@ -42,20 +42,23 @@ def test_permuted_weights_give_the_accuracies_of_permuted_images(bench, seed, mo
     want = [by_permuting_images(model, e) for e in bench.test_stream]
     assert len(set(want)) > 1  # the tasks differ, so a task evaluated with another's permutation would show
     assert evaluate_tasks(model, bench.test_stream) == want
-    monkeypatch.setattr(training, "EVAL_CHUNK_FLOATS", 2 * 300 * 256)
+    assert fasteval.evaluate_tasks(model, bench.test_stream) == want
+    monkeypatch.setattr(fasteval, "EVAL_CHUNK_FLOATS", 2 * 300 * 256)
+    assert fasteval.evaluate_tasks(model, bench.test_stream, batch_size=300) == want
     assert evaluate_tasks(model, bench.test_stream, batch_size=300) == want
     assert [evaluate(model, e) for e in bench.test_stream] == want
 
 
 def test_the_old_path_stays_available(bench, monkeypatch):
-    """fast=False (the default) permutes the images (`Experience.inputs`, one copy per task); fast=True makes none."""
+    """`training.evaluate_tasks` permutes the images (`Experience.inputs`, one copy per task); `accel.fasteval`
+    makes none."""
     calls = []
     real = Experience.inputs
     monkeypatch.setattr(Experience, "inputs", lambda self, rows=None: calls.append(self.task_id) or real(self, rows))
     torch.manual_seed(0)
     model = mlp()
     want = [by_permuting_images(model, e) for e in bench.test_stream]
-    assert evaluate_tasks(model, bench.test_stream, fast=True) == want and calls == []
+    assert fasteval.evaluate_tasks(model, bench.test_stream) == want and calls == []
     assert evaluate_tasks(model, bench.test_stream) == want and calls == [0, 1, 2, 3]
 
 
@@ -78,12 +81,12 @@ def test_other_tasks_keep_the_plain_path():
     x, y, perm = torch.randn(50, 12), torch.randint(0, 3, (50,)), torch.randperm(12)
     exps = [Experience(0, x, y), Experience(1, x, y), Experience(1, x, y, perm=perm)]
     want = [by_permuting_images(multi, e) for e in exps]
-    assert len(set(want)) == 3 and evaluate_tasks(multi, exps) == want
+    assert len(set(want)) == 3 and evaluate_tasks(multi, exps) == want == fasteval.evaluate_tasks(multi, exps)
     single = mlp(12, (6,), 3)
     x2 = torch.randn(50, 12)
     exps = [Experience(0, x, y, perm=perm), Experience(1, x2, y, perm=perm), Experience(2, x2, y)]
     want = [by_permuting_images(single, e) for e in exps]
-    assert len(set(want)) == 3 and evaluate_tasks(single, exps) == want
+    assert len(set(want)) == 3 and evaluate_tasks(single, exps) == want == fasteval.evaluate_tasks(single, exps)
 
 
 # ----------------------------------------------------------------------------------------------------------------

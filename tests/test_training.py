@@ -276,6 +276,39 @@ def test_metacl_g1_matches_explicit_inner_loop():
     assert all(p.grad is None for p in model.parameters())  # the model itself is untouched
 
 
+def test_hooks_see_every_step_and_epoch_and_change_no_bit(bench, adam):
+    """`train_experience` calls each step hook once per outer step with that step's g (the one Adam applied) and
+    each epoch hook once per epoch; hooks given replace the log's (no "angles" though record_angles is set); and a
+    run with hooks leaves the same parameters, bit for bit, as one without."""
+    cfg, exp = TrainConfig(epochs=2, batch_size=20, bundle_size=5, beta=1.0, record_angles=True), bench.train_stream[0]
+    finals = []
+    for with_hooks in (False, True):
+        model, reg, log, seen = tiny_mlp(), RegState(), {}, {"steps": [], "epochs": []}
+        hooks = training.Hooks([lambda s: seen["steps"].append((s.task, s.penalised, s.g.clone(), s.g2))],
+                               [lambda m, t: seen["epochs"].append(t)]) if with_hooks else None
+        n_before = len(adam["steps"])
+        train_experience(model, exp, get_method("metacl"), cfg, reg, torch.Generator().manual_seed(3), log,
+                         hooks=hooks)
+        finals.append(params_vector(model))
+    assert torch.equal(finals[0], finals[1])
+    assert log == {} and seen["epochs"] == [0, 0] and len(seen["steps"]) == 2 * math.ceil(len(exp) / 20)
+    assert all(t == 0 and not pen and g2 is None for t, pen, _, g2 in seen["steps"])
+    for (_, _, g, _), step in zip(seen["steps"], adam["steps"][n_before:]):
+        assert torch.equal(g, step["g"])
+
+
+def test_log_hooks_follow_the_configs_flags(bench):
+    exp = bench.test_stream[0]
+    assert training.log_hooks(TrainConfig(record_angles=True, eval_every_epoch=True), None, exp) == training.Hooks(
+        [], [])
+    for angles, penalty, epochs, want in ((False, False, False, (0, 0)), (True, False, False, (1, 0)),
+                                          (True, True, True, (2, 1)), (False, True, False, (1, 0))):
+        h = training.log_hooks(TrainConfig(record_angles=angles, record_penalty=penalty, eval_every_epoch=epochs), {},
+                               exp)
+        assert (len(h.step), len(h.epoch)) == want
+    assert training.log_hooks(TrainConfig(eval_every_epoch=True), {}, None).epoch == []  # no test data, no accuracy
+
+
 def test_metacl_with_one_bundle_is_the_plain_gradient():
     torch.manual_seed(0)
     model = mlp(6, (5,), 3).double()

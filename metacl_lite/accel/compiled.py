@@ -50,6 +50,7 @@ from torch.func import functional_call, grad
 
 from .device import kind as device_kind
 from ..errors import UsageError
+from ..reptile import inner_loop
 
 COMPILE_CHOICES = ("auto", "on", "off")
 
@@ -142,14 +143,18 @@ _grad_loss = grad(_loss, argnums=(1, 3, 4))
 
 
 def _metacl_steps(body, alpha, bundle_size, params, buffers, w, b, x, y):
-    """theta^m of Alg. 1/2: theta^i = theta^{i-1} - alpha l'_{b_i}(theta^{i-1}) over the consecutive mini-bundles
-    b_1..b_m of the mini-batch (Eq. 8); and the buffers as the m steps leave them (`_own`)."""
-    buffers = _own(buffers)
-    for s in range(0, len(y), bundle_size):
-        gp, gw, gb = _grad_loss(body, params, buffers, w, b, x[s: s + bundle_size], y[s: s + bundle_size])
-        params = {k: v - alpha * gp[k] for k, v in params.items()}
-        w, b = w - alpha * gw, b - alpha * gb
-    return params, w, b, buffers
+    """theta^m of Alg. 1/2 (`reptile.inner_loop`, traced into the compiled function) over the consecutive
+    mini-bundles b_1..b_m of the mini-batch, on the list [body parameters..., head weight, head bias]; and the
+    buffers as the m steps leave them (`_own`)."""
+    buffers, names = _own(buffers), list(params)
+
+    def bundle_grad(theta: list, i: int) -> list:
+        rows = slice(i * bundle_size, (i + 1) * bundle_size)
+        gp, gw, gb = _grad_loss(body, dict(zip(names, theta[:-2])), buffers, theta[-2], theta[-1], x[rows], y[rows])
+        return [*(gp[k] for k in names), gw, gb]
+
+    theta = inner_loop([*params.values(), w, b], bundle_grad, math.ceil(len(y) / bundle_size), alpha)
+    return dict(zip(names, theta[:-2])), theta[-2], theta[-1], buffers
 
 
 def _plain_grad(body, params, buffers, w, b, x, y):

@@ -54,8 +54,9 @@ class Experience:
     """The data of one task. `x` is float32 (N, ...); `y` are class labels in the task's head (0..C-1).
 
     For Permuted MNIST the test images are shared by all tasks and `perm` holds the task's pixel
-    permutation: `inputs()` returns a permuted copy, and the evaluation (`training.evaluate_tasks`) makes none: it
-    permutes the first layer's weights instead. (The training images are permuted once, when the benchmark is built.)
+    permutation: `inputs()` returns a permuted copy, which the evaluation (`training.evaluate_tasks`) runs through
+    the model (`accel.fasteval` permutes the first layer's weights instead). (The training images are permuted
+    once, when the benchmark is built.)
     """
 
     task_id: int

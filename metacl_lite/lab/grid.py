@@ -26,7 +26,8 @@ from .summary import summarize
 from ..data.specs import BenchmarkSpec, get_spec
 from .store import UnitFile, load, load_results
 from ..importance import OMEGA_OPTIONS
-from ..training import METHODS, TrainConfig, progress, run_stream, train_joint, train_reference
+from ..accel.progress import progress
+from ..training import METHODS, TrainConfig, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
 #: The largest seed plus one (torch.manual_seed and torch.Generator take seeds below 2^64; numpy's below 2^128).

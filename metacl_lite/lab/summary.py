@@ -1,4 +1,4 @@
-"""The summary a results file stores beside its accuracy matrices: per method, each seed's ACC, BT and FA (Eqs. 6-8)
+"""The summary a results file stores beside its accuracy matrices: per method, each seed's ACC, BT and FA (Eqs. 15-17)
 and their mean with a 95% t-interval. Written by the grid after every unit, read by every report."""
 from __future__ import annotations
 

@@ -32,7 +32,8 @@ from .provenance import relative_to_repo
 from ..data.specs import get_spec
 from . import store as store_mod
 from .store import UnitFile
-from ..training import METHODS, TrainConfig, progress
+from ..accel.progress import progress
+from ..training import METHODS, TrainConfig
 
 PROTOCOL = (
     "a stream of n_tasks tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4), training "

@@ -31,7 +31,7 @@ def balance_labels(beta: float, gamma: float, lam: Optional[float] = None) -> di
 def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[plt.Axes] = None,
                     legend: bool = True, fontsize: float = 9) -> plt.Axes:
     """Fig. 2 in 2-D: g1, g2, the fixed combination g1 + beta g2 (Eq. 2's gradient) and the dynamic
-    g_x = g1 + (lambda + gamma) g2 (Eqs. 5-6, `balance.dynamic_balance`).
+    g_x = g1 + (lambda + gamma) g2 (Eqs. 4-5, `balance.dynamic_balance`).
 
     The shaded half-plane {g : <g, g2> < 0} holds the directions whose step -eta g would increase the penalty. With
     `legend`, a legend below the axes names each arrow with beta, lambda and gamma to two decimals.
