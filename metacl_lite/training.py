@@ -29,7 +29,7 @@ from .accel.device import DEVICE_KINDS, benchmark_on, check_precision, determini
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .data.streams import Benchmark, Experience
 from .errors import UsageError
-from .importance import (EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, OMEGA_OPTIONS, PI, REGULARISERS, Importance,
+from .importance import (EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, PI, REGULARISERS, Importance,
                          accumulate_importance)
 from .models import MultiHeadNet, build_model
 from .data.specs import get_spec
@@ -281,12 +281,21 @@ class Step:
 
 
 @dataclass
+class Epoch:
+    """What one epoch leaves for the epoch hooks: the model after it, the task and the epoch (0-based)."""
+
+    model: MultiHeadNet
+    task: int
+    epoch: int
+
+
+@dataclass
 class Hooks:
-    """Called by `train_experience`: each of `step` with a `Step` after every outer step, each of `epoch` with
-    (model, task) after every epoch."""
+    """Called by `train_experience`, outside its arithmetic: each of `step` with a `Step` after every outer step,
+    each of `epoch` with an `Epoch` after every epoch. Hooks only read what they are given."""
 
     step: list[Callable[[Step], None]]
-    epoch: list[Callable[[MultiHeadNet, int], None]]
+    epoch: list[Callable[[Epoch], None]]
 
 
 #: The columns of log["penalty"] (`TrainConfig.record_penalty`), one row per penalised outer step: the task, lambda
@@ -332,9 +341,9 @@ def penalty_hook(log: dict) -> Callable[[Step], None]:
     return hook
 
 
-def epoch_accuracy_hook(log: dict, eval_exp: Experience) -> Callable[[MultiHeadNet, int], None]:
+def epoch_accuracy_hook(log: dict, eval_exp: Experience) -> Callable[[Epoch], None]:
     """log["epoch_acc"] (`TrainConfig.eval_every_epoch`, Fig. 4): [task, accuracy on `eval_exp`] after each epoch."""
-    return lambda model, task: log.setdefault("epoch_acc", []).append([task, evaluate(model, eval_exp)])
+    return lambda e: log.setdefault("epoch_acc", []).append([e.task, evaluate(e.model, eval_exp)])
 
 
 def log_hooks(cfg: TrainConfig, log: Optional[dict], eval_exp: Optional[Experience] = None) -> Hooks:
@@ -373,7 +382,7 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
         importance.begin_task(model)
     # theta (before the step) is needed by the penalty (and its log) and by an importance that follows the path (PI)
     need_theta = penalised or (importance is not None and importance.needs_theta)
-    for _ in range(cfg.epochs):
+    for epoch in range(cfg.epochs):
         # the batch order comes from the CPU generator on every device (the same mini-batches), moved once per epoch
         order = torch.randperm(len(y_all), generator=gen).to(y_all.device)
         for s in range(0, len(order), cfg.batch_size):
@@ -392,7 +401,7 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
                 for hook in hooks.step:
                     hook(step)
         for hook in hooks.epoch:
-            hook(model, task)
+            hook(Epoch(model, task, epoch))
     if importance is not None:
         omega = importance.end_task(model, exp)
         reg.omega = accumulate_importance(reg.omega, omega, cfg.omega_accumulate, cfg.omega_normalise)

@@ -285,13 +285,13 @@ def test_hooks_see_every_step_and_epoch_and_change_no_bit(bench, adam):
     for with_hooks in (False, True):
         model, reg, log, seen = tiny_mlp(), RegState(), {}, {"steps": [], "epochs": []}
         hooks = training.Hooks([lambda s: seen["steps"].append((s.task, s.penalised, s.g.clone(), s.g2))],
-                               [lambda m, t: seen["epochs"].append(t)]) if with_hooks else None
+                               [lambda e: seen["epochs"].append((e.task, e.epoch))]) if with_hooks else None
         n_before = len(adam["steps"])
         train_experience(model, exp, get_method("metacl"), cfg, reg, torch.Generator().manual_seed(3), log,
                          hooks=hooks)
         finals.append(params_vector(model))
     assert torch.equal(finals[0], finals[1])
-    assert log == {} and seen["epochs"] == [0, 0] and len(seen["steps"]) == 2 * math.ceil(len(exp) / 20)
+    assert log == {} and seen["epochs"] == [(0, 0), (0, 1)] and len(seen["steps"]) == 2 * math.ceil(len(exp) / 20)
     assert all(t == 0 and not pen and g2 is None for t, pen, _, g2 in seen["steps"])
     for (_, _, g, _), step in zip(seen["steps"], adam["steps"][n_before:]):
         assert torch.equal(g, step["g"])

@@ -30,6 +30,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
+from ..accel.progress import progress_enabled
 from .datafiles import data_root, file_digest
 
 #: Paths of caches already checked against their sha256 in this process.
@@ -110,8 +111,6 @@ def cached_images(dataset: str, base: Path, paths: Sequence[str], decode: Callab
     array (N, C, H, W) memory-mapped from the cache; built on first use, with a progress bar unless `progress` is
     False or METACL_LITE_PROGRESS switches bars off (`accel.progress.progress_enabled`). `preprocess` names what
     `decode` does."""
-    from ..accel.progress import progress_enabled
-
     progress = progress_enabled(progress)
     digest = sources_digest(base, paths)
     array_path, manifest_path = cache_paths(dataset, preprocess, digest)
