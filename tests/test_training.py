@@ -277,14 +277,15 @@ def test_metacl_g1_matches_explicit_inner_loop():
 
 
 def test_hooks_see_every_step_and_epoch_and_change_no_bit(bench, adam):
-    """`train_experience` calls each step hook once per outer step with that step's g (the one Adam applied) and
-    each epoch hook once per epoch; hooks given replace the log's (no "angles" though record_angles is set); and a
-    run with hooks leaves the same parameters, bit for bit, as one without."""
+    """`train_experience` calls each step hook (two here) once per outer step with that step's g (the one Adam
+    applied) and each epoch hook once per epoch (with its index); hooks given replace the log's (no "angles" though
+    record_angles is set); and a run with hooks leaves the same parameters, bit for bit, as one without."""
     cfg, exp = TrainConfig(epochs=2, batch_size=20, bundle_size=5, beta=1.0, record_angles=True), bench.train_stream[0]
     finals = []
     for with_hooks in (False, True):
-        model, reg, log, seen = tiny_mlp(), RegState(), {}, {"steps": [], "epochs": []}
-        hooks = training.Hooks([lambda s: seen["steps"].append((s.task, s.penalised, s.g.clone(), s.g2))],
+        model, reg, log, seen = tiny_mlp(), RegState(), {}, {"steps": [], "epochs": [], "second": []}
+        hooks = training.Hooks([lambda s: seen["steps"].append((s.task, s.penalised, s.g.clone(), s.g2)),
+                                lambda s: seen["second"].append(s.task)],
                                [lambda e: seen["epochs"].append((e.task, e.epoch))]) if with_hooks else None
         n_before = len(adam["steps"])
         train_experience(model, exp, get_method("metacl"), cfg, reg, torch.Generator().manual_seed(3), log,
@@ -293,6 +294,7 @@ def test_hooks_see_every_step_and_epoch_and_change_no_bit(bench, adam):
     assert torch.equal(finals[0], finals[1])
     assert log == {} and seen["epochs"] == [(0, 0), (0, 1)] and len(seen["steps"]) == 2 * math.ceil(len(exp) / 20)
     assert all(t == 0 and not pen and g2 is None for t, pen, _, g2 in seen["steps"])
+    assert seen["second"] == [0] * len(seen["steps"])  # every hook at every step
     for (_, _, g, _), step in zip(seen["steps"], adam["steps"][n_before:]):
         assert torch.equal(g, step["g"])
 
