@@ -91,7 +91,8 @@ def g1_zeroth_order(model: MultiHeadNet, bundles: Sequence[Bundle], task: int = 
 
 
 def _second_order_terms(model: MultiHeadNet, bundles: Sequence[Bundle], task: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(1/m sum_i g_i, 1/m sum_i H_i sum_{k<i} g_k): Eq. 12 is the first minus alpha times the second."""
+    """(1/m sum_i g_i, 1/m sum_i H_i sum_{k<i} g_k): Eq. 12 averaged over the bundles (as in
+    Eq. 9) is the first minus alpha times the second."""
     theta, gs = _start_gradients(model, bundles, task)
     corr = torch.zeros_like(theta)
     prefix = torch.zeros_like(theta)
@@ -116,7 +117,8 @@ def pairwise_hessian_sum(model: MultiHeadNet, bundles: Sequence[Bundle], task: i
 
 
 def gradient_of_inner_products(model: MultiHeadNet, bundles: Sequence[Bundle], task: int = 0) -> torch.Tensor:
-    """1/2 grad_theta sum_{i<k} g_i . g_k  (Eq. 13's "inner product between gradients of different mini-bundles")."""
+    """1/2 grad_theta sum_{i<k} g_i . g_k: the second term of Eqs. 13-14, "the inner product between gradients of
+    different mini-bundles" (the one Eq. 6 maximises)."""
     t = parameters_to_vector(model.parameters()).detach().requires_grad_(True)
     gs = [torch.autograd.grad(bundle_loss(model, t, b, task), t, create_graph=True)[0] for b in bundles]
     s = sum(gs[i] @ gs[k] for i in range(len(gs)) for k in range(i + 1, len(gs)))
