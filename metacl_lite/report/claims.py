@@ -29,7 +29,7 @@ from .paper import PAPER_SOURCES, paper_table
 from .stats import (ALPHA, CONFIRMED, INCONCLUSIVE, LOW_K, NOT_COUNTED, NOT_RUN, REFUTED, STANDARD_K,  # noqa: F401
                     angle_mean, angle_spread, angles_degrees, detectable_effect, epoch_accuracy, holm_adjusted,
                     holm_verdicts, log_differences, low_vs_standard, overall, paired_differences, paired_test,
-                    p_value, seed_values, smallest_sign_p, verdict)
+                    seed_values, smallest_sign_p, verdict)
 
 VERDICT_RULE = (
     "Each test says that a paired per-seed difference a − b exceeds a threshold t (t = 0 unless the paper names a "
