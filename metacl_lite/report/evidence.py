@@ -11,7 +11,8 @@ from ..data.datafiles import REPO_ROOT
 from ..lab.provenance import relative_to_repo
 from ..lab.store import load_results
 
-LIVE_NOTE = "no training logs: python -m metacl_lite dynamics"
+#: The command that makes the training logs of claims 5 and 6 (results/dynamics-<benchmark>.json).
+DYNAMICS_COMMAND = "python -m metacl_lite dynamics"
 
 #: The control runs of claim 7: every MetaCL-λ with γ set to its MetaCL-β counterpart's β ("gamma=beta"), and with
 #: γ = 0 ("gamma=0"), each kept in its own results file per K (`control_file`), made with the seeds of the main file.
@@ -66,13 +67,15 @@ def dynamics_logs(live: bool = False, speed_K: Optional[int] = None, speed_tasks
                   speed_seeds: Optional[int] = None, angle_K: Optional[int] = None, angle_tasks: Optional[int] = None,
                   angle_seeds: Optional[int] = None, benchmark: str = "pmnist", path: Optional[Path] = None) -> dict:
     """The one stream per claim behind claims 5 (learning speed, "speed") and 6 (gradient angles, "angles"), for
-    every page that shows them: {"speed": log, "angles": log, "source": a phrase}, each log
+    every page that shows them: {"speed": log, "angles": log, "source": where they come from}, each log
     {"K", "n_tasks", "seeds", "runs": {"method/seed": log}} (`lab.dynamics.as_logs`).
 
     By default the committed file results/dynamics-<benchmark>.json (`python -m metacl_lite dynamics`) is read
     (without it: {"source"} only, and the claims read "not yet run"). live=True trains the same streams again on the
     page (their K, tasks and seeds, from the file, or the module's defaults without one); a setting given (not None)
-    changes that stream and trains it live too (seeds: 0..N-1). Nothing is written."""
+    changes that stream and trains it live too (seeds: 0..N-1). Nothing is written. "source" is {"kind": "file"
+    (read from `path`, made by `command`), "live" (trained here) or "missing" (no file at `path`: `command` makes
+    it)}."""
     from ..lab import dynamics as D
 
     path = Path(path or D.default_file(benchmark))
@@ -82,10 +85,9 @@ def dynamics_logs(live: bool = False, speed_K: Optional[int] = None, speed_tasks
     doc = D.load_dynamics(path) if path.exists() else None
     if not live and not given:
         if doc is None:
-            return {"source": f"no training logs: {relative_to_repo(path)} does not exist "
-                              f"(`{LIVE_NOTE.split(': ', 1)[1]}` makes it)"}
+            return {"source": {"kind": "missing", "path": relative_to_repo(path), "command": DYNAMICS_COMMAND}}
         return {"speed": D.as_logs(doc, "speed"), "angles": D.as_logs(doc, "angles"),
-                "source": f"read from `{relative_to_repo(path)}`, made by `{doc['provenance']['command']}`"}
+                "source": {"kind": "file", "path": relative_to_repo(path), "command": doc["provenance"]["command"]}}
     streams = {k: dict(v) for k, v in (doc["config"]["streams"] if doc else D.STREAMS).items()}
     seeds = {k: list(doc["config"]["seeds"]) if doc else list(range(D.DEFAULT_SEEDS)) for k in streams}
     for kind, prefix in (("speed", "speed"), ("angles", "angle")):
@@ -94,7 +96,7 @@ def dynamics_logs(live: bool = False, speed_K: Optional[int] = None, speed_tasks
                 streams[kind][key] = given[f"{prefix}_{setting}"]
         if f"{prefix}_seeds" in given:
             seeds[kind] = list(range(given[f"{prefix}_seeds"]))
-    out = {"source": "trained on this page (a live run; nothing written)"}
+    out = {"source": {"kind": "live", "path": None, "command": None}}
     for kind in ("speed", "angles"):
         out[kind] = D.as_logs(D.measure(seeds[kind], {kind: streams[kind]}, benchmark), kind)
     return out

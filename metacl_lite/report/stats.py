@@ -1,6 +1,15 @@
 """The statistics of the claims (`report.claims`): paired per-seed differences, the paired t-test with its 95%
-interval (scipy.stats), Holm's step-down correction (statsmodels), the verdict rule, and the effect the t-test detects
-with a given power (statsmodels); and the per-epoch accuracy and gradient angles of the training logs (Figs. 4-5)."""
+interval (`scipy.stats.ttest_1samp`), the verdict rule, Holm's step-down correction within a claim (statsmodels'
+`multipletests`), the effect the t-test detects with a given power, and the per-epoch accuracy (Fig. 4) and gradient
+angles (Fig. 5) of the training logs.
+
+The verdict rule. A test says that a paired per-seed difference a − b exceeds a threshold t (0 unless the paper
+names a margin). Raw verdict: confirmed when the 95% t-interval of the mean difference lies above t, refuted when it
+lies below, inconclusive when it contains t or there are fewer than two seeds, "not yet run" without data; the
+interval excludes t exactly when the two-sided p-value is below `ALPHA`. Holm verdict: the tests a claim counts form
+one family; Holm's step-down procedure decides a test when its adjusted p-value is below `ALPHA` (confirmed or
+refuted by the sign of mean − t), the others are inconclusive. A claim is refuted when one of its counted tests is,
+confirmed when all are, inconclusive otherwise (`overall`). Chapter 7 of the book says it in words."""
 from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
@@ -12,8 +21,9 @@ from ..lab.summary import summarize
 CONFIRMED, REFUTED, INCONCLUSIVE, NOT_RUN = "confirmed", "refuted", "inconclusive", "not yet run"
 NOT_COUNTED = "not counted"  # the Holm verdict of a test the claim does not count (shown, with its raw verdict)
 
-ALPHA = 0.05  # the family-wise level of Holm's correction, and 1 − the level of each raw interval (`mean_ci95`: 95%)
+ALPHA = 0.05  # the family-wise level of Holm's correction, and 1 − the level of each raw interval (the 95% t-interval)
 LOW_K, STANDARD_K = (20, 50), (200, 500)  # "K=20, 50 can be seen as low-shot scenarios and K=200, 500 are standard"
+
 
 def seed_values(res: dict, method: str, metric: str) -> dict[int, float]:
     """{seed: the method's ACC, BT or FA on that seed} from a results file (`lab.summary.summarize`); {} if absent."""
@@ -54,7 +64,7 @@ def paired_test(diffs: Union[Mapping[int, float], Sequence[float]], threshold: f
 
 
 def verdict(test: dict, threshold: float = 0.0) -> str:
-    """The raw verdict of `VERDICT_RULE` applied to one `paired_test` (one seed has no interval, (NaN, NaN):
+    """The raw verdict of the rule (module docstring) applied to one `paired_test` (one seed has no interval, (NaN, NaN):
     inconclusive)."""
     if test["n"] == 0:
         return NOT_RUN
@@ -75,7 +85,7 @@ def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
 
 def holm_verdicts(tests: Sequence[dict], thresholds: Sequence[float], alpha: float = ALPHA) -> list[tuple]:
     """(adjusted p-value, verdict) of each `paired_test` of one family under Holm's correction at family-wise level
-    `alpha` (`VERDICT_RULE`): a decided test is confirmed or refuted by the sign of mean − threshold, the others
+    `alpha` (the rule: module docstring): a decided test is confirmed or refuted by the sign of mean − threshold, the others
     inconclusive; tests not run stay "not yet run" and are left out of the family."""
     ran = [i for i, t in enumerate(tests) if t["n"] > 0]
     adjusted = dict(zip(ran, holm_adjusted([tests[i]["p"] for i in ran])))
@@ -91,7 +101,7 @@ def holm_verdicts(tests: Sequence[dict], thresholds: Sequence[float], alpha: flo
 
 
 def overall(verdicts: Iterable[str]) -> str:
-    """The verdict of a claim made of several tests (`VERDICT_RULE`); tests not run or not counted are left out."""
+    """The verdict of a claim made of several tests (the rule: module docstring); tests not run or not counted are left out."""
     ran = [v for v in verdicts if v not in (NOT_RUN, NOT_COUNTED)]
     if not ran:
         return NOT_RUN
@@ -171,3 +181,14 @@ def log_differences(runs: Mapping[str, dict], a: str, b: str, stat: Callable[[di
     """{seed: stat(log of a) − stat(log of b)} over the seeds with both logs; `runs` maps "method/seed" to a log."""
     seeds = {int(k.split("/")[1]) for k in runs if k.split("/")[0] == a}
     return {s: stat(runs[f"{a}/{s}"]) - stat(runs[f"{b}/{s}"]) for s in sorted(seeds) if f"{b}/{s}" in runs}
+
+
+def format_p(x: float, alpha: float = ALPHA) -> str:
+    """A p-value as the pages show it: three decimals, four where three would round it across `alpha` (0.0505 is
+    not "0.050", which reads as decided at 0.05 when it is not); "< 0.001" below that, "–" for NaN (no test)."""
+    if np.isnan(x):
+        return "–"
+    if x < 0.001:
+        return "< 0.001"
+    three = f"{x:.3f}"
+    return three if (float(three) < alpha) == (x < alpha) else f"{x:.4f}"
