@@ -68,6 +68,7 @@ def test_headline_on_the_committed_evidence(committed):
         got = {**h, "mean": round(h["mean"], 1), "p": S.format_p(h["p_holm"])}
         assert {k: got[k] for k in want} == want, h["claim"]
     assert (heads[3]["threshold"], heads[0]["threshold"]) == (8.0, 0.0)
+    assert heads[4]["claim"] == "4" and heads[4]["K"] is None  # across K: no one K
 
 
 def test_summary_is_narrow():
