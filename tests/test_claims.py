@@ -1,4 +1,4 @@
-"""The claims machinery (metacl_lite.report.claims) on hand-made results files and logs whose statistics are worked out by
+"""The claims machinery (metacl_lite.report: claims, stats, evidence) on hand-made results files and logs whose statistics are worked out by
 hand here, and the verdict rule: the verdict must follow the data (swap the methods: confirmed becomes refuted; add
 noise: inconclusive)."""
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metacl_lite.report import claims as C
+from metacl_lite.report import claims as C, evidence as E, stats as S
 from metacl_lite.errors import FileFormatError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,48 +50,48 @@ def test_paired_differences_match_seeds_by_number():
                         "metacl/2": {"acc_matrix": [[63, None], [54, 63]]},  # ACC 58.5, BT -9, FA 13
                         "metacl/3": {"acc_matrix": [[70, None], [70, 70]]}})
     res["config"]["methods"].append("metacl")
-    assert C.paired_differences(res, "metacl", "finetune", "ACC") == {1: 2.5, 2: 3.5}
-    assert C.paired_differences(res, "metacl", "finetune", "BT") == {1: 1.0, 2: 1.0}
-    assert C.paired_differences(res, "metacl", "finetune", "FA") == {1: 2.0, 2: 3.0}
-    assert C.paired_differences(res, "metacl", "ewc", "ACC") == {}
+    assert S.paired_differences(res, "metacl", "finetune", "ACC") == {1: 2.5, 2: 3.5}
+    assert S.paired_differences(res, "metacl", "finetune", "BT") == {1: 1.0, 2: 1.0}
+    assert S.paired_differences(res, "metacl", "finetune", "FA") == {1: 2.0, 2: 3.0}
+    assert S.paired_differences(res, "metacl", "ewc", "ACC") == {}
     # b read from another file (control runs)
     other = _res(20, {"finetune": _acc([40, 41, 42])})
-    assert C.paired_differences(res, "metacl", "finetune", "ACC", res_b=other) == {1: 16.5, 2: 16.5}
+    assert S.paired_differences(res, "metacl", "finetune", "ACC", res_b=other) == {1: 16.5, 2: 16.5}
 
 
 def test_paired_test_numbers():
-    t = C.paired_test([1.0, 2.0, 3.0])  # mean 2, standard deviation 1
+    t = S.paired_test([1.0, 2.0, 3.0])  # mean 2, standard deviation 1
     assert t["mean"] == pytest.approx(2.0)
     assert t["ci95"] == pytest.approx((2 - HALF_SD1_N3, 2 + HALF_SD1_N3), abs=1e-5)
     assert (t["n"], t["n_agree"]) == (3, 3)
-    assert C.paired_test({0: 1.0, 5: 2.0, 7: 3.0}, threshold=2.5)["n_agree"] == 1
-    two = C.paired_test([1.0, 3.0])  # sd sqrt(2): half-width t_{0.975,1} sqrt(2) / sqrt(2) = 12.706205
+    assert S.paired_test({0: 1.0, 5: 2.0, 7: 3.0}, threshold=2.5)["n_agree"] == 1
+    two = S.paired_test([1.0, 3.0])  # sd sqrt(2): half-width t_{0.975,1} sqrt(2) / sqrt(2) = 12.706205
     assert two["ci95"] == pytest.approx((2 - 12.706205, 2 + 12.706205), abs=1e-5)
-    assert C.paired_test([])["n"] == 0
+    assert S.paired_test([])["n"] == 0
 
 
 @pytest.mark.parametrize("diffs, threshold, expected", [
-    ([2, 3, 4], 0, C.CONFIRMED),  # 3 +- 2.48 lies above 0
-    ([1, 2, 3], 0, C.INCONCLUSIVE),  # 2 +- 2.48 covers 0, though every seed is positive
-    ([-2, -3, -4], 0, C.REFUTED),
-    ([3, -2, 1], 0, C.INCONCLUSIVE),  # mean 0.67, sd 2.52: the interval covers 0
-    ([5], 0, C.INCONCLUSIVE),  # one seed: no interval
-    ([], 0, C.NOT_RUN),
-    ([10, 10.5, 11], 8, C.CONFIRMED),  # 10.5 +- 1.24 lies above 8
-    ([9, 10, 11], 8, C.INCONCLUSIVE),  # 10 +- 2.48 covers 8
-    ([4, 5, 6], 8, C.REFUTED),  # 5 +- 2.48 lies below 8
-    ([2, 2, 2], 0, C.CONFIRMED),  # no spread: the interval is the point 2
-    ([0, 0, 0], 0, C.INCONCLUSIVE),
+    ([2, 3, 4], 0, S.CONFIRMED),  # 3 +- 2.48 lies above 0
+    ([1, 2, 3], 0, S.INCONCLUSIVE),  # 2 +- 2.48 covers 0, though every seed is positive
+    ([-2, -3, -4], 0, S.REFUTED),
+    ([3, -2, 1], 0, S.INCONCLUSIVE),  # mean 0.67, sd 2.52: the interval covers 0
+    ([5], 0, S.INCONCLUSIVE),  # one seed: no interval
+    ([], 0, S.NOT_RUN),
+    ([10, 10.5, 11], 8, S.CONFIRMED),  # 10.5 +- 1.24 lies above 8
+    ([9, 10, 11], 8, S.INCONCLUSIVE),  # 10 +- 2.48 covers 8
+    ([4, 5, 6], 8, S.REFUTED),  # 5 +- 2.48 lies below 8
+    ([2, 2, 2], 0, S.CONFIRMED),  # no spread: the interval is the point 2
+    ([0, 0, 0], 0, S.INCONCLUSIVE),
 ])
 def test_verdict_rule(diffs, threshold, expected):
-    assert C.verdict(C.paired_test(diffs, threshold), threshold) == expected
+    assert S.verdict(S.paired_test(diffs, threshold), threshold) == expected
 
 
 def test_overall():
-    assert C.overall([C.CONFIRMED, C.CONFIRMED, C.NOT_RUN]) == C.CONFIRMED
-    assert C.overall([C.CONFIRMED, C.INCONCLUSIVE]) == C.INCONCLUSIVE
-    assert C.overall([C.CONFIRMED, C.INCONCLUSIVE, C.REFUTED]) == C.REFUTED
-    assert C.overall([C.NOT_RUN, C.NOT_RUN]) == C.NOT_RUN
+    assert S.overall([S.CONFIRMED, S.CONFIRMED, S.NOT_RUN]) == S.CONFIRMED
+    assert S.overall([S.CONFIRMED, S.INCONCLUSIVE]) == S.INCONCLUSIVE
+    assert S.overall([S.CONFIRMED, S.INCONCLUSIVE, S.REFUTED]) == S.REFUTED
+    assert S.overall([S.NOT_RUN, S.NOT_RUN]) == S.NOT_RUN
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -105,20 +105,20 @@ def test_claim1_verdict_follows_the_data():
     fa, acc = claim.evaluate({20: _res(20, {"finetune": FT, "metacl": METACL})})
     assert (fa["test"], fa["K"], acc["test"]) == ("MetaCL, w/o reg − Fine tune, FA", 20,
                                                   "MetaCL, w/o reg − Fine tune, ACC")
-    _close(fa, 3.0, 3 - HALF_SD1_N3, 3 + HALF_SD1_N3, 3, 3, C.CONFIRMED)
-    _close(acc, 3.0, 3 - HALF_SD1_N3, 3 + HALF_SD1_N3, 3, 3, C.CONFIRMED)
+    _close(fa, 3.0, 3 - HALF_SD1_N3, 3 + HALF_SD1_N3, 3, 3, S.CONFIRMED)
+    _close(acc, 3.0, 3 - HALF_SD1_N3, 3 + HALF_SD1_N3, 3, 3, S.CONFIRMED)
     # the paper's Table 1: FA 3.3 - (-0.3), ACC 48.0 - 46.8
     assert fa["paper"] == pytest.approx(3.6) and acc["paper"] == pytest.approx(1.2)
     assert fa["differences"] == {0: 2.0, 1: 3.0, 2: 4.0}
 
     fa, acc = claim.evaluate({20: _res(20, {"finetune": METACL, "metacl": FT})})  # swapped
-    _close(fa, -3.0, -3 - HALF_SD1_N3, -3 + HALF_SD1_N3, 3, 0, C.REFUTED)
-    assert acc["verdict"] == C.REFUTED
+    _close(fa, -3.0, -3 - HALF_SD1_N3, -3 + HALF_SD1_N3, 3, 0, S.REFUTED)
+    assert acc["verdict"] == S.REFUTED
 
     noisy = METACL[:2] + [(40, 52, 40)]  # seed 2: ACC 46, FA -10, far below fine-tuning
     fa, acc = claim.evaluate({20: _res(20, {"finetune": FT, "metacl": noisy})})
     assert fa["differences"] == {0: 2.0, 1: 3.0, 2: -20.0}
-    assert (fa["verdict"], fa["n_agree"], acc["verdict"], acc["n_agree"]) == (C.INCONCLUSIVE, 2, C.INCONCLUSIVE, 2)
+    assert (fa["verdict"], fa["n_agree"], acc["verdict"], acc["n_agree"]) == (S.INCONCLUSIVE, 2, S.INCONCLUSIVE, 2)
 
 
 def test_claim2_tests_and_missing_methods():
@@ -128,46 +128,49 @@ def test_claim2_tests_and_missing_methods():
     rows = C.CLAIMS[1].evaluate({20: res})
     assert [r["test"] for r in rows[:3]] == ["MAS-MetaCL-β − MAS, ACC", "MAS-MetaCL-β − MAS, BT",
                                              "MAS-MetaCL-β − MAS, FA"]
-    assert [(r["mean"], r["verdict"]) for r in rows[:3]] == [(1.0, C.CONFIRMED), (0.0, C.INCONCLUSIVE),
-                                                             (1.0, C.CONFIRMED)]
-    assert [r["verdict"] for r in rows[3:]] == [C.NOT_RUN] * 6
-    assert rows[3]["note"] == "results/pmnist-K20.json has no runs of pi-metacl-beta, pi"
+    assert [(r["mean"], r["verdict"]) for r in rows[:3]] == [(1.0, S.CONFIRMED), (0.0, S.INCONCLUSIVE),
+                                                             (1.0, S.CONFIRMED)]
+    assert [r["verdict"] for r in rows[3:]] == [S.NOT_RUN] * 6
+    assert rows[3]["missing"] == [{"kind": "runs", "K": 20, "file": "results/pmnist-K20.json",
+                                   "methods": ["pi-metacl-beta", "pi"]}]
+    assert (rows[3]["a"], rows[3]["b"], rows[3]["metric"]) == ("pi-metacl-beta", "pi", "ACC")
     rows_b = C.CLAIMS[2].evaluate({20: res})
     assert [r["test"] for r in rows_b] == ["MAS-MetaCL-λ − MAS-MetaCL-β, ACC", "PI-MetaCL-λ − PI-MetaCL-β, ACC",
                                            "EWC-MetaCL-λ − EWC-MetaCL-β, ACC", "PI-MetaCL-λ − PI-MetaCL-β, BT",
                                            "PI-MetaCL-λ − PI-MetaCL-β, FA"]
-    assert (rows_b[0]["mean"], rows_b[0]["verdict"]) == (-1.5, C.REFUTED)
+    assert (rows_b[0]["mean"], rows_b[0]["verdict"]) == (-1.5, S.REFUTED)
 
 
 def test_claim3_is_a_threshold_claim_at_K50_only():
     beta = _acc([50, 50, 50])
 
     def evaluate(lam_acc):
-        ev = C.Evidence((20, 50), {K: _res(K, {"pi-metacl-beta": beta, "pi-metacl-lambda": _acc(lam_acc)})
+        ev = E.Evidence((20, 50), {K: _res(K, {"pi-metacl-beta": beta, "pi-metacl-lambda": _acc(lam_acc)})
                                    for K in (20, 50)})
         return C.CLAIMS[3].evaluate(ev)
 
     [row] = evaluate([60, 60.5, 61])  # +10, +10.5, +11: 10.5 +- 1.24 above 8
     assert (row["K"], row["threshold"]) == (50, 8.0)
-    _close(row, 10.5, 10.5 - HALF_SD1_N3 / 2, 10.5 + HALF_SD1_N3 / 2, 3, 3, C.CONFIRMED)
+    _close(row, 10.5, 10.5 - HALF_SD1_N3 / 2, 10.5 + HALF_SD1_N3 / 2, 3, 3, S.CONFIRMED)
     assert row["paper"] == pytest.approx(8.2)  # Table 6, K = 50: 63.8 - 55.6
-    assert evaluate([59, 60, 61])[0]["verdict"] == C.INCONCLUSIVE  # 10 +- 2.48 covers 8
+    assert evaluate([59, 60, 61])[0]["verdict"] == S.INCONCLUSIVE  # 10 +- 2.48 covers 8
     [row] = evaluate([54, 55, 56])  # +4, +5, +6: better, but by less than 8
-    assert (row["verdict"], row["n_agree"]) == (C.REFUTED, 0)
-    [row] = C.CLAIMS[3].evaluate(C.Evidence((20, 50), {20: _res(20, {})}))
-    assert row["verdict"] == C.NOT_RUN
-    assert row["note"] == "no results file for K = 50: python -m metacl_lite run --benchmark pmnist --K 50"
+    assert (row["verdict"], row["n_agree"]) == (S.REFUTED, 0)
+    [row] = C.CLAIMS[3].evaluate(E.Evidence((20, 50), {20: _res(20, {})}))
+    assert row["verdict"] == S.NOT_RUN
+    assert row["missing"] == [{"kind": "file", "K": 50, "file": "results/pmnist-K50.json",
+                               "command": "python -m metacl_lite run --benchmark pmnist --K 50"}]
 
 
 def test_low_vs_standard_contrast():
     diffs = {20: {0: 3, 1: 5}, 50: {0: 1, 1: 3}, 200: {0: 0, 1: 1}, 500: {0: 2, 1: 1, 2: 9}}
     # seed 0: (3 + 1)/2 - (0 + 2)/2 = 1; seed 1: (5 + 3)/2 - (1 + 1)/2 = 3; seed 2 is not at every K
-    assert C.low_vs_standard(diffs) == {0: 1.0, 1: 3.0}
+    assert S.low_vs_standard(diffs) == {0: 1.0, 1: 3.0}
 
 
 def _claim4(acc_diffs):
     """Claim 4's MetaCL-vs-fine-tune row on files where MetaCL's ACC is fine-tuning's (55) + acc_diffs[K][seed]."""
-    ev = C.Evidence((20, 50, 200, 500), {K: _res(K, {"finetune": FT, "metacl": _acc([55 + d for d in ds])})
+    ev = E.Evidence((20, 50, 200, 500), {K: _res(K, {"finetune": FT, "metacl": _acc([55 + d for d in ds])})
                                          for K, ds in acc_diffs.items()})
     return C.CLAIMS[4].evaluate(ev)
 
@@ -178,37 +181,41 @@ def test_claim4_contrast_and_verdicts():
     assert (row["test"], row["K"]) == ("MetaCL, w/o reg − Fine tune, ACC: K 20, 50 minus K 200, 500", C.ACROSS_K)
     assert row["differences"] == pytest.approx({0: 1.0, 1: 3.0, 2: 3.0})
     # mean 7/3, sd sqrt(4/3): half-width 4.302653 * sqrt(4/3) / sqrt(3) = 2.868435
-    _close(row, 7 / 3, 7 / 3 - 2.868435, 7 / 3 + 2.868435, 3, 3, C.INCONCLUSIVE)
+    _close(row, 7 / 3, 7 / 3 - 2.868435, 7 / 3 + 2.868435, 3, 3, S.INCONCLUSIVE)
     assert row["paper"] == pytest.approx(-0.55)  # ((48.0-46.8) + (44.3-48.7))/2 - ((47.8-47.5) + (46.7-49.1))/2
-    assert [r["verdict"] for r in rows[1:]] == [C.NOT_RUN] * 6  # no regularised methods in these files
+    assert [r["verdict"] for r in rows[1:]] == [S.NOT_RUN] * 6  # no regularised methods in these files
     big_low = {20: [10, 11, 12], 50: [10, 11, 12], 200: [0, 0, 0], 500: [0, 0, 0]}
-    assert _claim4(big_low)[0]["verdict"] == C.CONFIRMED
-    assert _claim4({20: [0, 0, 0], 50: [0, 0, 0], 200: [10, 11, 12], 500: [10, 11, 12]})[0]["verdict"] == C.REFUTED
+    assert _claim4(big_low)[0]["verdict"] == S.CONFIRMED
+    assert _claim4({20: [0, 0, 0], 50: [0, 0, 0], 200: [10, 11, 12], 500: [10, 11, 12]})[0]["verdict"] == S.REFUTED
     del big_low[500]
     row = _claim4(big_low)[0]
-    assert (row["verdict"], row["note"]) == (C.NOT_RUN, "no results file for K = 500: python -m metacl_lite run "
-                                                        "--benchmark pmnist --K 500")
+    assert (row["verdict"], row["missing"]) == (S.NOT_RUN, [{
+        "kind": "file", "K": 500, "file": "results/pmnist-K500.json",
+        "command": "python -m metacl_lite run --benchmark pmnist --K 500"}])
 
 
 def test_claim7_controls():
     hp = {"mas-metacl-beta": {"beta": 1.0}, "pi-metacl-beta": {"beta": 1000.0}}
     main = _res(20, {"mas-metacl-beta": _acc([50, 50, 50]), "pi-metacl-beta": _acc([50, 51, 52])}, hparams=hp)
-    rows = C.CLAIMS[7].evaluate(C.Evidence((20,), {20: main}))
-    assert len(rows) == 6 and {r["verdict"] for r in rows} == {C.NOT_RUN}
-    assert rows[0]["note"] == ("python -m metacl_lite run --benchmark pmnist --K 20 --seeds 3 --methods "
-                               "mas-metacl-lambda,pi-metacl-lambda --gamma beta")
-    assert rows[2]["note"] == "results/pmnist-K20.json has no runs of ewc-metacl-beta"
-    assert rows[3]["note"].endswith("--gamma 0")
+    rows = C.CLAIMS[7].evaluate(E.Evidence((20,), {20: main}))
+    assert len(rows) == 6 and {r["verdict"] for r in rows} == {S.NOT_RUN}
+    assert rows[0]["missing"] == [{"kind": "control", "K": 20, "file": "results/pmnist-K20-control-gamma-beta.json",
+                                   "command": "python -m metacl_lite run --benchmark pmnist --K 20 --seeds 3 "
+                                              "--methods mas-metacl-lambda,pi-metacl-lambda --gamma beta"}]
+    assert rows[2]["missing"] == [{"kind": "runs", "K": 20, "file": "results/pmnist-K20.json",
+                                   "methods": ["ewc-metacl-beta"]}]
+    assert rows[3]["missing"][0]["command"].endswith("--gamma 0")
 
     ctl = _res(20, {"pi-metacl-lambda": _acc([53, 55, 57])}, hparams={"pi-metacl-lambda": {"gamma": 1000.0}})
-    rows = C.CLAIMS[7].evaluate(C.Evidence((20,), {20: main}, {"gamma=beta": {20: ctl}}))
+    rows = C.CLAIMS[7].evaluate(E.Evidence((20,), {20: main}, {"gamma=beta": {20: ctl}}))
     assert rows[1]["test"] == "PI-MetaCL-λ (γ = β) − PI-MetaCL-β, ACC"
     assert rows[1]["differences"] == {0: 3.0, 1: 4.0, 2: 5.0}
-    _close(rows[1], 4.0, 4 - HALF_SD1_N3, 4 + HALF_SD1_N3, 3, 3, C.CONFIRMED)
-    assert rows[0]["note"] == "results/pmnist-K20-control-gamma-beta.json has no runs of mas-metacl-lambda"
+    _close(rows[1], 4.0, 4 - HALF_SD1_N3, 4 + HALF_SD1_N3, 3, 3, S.CONFIRMED)
+    assert rows[0]["missing"] == [{"kind": "runs", "K": 20, "file": "results/pmnist-K20-control-gamma-beta.json",
+                                   "methods": ["mas-metacl-lambda"]}]
     ctl["config"]["method_hparams"]["pi-metacl-lambda"]["gamma"] = 100.0  # not MetaCL-beta's beta
     with pytest.raises(FileFormatError, match="gamma = 100.0, not 1000.0"):
-        C.CLAIMS[7].evaluate(C.Evidence((20,), {20: main}, {"gamma=beta": {20: ctl}}))
+        C.CLAIMS[7].evaluate(E.Evidence((20,), {20: main}, {"gamma=beta": {20: ctl}}))
 
 
 def test_gain_by_K_per_regulariser_and_variant_with_the_papers_difference():
@@ -219,16 +226,16 @@ def test_gain_by_K_per_regulariser_and_variant_with_the_papers_difference():
     rows = C.gain_by_K({20: _res(20, mats), 10: _res(10, {m: mats[m] for m in ("mas", "mas-metacl-beta")})})
     assert [(r["K"], r["regulariser"], r["variant"]) for r in rows] == [
         (10, "MAS", "MetaCL-β"), (20, "MAS", "MetaCL-β"), (20, "MAS", "MetaCL-λ")]
-    _close(rows[0], 2.0, 2.0 - HALF_SD1_N3, 2.0 + HALF_SD1_N3, 3, 3, C.INCONCLUSIVE)  # half-width 2.48 > 2
+    _close(rows[0], 2.0, 2.0 - HALF_SD1_N3, 2.0 + HALF_SD1_N3, 3, 3, S.INCONCLUSIVE)  # half-width 2.48 > 2
     assert rows[0]["paper"] is None and rows[1]["paper"] == pytest.approx(1.2)
-    _close(rows[2], -1.0, -1.0, -1.0, 3, 0, C.REFUTED)
+    _close(rows[2], -1.0, -1.0, -1.0, 3, 0, S.REFUTED)
     assert rows[2]["paper"] == pytest.approx(57.7 - 55.7)
 
 
 def test_load_evidence(tmp_path):
     (tmp_path / "pmnist-K20.json").write_text(json.dumps(_res(20, {"finetune": FT})))
     (tmp_path / "pmnist-K20-control-gamma-0.json").write_text(json.dumps(_res(20, {"finetune": FT})))
-    ev = C.load_evidence("pmnist", (20, 50), tmp_path)
+    ev = E.load_evidence("pmnist", (20, 50), tmp_path)
     assert ev.ks == (20, 50) and list(ev.results) == [20]
     assert {c: list(v) for c, v in ev.controls.items()} == {"gamma=beta": [], "gamma=0": [20]}
 
@@ -238,7 +245,7 @@ def test_load_evidence(tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 def test_epoch_accuracy():
     log = {"epoch_acc": [[0, 10.0], [0, 20.0], [1, 30.0], [1, 50.0]]}
-    assert C.epoch_accuracy(log).tolist() == [[10.0, 20.0], [30.0, 50.0]]
+    assert S.epoch_accuracy(log).tolist() == [[10.0, 20.0], [30.0, 50.0]]
 
 
 def test_claim5_per_epoch():
@@ -247,26 +254,27 @@ def test_claim5_per_epoch():
     for s in range(3):
         runs[f"finetune/{s}"] = runs[f"pi/{s}"] = runs[f"pi-metacl-beta/{s}"] = ft
         runs[f"metacl/{s}"] = {"epoch_acc": [[0, 12 + s], [0, 22], [1, 32 + s], [1, 42]]}  # epoch means 22+s, 32
-    rows = C.CLAIMS[5].evaluate(C.Evidence((20,), {}, logs={"speed": {"K": 20, "n_tasks": 2, "runs": runs}}))
+    rows = C.CLAIMS[5].evaluate(E.Evidence((20,), {}, logs={"speed": {"K": 20, "n_tasks": 2, "runs": runs}}))
     assert [r["test"] for r in rows] == [f"{p}, accuracy after epoch {e}" for p in
                                          ("MetaCL, w/o reg − Fine tune", "PI-MetaCL-β − PI") for e in (1, 2)]
-    _close(rows[0], 3.0, 3 - HALF_SD1_N3, 3 + HALF_SD1_N3, 3, 3, C.CONFIRMED)
-    _close(rows[1], 2.0, 2.0, 2.0, 3, 3, C.CONFIRMED)
-    assert [r["verdict"] for r in rows[2:]] == [C.INCONCLUSIVE] * 2  # identical curves
+    _close(rows[0], 3.0, 3 - HALF_SD1_N3, 3 + HALF_SD1_N3, 3, 3, S.CONFIRMED)
+    _close(rows[1], 2.0, 2.0, 2.0, 3, 3, S.CONFIRMED)
+    assert [r["verdict"] for r in rows[2:]] == [S.INCONCLUSIVE] * 2  # identical curves
     assert all(r["live"] and r["K"] == 20 for r in rows)
-    rows = C.CLAIMS[5].evaluate(C.Evidence((20,), {}))
-    assert [(r["verdict"], r["note"]) for r in rows] == [(C.NOT_RUN, C.LIVE_NOTE)] * 2
+    rows = C.CLAIMS[5].evaluate(E.Evidence((20,), {}))
+    assert [(r["verdict"], r["missing"]) for r in rows] == [
+        (S.NOT_RUN, [{"kind": "logs", "command": "python -m metacl_lite dynamics"}])] * 2
 
 
 def test_angles():
     nan = float("nan")
     log = {"angles": [[0, 1.0, nan, 0.0], [1, 1.0, None, 0.0], [1, 0.0, 0.5, 0.0], [1, 0.5, -1.0, 0.0],
                       [2, -1.0, -1.0, 0.0]]}
-    assert C.angles_degrees(log, 1, "g1") == pytest.approx([0.0, 90.0, 60.0])
-    assert C.angles_degrees(log, 1, "g2") == pytest.approx([60.0, 180.0])  # the undefined angle is left out
-    assert C.angle_mean(log, 1, "g1") == pytest.approx(50.0)
-    assert C.angle_spread(log, 1, "g1") == pytest.approx(math.sqrt(2100))  # (50^2 + 40^2 + 10^2) / 2
-    assert C.angle_spread(log, 1, "g2") == pytest.approx(math.sqrt(7200))
+    assert S.angles_degrees(log, 1, "g1") == pytest.approx([0.0, 90.0, 60.0])
+    assert S.angles_degrees(log, 1, "g2") == pytest.approx([60.0, 180.0])  # the undefined angle is left out
+    assert S.angle_mean(log, 1, "g1") == pytest.approx(50.0)
+    assert S.angle_spread(log, 1, "g1") == pytest.approx(math.sqrt(2100))  # (50^2 + 40^2 + 10^2) / 2
+    assert S.angle_spread(log, 1, "g2") == pytest.approx(math.sqrt(7200))
 
 
 def test_claim6_angles_verdict_follows_the_data():
@@ -275,7 +283,7 @@ def test_claim6_angles_verdict_follows_the_data():
 
     def rows(beta, lam):
         runs = {f"{m}/{s}": log for s in range(3) for m, log in (("pi-metacl-beta", beta), ("pi-metacl-lambda", lam))}
-        return C.CLAIMS[6].evaluate(C.Evidence((50,), {}, logs={"angles": {"K": 50, "n_tasks": 2, "runs": runs}}))
+        return C.CLAIMS[6].evaluate(E.Evidence((50,), {}, logs={"angles": {"K": 50, "n_tasks": 2, "runs": runs}}))
 
     # beta on task 1: <g1,gx> 0, 90, 60 degrees (sd sqrt(2100), mean 50); <g2,gx> 60, 180, 180 (sd sqrt(4800))
     # lambda: <g1,gx> 0, 0, 0 and <g2,gx> 90, 90, 90 (no spread)
@@ -285,10 +293,12 @@ def test_claim6_angles_verdict_follows_the_data():
         "PI-MetaCL-β − PI-MetaCL-λ, spread of ⟨g2, gx⟩ on the last task",
         "PI-MetaCL-β − PI-MetaCL-λ, mean ⟨g1, gx⟩ on the last task"]
     assert [x["mean"] for x in r] == pytest.approx([math.sqrt(2100), math.sqrt(4800), 50.0])
-    assert [x["verdict"] for x in r] == [C.CONFIRMED] * 3
+    assert [x["verdict"] for x in r] == [S.CONFIRMED] * 3
     assert set(C.differences_frame(r).unit) == {"degrees"}
-    assert [x["verdict"] for x in rows(steady, unsteady)] == [C.REFUTED] * 3
-    assert [x["verdict"] for x in rows(steady, steady)] == [C.INCONCLUSIVE] * 3
+    assert [(x["a"], x["b"], x["metric"]) for x in r] == [
+        ("pi-metacl-beta", "pi-metacl-lambda", name) for name, _, _ in C.ANGLE_STATS]
+    assert [x["verdict"] for x in rows(steady, unsteady)] == [S.REFUTED] * 3
+    assert [x["verdict"] for x in rows(steady, steady)] == [S.INCONCLUSIVE] * 3
 
 
 def test_angle_tests_on_a_named_task():
@@ -296,12 +306,12 @@ def test_angle_tests_on_a_named_task():
     beta = {"angles": [[0, 1.0, 0.0, 0.0], [0, 1.0, 0.0, 0.0], [1, 1.0, 0.5, 0.0], [1, 0.0, -1.0, 0.0]]}
     lam = {"angles": [[0, 1.0, 0.0, 0.0], [0, 0.0, 0.0, 0.0], [1, 1.0, 0.0, 0.0], [1, 1.0, 0.0, 0.0]]}
     runs = {f"{m}/{s}": log for s in range(3) for m, log in (("pi-metacl-beta", beta), ("pi-metacl-lambda", lam))}
-    ev = C.Evidence((50,), {}, logs={"angles": {"K": 50, "n_tasks": 2, "runs": runs}})
+    ev = E.Evidence((50,), {}, logs={"angles": {"K": 50, "n_tasks": 2, "runs": runs}})
     first, last = C.angle_tests(task=0)(ev), C.angle_tests()(ev)
     assert first[0]["test"] == "PI-MetaCL-β − PI-MetaCL-λ, spread of ⟨g1, gx⟩ on task 1"
     # task 1: beta's <g1,gx> 0, 0 (sd 0); lambda's 0, 90 (sd sqrt(4050)); the last task: beta 0, 90, lambda 0, 0
     assert first[0]["mean"] == pytest.approx(-math.sqrt(4050)) and last[0]["mean"] == pytest.approx(math.sqrt(4050))
-    assert (first[0]["verdict"], last[0]["verdict"]) == (C.REFUTED, C.CONFIRMED)
+    assert (first[0]["verdict"], last[0]["verdict"]) == (S.REFUTED, S.CONFIRMED)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -315,54 +325,65 @@ def p_df2(t):
 P234 = p_df2(3 * math.sqrt(3))  # differences 2, 3, 4: mean 3, sd 1, t = 3 sqrt(3): p = 0.0351
 
 
-def test_verdict_table():
+def test_headline_one_record_per_claim():
     noisy = METACL[:2] + [(62, 40, 62)]  # seed 2: ACC 51 (-4 against fine-tuning), FA 12 (+2)
-    ev = C.Evidence((20, 50), {20: _res(20, {"finetune": FT, "metacl": METACL}),
+    ev = E.Evidence((20, 50), {20: _res(20, {"finetune": FT, "metacl": METACL}),
                                50: _res(50, {"finetune": FT, "metacl": noisy})})
-    table = C.verdict_table(ev, [C.CLAIMS[0], C.CLAIMS[3], C.CLAIMS[5]])
-    assert list(table.columns) == ["claim", "verdict", "number behind it"]
+    claims = [C.CLAIMS[0], C.CLAIMS[3], C.CLAIMS[5]]
+    heads = C.headline(C.verdict_rows(ev, claims), claims)
+    assert [h["claim"] for h in heads] == ["1", "3", "5"]
     # claim 1 counts FA at K = 20 (2, 3, 4: p = 0.0351) and 50 (2, 3, 2: mean 7/3, sd 1/sqrt 3, t = 7, p = 0.0198)
-    # and ACC at K = 20 (2, 3, 4); Holm: 3 * 0.0198, max(2 * 0.0351, ...): all inconclusive, each confirmed alone
-    p50 = p_df2(7.0)
-    assert table.loc["1"].tolist() == ["MetaCL w/o reg beats fine-tune", "inconclusive",
-                                       f"+2.3 pts, p(Holm) {3 * p50:.3f}"]
-    assert table.loc["3"].tolist()[1:] == ["not yet run", "–"]
-    assert table.loc["5"].tolist()[1:] == ["not yet run", "–"]
+    # and ACC at K = 20 (2, 3, 4); Holm: 3 * 0.0198, max(2 * 0.0351, ...): all inconclusive, each confirmed alone;
+    # the number behind an inconclusive claim is its undecided test with the smallest adjusted p: FA at K = 50
+    h = heads[0]
+    assert {k: h[k] for k in ("title", "verdict", "raw", "metric", "K", "a", "b", "unit", "threshold")} == {
+        "title": "MetaCL w/o reg beats fine-tune", "verdict": S.INCONCLUSIVE, "raw": S.CONFIRMED, "metric": "FA",
+        "K": 50, "a": "metacl", "b": "finetune", "unit": "points", "threshold": 0.0}
+    assert (h["mean"], h["p_holm"]) == pytest.approx((7 / 3, 3 * p_df2(7.0)))
+    for h in heads[1:]:  # not run: no number behind the verdict
+        assert (h["verdict"], h["mean"], h["metric"], h["K"]) == (S.NOT_RUN, None, None, None)
 
 
-def test_claim_markdown():
+def test_claim_rows_counted_and_missing():
     claim = C.CLAIMS[0]
     rows = claim.evaluate({20: _res(20, {"finetune": FT, "metacl": METACL}), 50: _res(50, {"finetune": FT})})
-    md = C.claim_markdown(claim, rows)
-    assert md.startswith(f"> {claim.quote}\n>\n> — {claim.where}\n\n**Statistic.** {claim.statistic}\n")
     # two tests ran, both counted: p = 0.0351 each, Holm-adjusted 2p = 0.0702
-    assert (f"| MetaCL, w/o reg − Fine tune, FA | 20 | **inconclusive** / confirmed | +3.00 [+0.52, +5.48] | 3/3 | "
-            f"+3.60 | {P234:.3f} ({2 * P234:.3f}) |") in md
-    assert "| MetaCL, w/o reg − Fine tune, ACC | 50 | not counted / not yet run | – | 0/0 | -4.40 | – |" in md
-    assert "| MetaCL, w/o reg − Fine tune, FA | 50 | **not yet run** / not yet run | – | 0/0 | +4.20 | – |" in md
-    assert ("Verdict: **inconclusive** with Holm's correction over the 2 test(s) counted (raw: **confirmed**). With "
-            "Holm, 0 confirmed, 0 refuted, 2 inconclusive; raw, 2 confirmed, 0 refuted, 0 inconclusive; 1 not yet "
-            "run.") in md
-    assert ("- Not counted: MetaCL, w/o reg − Fine tune, ACC at K = 50 (not yet run), beyond where the paper states "
-            "it (its main-text table: K = 20).") in md
-    assert md.endswith("\n- Not yet run: results/pmnist-K50.json has no runs of metacl")
-    md = C.claim_markdown(C.CLAIMS[5], C.CLAIMS[5].evaluate({20: _res(20, {})}))  # nothing ran: no table
-    assert "| test |" not in md and "Verdict: **not yet run**: none of its 2 test(s) has run." in md
-    assert md.endswith("\n- Not yet run: no training logs: `python -m metacl_lite dynamics`")
+    fa20, acc20, fa50, acc50 = rows
+    assert (fa20["test"], fa20["K"], fa20["holm"], fa20["verdict"], fa20["n_agree"], fa20["n"]) == (
+        "MetaCL, w/o reg − Fine tune, FA", 20, S.INCONCLUSIVE, S.CONFIRMED, 3, 3)
+    assert (fa20["mean"], *fa20["ci95"], fa20["paper"]) == pytest.approx((3.0, 0.516, 5.484, 3.6), abs=1e-3)
+    assert (fa20["p"], fa20["p_holm"]) == pytest.approx((P234, 2 * P234))
+    assert (acc50["counted"], acc50["holm"], acc50["verdict"], acc50["n"]) == (False, S.NOT_COUNTED, S.NOT_RUN, 0)
+    assert acc50["paper"] == pytest.approx(-4.4)
+    assert acc50["excluded"] == {"kind": "beyond", "scope": C.MAIN, "ks": (20,)}
+    assert (fa50["counted"], fa50["holm"], fa50["verdict"]) == (True, S.NOT_RUN, S.NOT_RUN)
+    assert fa50["paper"] == pytest.approx(4.2)
+    assert fa50["missing"] == [{"kind": "runs", "K": 50, "file": "results/pmnist-K50.json", "methods": ["metacl"]}]
+    assert (C.claim_verdict(rows), C.claim_verdict(rows, holm=False)) == (S.INCONCLUSIVE, S.CONFIRMED)
+    assert C.deciding_test(rows) is fa20  # undecided, the smallest adjusted p (ties: the first)
+    rows = C.CLAIMS[5].evaluate({20: _res(20, {})})  # nothing ran
+    assert {r["verdict"] for r in rows} == {S.NOT_RUN} and C.deciding_test(rows) is None
+    assert rows[0]["missing"] == [C.NO_LOGS]
 
 
-def test_claim_markdown_by_K():
-    """With tests counted at several K, a line gives the claim's verdict per K, Holm beside raw."""
+def test_claim_verdict_by_K():
+    """With tests counted at several K, the claim's verdict per K (the chapter's "By K" line) is `claim_verdict`
+    over the rows of each `column`."""
     noisy = METACL[:2] + [(62, 40, 62)]
     rows = C.CLAIMS[0].evaluate({20: _res(20, {"finetune": FT, "metacl": [(70 + s, 60 + s, 70 + s)
                                                                           for s in range(3)]}),
                                  50: _res(50, {"finetune": FT, "metacl": noisy})})
-    md = C.claim_markdown(C.CLAIMS[0], rows)
     # K = 20: +10, +11, +12 in FA and ACC (p = 0.0027 each); K = 50: FA 2, 3, 2 (p = 0.0198); adjusted 3 x 0.0027,
     # then 2 x 0.0027 and 0.0198: all three confirmed (ACC at K = 50 is not counted)
-    assert "By K (Holm / raw): K = 20 confirmed / confirmed; K = 50 confirmed / confirmed." in md
+    ran = [r for r in rows if r["counted"]]
+    assert [C.column(r) for r in rows] == ["K = 20", "K = 20", "K = 50", "K = 50"]
+    for col in ("K = 20", "K = 50"):
+        mine = [r for r in ran if C.column(r) == col]
+        assert (C.claim_verdict(mine), C.claim_verdict(mine, holm=False)) == (S.CONFIRMED, S.CONFIRMED)
     # the number behind a confirmed claim is its weakest confirmation: FA at K = 50
-    assert C.behind(rows) == f"MetaCL, w/o reg − Fine tune, FA, K = 50: +2.33, Holm p {p_df2(7.0):.3f}"
+    d = C.deciding_test(rows)
+    assert (d["test"], d["K"]) == ("MetaCL, w/o reg − Fine tune, FA", 50)
+    assert (d["mean"], d["p_holm"]) == pytest.approx((7 / 3, p_df2(7.0)))
 
 
 def test_differences_frame():
@@ -383,9 +404,13 @@ def test_quotes_are_the_papers_words():
     if not TEX.is_file():
         pytest.fail(f"the paper's LaTeX is missing: looked for {TEX} (../shared/paper/ beside the checkout)")
     text = _latex_to_markdown(TEX.read_text(encoding="utf-8"))
+    lines = TEX.read_text(encoding="utf-8").splitlines()
     for c in C.CLAIMS:
         for q in [c.quote] + re.findall(r'"(.+?)"', c.where):  # the quote, and those its location adds
             assert q in text, (c.id, q)
+        # the quote starts on its LaTeX line (1-based)
+        assert _latex_to_markdown(lines[c.line - 1]).strip()[:30] in _latex_to_markdown(c.quote) or \
+            _latex_to_markdown(c.quote)[:30] in _latex_to_markdown(lines[c.line - 1]), (c.id, c.line)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -405,5 +430,5 @@ def test_chapter_executes(tmp_path):
     expected = np.mean([acc[f"pi-metacl-lambda/{s}"] - acc[f"pi-metacl-beta/{s}"] for s in seeds])
     assert g["claim3_n"] == len(seeds)
     assert g["claim3_mean"] == pytest.approx(expected, abs=0.006)
-    assert C.NOT_RUN not in (g["verdict_5"], g["verdict_6"])  # the live runs were made and read
-    assert g["stream_id"] != C.stream_fingerprint(C.dynamics_logs())  # not the committed file's runs
+    assert S.NOT_RUN not in (g["verdict_5"], g["verdict_6"])  # the live runs were made and read
+    assert g["stream_id"] != E.stream_fingerprint(E.dynamics_logs())  # not the committed file's runs

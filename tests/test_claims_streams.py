@@ -1,7 +1,7 @@
 """One stream per claim across the book, and a summary that keeps every claim's verdict (issue 20).
 
 Claims 5 and 6 read the training logs of results/dynamics-pmnist.json (`lab.dynamics`) through
-`claims.dynamics_logs`, in the claims chapter, in the analysis chapter's Figs. 4 and 5 and in the intro's findings;
+`evidence.dynamics_logs`, in the claims chapter, in the analysis chapter's Figs. 4 and 5 and in the intro's findings;
 the summary table and the findings carry one verdict per claim."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from metacl_lite.data.datafiles import REPO_ROOT
 from metacl_lite.errors import ConfigMismatch
 from metacl_lite.lab import dynamics as D
-from metacl_lite.report import claims as C
+from metacl_lite.report import claims as C, evidence as E, stats as S
 from metacl_lite.report.notebooks import declared_parameters, files_stamp
 
 CH7, CH8, INTRO = (REPO_ROOT / "book" / "chapters" / "07_claims.md", REPO_ROOT / "book" / "chapters" / "08_analysis.md",
@@ -28,72 +28,84 @@ DYN = REPO_ROOT / "results" / "dynamics-pmnist.json"
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def committed():
-    ev = C.load_evidence("pmnist")
+    ev = E.load_evidence("pmnist")
     return ev, C.verdict_rows(ev)
 
 
-def test_summary_has_one_row_and_one_verdict_per_claim(committed):
+def test_headline_has_one_record_and_one_verdict_per_claim(committed):
     ev, rows = committed
-    table = C.verdict_table(ev, rows=rows)
-    assert list(table.index) == [c.id for c in C.CLAIMS]
-    for c in C.CLAIMS:
+    heads = C.headline(rows)
+    assert [h["claim"] for h in heads] == [c.id for c in C.CLAIMS]
+    for c, h in zip(C.CLAIMS, heads):
         mine = [r for r in rows if r["claim"] == c.id]
-        assert table.loc[c.id, "claim"] == c.short
-        assert table.loc[c.id, "verdict"] == C.claim_verdict(mine)
-        assert table.loc[c.id, "number behind it"] == C.number_behind(mine)
+        assert h["title"] == c.short and h["verdict"] == C.claim_verdict(mine)
+        assert h["mean"] == C.deciding_test(mine)["mean"]
     # every claim has run on the committed files (claims 5 and 6 on the training logs): a verdict and a number
-    assert C.NOT_RUN not in set(table["verdict"]) and "–" not in set(table["number behind it"])
+    assert S.NOT_RUN not in {h["verdict"] for h in heads} and None not in {h["mean"] for h in heads}
+
+
+#: What the committed evidence gives (the start commit's numbers, as the intro and chapter 7 show them):
+#: claim -> (Holm verdict, raw verdict, metric, K, a, b, mean rounded to 0.1, Holm p shown, unit); None: not pinned.
+KNOWN = {
+    "1": ("inconclusive", None, None, None, None, None, -0.4, "0.187", "points"),
+    "2a": ("refuted", None, None, None, None, None, -0.8, "0.002", "points"),
+    "2b": ("refuted", None, None, None, None, None, -0.5, "< 0.001", "points"),
+    "3": ("refuted", "refuted", "ACC", 50, "pi-metacl-lambda", "pi-metacl-beta", 0.4, "< 0.001", "points"),
+    "4": ("inconclusive", None, "ACC", None, None, None, 1.0, "0.066", "points"),
+    "5": ("confirmed", None, None, 20, None, None, 1.1, "< 0.001", "points"),
+    "6": ("confirmed", None, None, 50, "pi-metacl-beta", "pi-metacl-lambda", 11.3, "< 0.001", "degrees"),
+    "7": ("refuted", None, "ACC", None, None, None, -12.8, "< 0.001", "points"),
+}
+
+
+def test_headline_on_the_committed_evidence(committed):
+    """The records behind the README's and the intro's findings, as the start commit showed them."""
+    _, rows = committed
+    heads = C.headline(rows)
+    for h in heads:
+        want = {k: v for k, v in zip(("verdict", "raw", "metric", "K", "a", "b", "mean", "p", "unit"),
+                                     KNOWN[h["claim"]]) if v is not None}
+        got = {**h, "mean": round(h["mean"], 1), "p": S.format_p(h["p_holm"])}
+        assert {k: got[k] for k in want} == want, h["claim"]
+    assert (heads[3]["threshold"], heads[0]["threshold"]) == (8.0, 0.0)
+    assert heads[4]["claim"] == "4" and heads[4]["K"] is None  # across K: no one K
 
 
 def test_summary_is_narrow():
-    """Readable at 390 px: three short columns beside the id; the short names are a few words."""
+    """Readable at 390 px: the short titles are a few words, one per claim."""
     assert all(len(c.short) <= 48 for c in C.CLAIMS) and len({c.short for c in C.CLAIMS}) == len(C.CLAIMS)
 
 
-def test_findings_name_every_claim_once_under_its_verdict(committed):
-    ev, rows = committed
-    md = C.findings_markdown(rows)
-    lines = md.split("\n")
-    assert all(line.startswith("- **") for line in lines) and 1 <= len(lines) <= 4
-    for c in C.CLAIMS:
-        v = C.claim_verdict([r for r in rows if r["claim"] == c.id])
-        name = dict(C.FINDINGS)[v]
-        [line] = [line for line in lines if f"claim {c.id}, {c.short}" in line]  # once
-        assert line.startswith(f"- **{name}:**"), (c.id, line)
-
-
-def test_number_behind_a_threshold_claim_names_the_threshold():
+def test_number_behind_a_threshold_claim_carries_the_threshold():
     from test_claims import _acc, _res
 
     rows = C.CLAIMS[3].evaluate({50: _res(50, {"pi-metacl-beta": _acc([50, 50, 50]),
                                                "pi-metacl-lambda": _acc([51, 51.5, 52])})})
-    assert C.claim_verdict(rows) == C.REFUTED  # +1.5 points, far below the paper's 8
-    assert C.number_behind(rows).startswith("+1.5 pts against 8, p(Holm) ")
+    assert C.claim_verdict(rows) == S.REFUTED  # +1.5 points, far below the paper's 8
+    [h] = C.headline(rows, [C.CLAIMS[3]])
+    assert (h["mean"], h["threshold"], h["unit"]) == (1.5, 8.0, "points")
 
 
 @pytest.mark.parametrize("n", [5, 10])
-def test_seeds_note_reads_right_for_5_and_10_seeds(n):
-    """The seeds sentence takes n from the files; with 5 it compares with 10, with 10 it speaks of 10 alone."""
+def test_seed_power_for_5_and_10_seeds(n):
+    """The seeds' numbers take n from the files; with 5 they compare with 10, with 10 they speak of 10 alone."""
     rows = [{"claim": "1", "counted": True, "live": False, "n": n, "sd": 1.0, "unit": "points"}] * 3
-    note = C.seeds_note(rows)
-    assert note.startswith(f"**What {n} seeds can and cannot show.**")
-    assert f"{n} seeds are {'far ' if n == 5 else ''}too few to check that" in note
-    assert ("5 seeds" in note) == (n == 5) and "with 10 seeds" in note
-    assert "no such test of 5 seeds can reach 0.05" in note if n == 5 else "can reach 0.05" in note
-    assert not re.search(r"with 10 seeds and [^;.]*with 10 seeds", note)  # no "10 and 10"
+    pw = C.seed_power(rows)
+    assert pw["n"] == n and pw["ns"] == sorted({n, 10}) and pw["m"] == 3
+    assert pw[10]["sign_p"] < 0.05 and (n != 5 or pw[5]["sign_p"] >= 0.05)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # One stream per claim: both chapters (and the intro) read the same runs
 # ---------------------------------------------------------------------------------------------------------------
 def _calls(path, name):
-    """The calls of C.<name>(...) in the code cells of a page: [(positional args, {keyword: source})]."""
+    """The calls of E.<name>(...) in the code cells of a page: [(positional args, {keyword: source})]."""
     out = []
     for cell in jupytext.read(str(path)).cells:
         if cell.cell_type != "code":
             continue
         for node in ast.walk(ast.parse(cell.source)):
-            if isinstance(node, ast.Call) and ast.unparse(node.func) == f"C.{name}":
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == f"E.{name}":
                 out.append(([ast.unparse(a) for a in node.args],
                             {k.arg: ast.unparse(k.value) for k in node.keywords}))
     return out
@@ -103,11 +115,11 @@ def test_both_chapters_read_one_stream_per_claim():
     """Chapter 7 (claims 5 and 6) and chapter 9 (Figs. 4 and 5) declare the same stream parameters, all defaulting to
     the committed file, and pass them all, unchanged, to the one function that gives the logs; neither trains runs
     of its own."""
-    names = ("live",) + C.STREAM_PARAMETERS
+    names = ("live",) + E.STREAM_PARAMETERS
     p7, p8 = declared_parameters(CH7), declared_parameters(CH8)
     assert {k: p7.get(k, "absent") for k in names} == {k: p8.get(k, "absent") for k in names} == \
-        {"live": False, **dict.fromkeys(C.STREAM_PARAMETERS)}
-    want = (["live"], {k: k for k in C.STREAM_PARAMETERS})
+        {"live": False, **dict.fromkeys(E.STREAM_PARAMETERS)}
+    want = (["live"], {k: k for k in E.STREAM_PARAMETERS})
     assert _calls(CH7, "dynamics_logs") == _calls(CH8, "dynamics_logs") == [want]
     for page in (CH7, CH8):
         code = "\n".join(c.source for c in jupytext.read(str(page)).cells if c.cell_type == "code")
@@ -138,19 +150,19 @@ def test_the_committed_file_is_the_default_stream():
         "python -m metacl_lite dynamics" + ("" if len(seeds) == D.DEFAULT_SEEDS else f" --seeds {len(seeds)}")
     assert {k: sorted(v) for k, v in doc["runs"].items()} == {
         k: sorted(f"{m}/{s}" for m in streams[k]["methods"] for s in seeds) for k in streams}
-    logs = C.dynamics_logs()
+    logs = E.dynamics_logs()
     assert logs["speed"]["seeds"] == logs["angles"]["seeds"] == seeds
-    rows = C.verdict_rows(C.load_evidence("pmnist"), [C.CLAIMS[5], C.CLAIMS[6]])
+    rows = C.verdict_rows(E.load_evidence("pmnist"), [C.CLAIMS[5], C.CLAIMS[6]])
     assert {r["n"] for r in rows} == {len(seeds)}
-    assert {m for pair in C.SPEED_PAIRS for m in pair} <= set(streams["speed"]["methods"])
-    assert set(C.ANGLE_PAIR) == set(streams["angles"]["methods"])
+    assert {m for pair in E.SPEED_PAIRS for m in pair} <= set(streams["speed"]["methods"])
+    assert set(E.ANGLE_PAIR) == set(streams["angles"]["methods"])
 
 
 @pytest.mark.slow
 def test_executed_chapters_show_the_same_runs(book_build):
     """Executed with their defaults (by the session's book build), the claims chapter and the analysis chapter glue
     the same fingerprint of the runs behind claims 5 and 6: the committed file's."""
-    want = C.stream_fingerprint(C.dynamics_logs())
+    want = E.stream_fingerprint(E.dynamics_logs())
     for page in (CH7, CH8):
         assert book_build.glue(f"chapters/{page.stem}")["stream_id"] == want, page
 
@@ -195,13 +207,14 @@ def test_dynamics_file_is_written_per_unit_and_resumes(tmp_path, fake_training):
 
 def test_live_logs_change_only_what_is_given(tmp_path, fake_training):
     """A page's live run trains the committed file's streams (or the module's defaults) with the settings given."""
-    logs = C.dynamics_logs(speed_tasks=2, speed_seeds=2, angle_K=20, path=tmp_path / "absent.json")
+    logs = E.dynamics_logs(speed_tasks=2, speed_seeds=2, angle_K=20, path=tmp_path / "absent.json")
     assert (logs["speed"]["K"], logs["speed"]["n_tasks"], logs["speed"]["seeds"]) == (20, 2, [0, 1])
     assert (logs["angles"]["K"], logs["angles"]["n_tasks"], len(logs["angles"]["seeds"])) == \
         (20, D.STREAMS["angles"]["n_tasks"], D.DEFAULT_SEEDS)
-    assert "live" in logs["source"] and not (tmp_path / "absent.json").exists()
-    none = C.dynamics_logs(path=tmp_path / "absent.json")
-    assert set(none) == {"source"} and "python -m metacl_lite dynamics" in none["source"]
+    assert logs["source"]["kind"] == "live" and not (tmp_path / "absent.json").exists()
+    none = E.dynamics_logs(path=tmp_path / "absent.json")
+    assert set(none) == {"source"} and none["source"] == {"kind": "missing", "path": str(tmp_path / "absent.json"),
+                                                          "command": "python -m metacl_lite dynamics"}
 
 
 def test_dynamics_command_line_and_the_command_it_records(tmp_path, fake_training, capsys):

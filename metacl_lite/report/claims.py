@@ -1,186 +1,409 @@
-"""A verdict on every claim of the paper: for each claim a short quote and where it stands, the statistic that tests
-it, and a verdict per K, computed from results files (python -m metacl_lite run) and, for Figs. 4 and 5, from the
-training logs that `TrainConfig.eval_every_epoch` and `TrainConfig.record_angles` add to `run_stream`'s output.
+"""The paper's claims as data, and their tests: `CLAIMS` is the registry (each claim's id, short title, quote, where
+the paper states it, section and LaTeX line, and the tests that weigh it); `verdict_rows` runs every test on the
+evidence (`report.evidence`) and returns one record per test and K: the paired t-test's numbers (`report.stats`),
+the raw verdict, whether the claim counts the test (and why not, as a record) and, within the claim, Holm's
+correction. `claim_verdict` and `deciding_test` give a claim's verdict and the one test behind it, `headline` one
+record per claim, `seed_power` what the number of seeds can show, `differences_frame` the per-seed differences for
+the plots (`plots.claim_differences`). The words that say what these records mean are in the book (chapter 7, the
+intro, chapter 8).
 
 Within one seed every method sees the same task permutations, initial weights and batch order (`run_stream`), so
-methods are compared by paired per-seed differences a − b, never by overlapping intervals. `VERDICT_RULE` is the one
-rule that turns such differences into a verdict: a raw verdict per test (its 95% interval) and, for the claim, Holm's
-correction over the tests the claim counts (those where the paper states it, each set of runs once). `CLAIMS` lists
-the claims, `verdict_table` sums them up (one row per claim: its Holm verdict and the one number behind it),
-`findings_markdown` says in a few lines what holds and what does not, and `seeds_note` says what the number of seeds
-can and cannot show. Claims 5 and 6 read one stream each, the training logs of results/dynamics-pmnist.json
-(`lab.dynamics`), through `dynamics_logs`, so every page that shows them shows the same runs.
-
+methods are compared by paired per-seed differences a − b. A claim counts a test only where the paper states it
+(`MAIN`: the K of its main-text table, Table 1; `PAPER`: every K of its tables, Table 1 and Appendix D's Tables 6-7)
+and the same runs only once (`repeated_runs`). Claims 5 and 6 (Figs. 4 and 5) read the training logs that
+`TrainConfig.eval_every_epoch` and `TrainConfig.record_angles` add to `run_stream`'s output (`evidence.dynamics_logs`).
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ..data.datafiles import REPO_ROOT
 from ..errors import FileFormatError
 from ..importance import REGULARISERS
-from ..metrics import mean_ci95
-from .paper import PAPER_SOURCES, paper_table
-from ..lab.summary import summarize
-from ..lab.provenance import relative_to_repo
-from ..lab.store import load_results
 from ..training import METHODS, VARIANTS
+from .evidence import (ANGLE_PAIR, CONTROL_COMMAND, CONTROLS, DYNAMICS_COMMAND, SPEED_PAIRS, Evidence,
+                       control_file)
+from .paper import PAPER_SOURCES, paper_table
+from .stats import (ALPHA, CONFIRMED, LOW_K, NOT_COUNTED, NOT_RUN, STANDARD_K, angle_mean, angle_spread,
+                    detectable_effect, epoch_accuracy, holm_verdicts, log_differences,
+                    low_vs_standard, overall, paired_differences, paired_test, smallest_sign_p, verdict)
 
-CONFIRMED, REFUTED, INCONCLUSIVE, NOT_RUN = "confirmed", "refuted", "inconclusive", "not yet run"
-NOT_COUNTED = "not counted"  # the Holm verdict of a test the claim does not count (shown, with its raw verdict)
+ACROSS_K, LIVE = "across K", "training logs"  # the column of claim 4's tests and of claims 5-6's (`column`)
 
-ALPHA = 0.05  # the family-wise level of Holm's correction, and 1 − the level of each raw interval (`mean_ci95`: 95%)
+#: Where a test is counted: MAIN, at the K of the paper's main-text table for the benchmark (Table 1: Permuted MNIST,
+#: K = 20); PAPER, at every K of its tables (main text and Appendix D). Elsewhere it is shown, not counted.
+MAIN, PAPER = "main", "paper"
 
-VERDICT_RULE = (
-    "Each test says that a paired per-seed difference a − b exceeds a threshold t (t = 0 unless the paper names a "
-    "margin). Its p-value is the paired t-test's, two-sided, of \"the mean difference is t\": the 95% t-interval of "
-    f"the mean difference excludes t exactly when p < {ALPHA:g}, and the sign of the mean difference − t says which "
-    "way. **Raw verdict** of a test, on its own: **confirmed** when the interval lies above t, **refuted** when it "
-    "lies below t, **inconclusive** when it contains t or there are fewer than two seeds; **not yet run**: no data. "
-    "**Holm verdict**: the tests a claim counts form one family, all its K together (the claim's verdict rests on "
-    "all of them); Holm's step-down procedure orders their p-values p(1) ≤ … ≤ p(m) and, from the smallest, "
-    f"decides each test while p(i) < {ALPHA:g}/(m − i + 1) and stops at the first that is not, so that the chance "
-    f"of deciding any test of the family whose true mean difference is t stays at most {ALPHA:g}; a decided test "
-    "is confirmed or refuted by its sign, the others are inconclusive. A claim counts its tests only where the "
-    "paper states it (the others are shown as beyond it) and counts the same runs only once (a control whose runs "
-    "are the main file's own, the same configuration or the same accuracy matrices on every seed, is shown but not "
-    "counted). A claim is refuted when one of its counted tests is, confirmed when all of them are, and "
-    "inconclusive otherwise (tests not yet run left out); its verdict is the Holm one, with the raw one beside it.")
 
-LOW_K, STANDARD_K = (20, 50), (200, 500)  # "K=20, 50 can be seen as low-shot scenarios and K=200, 500 are standard"
-ACROSS_K, LIVE = "across K", "training logs"
+def stated_ks(benchmark: str, scope: str) -> tuple:
+    """The K at which the paper states a test of `scope` (MAIN or PAPER), read from `paper.PAPER_SOURCES`."""
+    ks = sorted(K for (b, K), src in PAPER_SOURCES.items() if b == benchmark and (scope == PAPER or "main text" in src))
+    return tuple(ks)
+
+
+def _beyond(benchmark: str, scope: str) -> dict:
+    """Why a test is not counted: beyond the K where the paper states it ({"kind": "beyond", "scope", "ks"})."""
+    return {"kind": "beyond", "scope": scope, "ks": stated_ks(benchmark, scope)}
+
+
+#: What must agree, besides the method's own settings, for two results files to hold the same runs.
+RUN_KEYS = ("benchmark", "K", "n_tasks", "seeds", "train", "model", "data_source")
+
+
+def repeated_runs(ctl: dict, main: dict, method: str) -> dict:
+    """Why the runs of `method` in the control file `ctl` are the main file's own runs, bit for bit:
+    {"configuration": its settings} when its settings, its options and the run keys `RUN_KEYS` are equal (a γ = β
+    control where the tuned γ already is β), and/or {"matrices": n} when its accuracy matrices are equal on all n
+    seeds; {} when neither holds."""
+    cc, mc = ctl["config"], main["config"]
+    why = {}
+    if (method in mc.get("method_hparams", {}) and cc["method_hparams"].get(method) == mc["method_hparams"][method]
+            and (cc.get("method_options") or {}).get(method) == (mc.get("method_options") or {}).get(method)
+            and all(cc.get(k) == mc.get(k) for k in RUN_KEYS)):
+        why["configuration"] = dict(cc["method_hparams"][method])
+    seeds = cc["seeds"]
+    runs = [(ctl["runs"].get(f"{method}/{s}"), main["runs"].get(f"{method}/{s}")) for s in seeds]
+    if seeds and all(a is not None and b is not None and a["acc_matrix"] == b["acc_matrix"] for a, b in runs):
+        why["matrices"] = len(seeds)
+    return why
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Statistics
+# Tests: each returns one row per test and K
 # ----------------------------------------------------------------------------------------------------------------
-def seed_values(res: dict, method: str, metric: str) -> dict[int, float]:
-    """{seed: the method's ACC, BT or FA on that seed} from a results file (`lab.summary.summarize`); {} if absent."""
-    entry = summarize(res).get(method)
-    if entry is None or metric not in entry:
-        return {}
-    return dict(zip(entry["seeds"], entry[metric]["values"]))
+def _label(m: str) -> str:
+    return METHODS[m].label if m in METHODS else m
 
 
-def paired_differences(res: dict, a: str, b: str, metric: str, res_b: Optional[dict] = None) -> dict[int, float]:
-    """{seed: metric(a) − metric(b)} over the seeds that both methods ran; b is read from `res_b` when given (control
-    runs kept in another file, made with the same seeds)."""
-    va, vb = seed_values(res, a, metric), seed_values(res if res_b is None else res_b, b, metric)
-    return {s: va[s] - vb[s] for s in sorted(va) if s in vb}
+def _row(test: str, K, diffs: Optional[Mapping[int, float]], a: str, b: Optional[str], metric: str,
+         threshold: float = 0.0, unit: str = "points", paper: Optional[float] = None,
+         missing: Sequence[dict] = (), live: bool = False, excluded: Optional[dict] = None) -> dict:
+    """One test's row: its name (`test`), the methods a and b and the metric, `paired_test` numbers, the raw verdict,
+    what is missing when it has not run (records: {"kind": "file" | "runs" | "control" | "logs", ...}), and whether
+    the claim counts it (`excluded`: None, or why not as a record). `Claim.evaluate` adds the Holm verdict."""
+    t = paired_test(diffs or {}, threshold)
+    return {"test": test, "K": K, "a": a, "b": b, "metric": metric, "live": live, **t,
+            "verdict": verdict(t, threshold), "threshold": threshold, "unit": unit, "paper": paper,
+            "missing": list(missing), "differences": dict(diffs or {}), "counted": not excluded, "excluded": excluded}
 
 
-def paired_test(diffs: Union[Mapping[int, float], Sequence[float]], threshold: float = 0.0) -> dict:
-    """Mean of the paired differences, its 95% t-interval (lo, hi) (`metrics.mean_ci95`: t_{0.975, n-1} s / sqrt n),
-    n, n_agree: how many seeds agree with the claim (difference above `threshold`), sd: their standard deviation
-    (ddof=1), and p: the two-sided p-value of the paired t-test of "the mean difference is `threshold`" (`p_value`)."""
-    d = np.asarray(list(diffs.values()) if isinstance(diffs, Mapping) else diffs, dtype=np.float64)
-    if len(d) == 0:
-        return {"mean": float("nan"), "ci95": (float("nan"), float("nan")), "n": 0, "n_agree": 0,
-                "sd": float("nan"), "p": float("nan")}
-    mean, half = mean_ci95(d)
-    sd = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
-    return {"mean": mean, "ci95": (mean - half, mean + half), "n": len(d), "n_agree": int((d > threshold).sum()),
-            "sd": sd, "p": p_value(mean, sd, len(d), threshold)}
+def _paper_diff(benchmark: str, K: int, a: str, b: str, metric: str) -> Optional[float]:
+    """The paper's own difference of means a − b (its tables), for comparison; None where it reports none."""
+    p = paper_table(benchmark, K) or {}
+    pa, pb = (p.get(a) or {}).get(metric), (p.get(b) or {}).get(metric)
+    return None if pa is None or pb is None else pa[0] - pb[0]
 
 
-def p_value(mean: float, sd: float, n: int, threshold: float = 0.0) -> float:
-    """Two-sided p-value of the paired t-test of "the mean difference is `threshold`": 2 P(T_{n-1} > |mean − t| /
-    (sd / sqrt n)). p < 0.05 exactly when the 95% t-interval excludes t. No spread (sd = 0): 0 when the mean differs
-    from t, 1 when it is t; fewer than two seeds: NaN (no test)."""
-    from scipy.stats import t as student
-
-    if n < 2 or np.isnan(sd):
-        return float("nan")
-    if sd == 0:
-        return 0.0 if mean != threshold else 1.0
-    return float(2 * student.sf(abs(mean - threshold) / (sd / np.sqrt(n)), n - 1))
+def _missing(ev: Evidence, K: int, methods: Iterable[str]) -> list[dict]:
+    """What a test at K lacks: no results file (and the command that makes it), or the methods the file has no runs
+    of; [] when nothing is missing."""
+    if K not in ev.results:
+        return [{"kind": "file", "K": K, "file": f"results/{ev.benchmark}-K{K}.json",
+                 "command": f"python -m metacl_lite run --benchmark {ev.benchmark} --K {K}"}]
+    absent = [m for m in methods if m not in ev.results[K]["config"]["methods"]]
+    return [{"kind": "runs", "K": K, "file": f"results/{ev.benchmark}-K{K}.json", "methods": absent}] if absent else []
 
 
-def verdict(test: dict, threshold: float = 0.0) -> str:
-    """The raw verdict of `VERDICT_RULE` applied to one `paired_test` (one seed has no interval, (NaN, NaN):
-    inconclusive)."""
-    if test["n"] == 0:
-        return NOT_RUN
-    lo, hi = test["ci95"]
-    return CONFIRMED if lo > threshold else REFUTED if hi < threshold else INCONCLUSIVE
+def method_tests(pairs: Sequence[tuple], threshold: float = 0.0, ks: Optional[Sequence[int]] = None,
+                 scope: str = PAPER):
+    """Tests on a results file: per K, the paired differences a − b of a metric; pairs are (a, b, metric) or
+    (a, b, metric, scope), counted at the K of their scope (`stated_ks`: MAIN or PAPER, `scope` by default) and
+    shown beyond it."""
+    def evaluate(ev: Evidence) -> list[dict]:
+        rows = []
+        for K in (ev.ks if ks is None else ks):
+            for a, b, metric, *where in pairs:
+                sc = where[0] if where else scope
+                missing = _missing(ev, K, (a, b))
+                diffs = None if missing else paired_differences(ev.results[K], a, b, metric)
+                rows.append(_row(f"{_label(a)} − {_label(b)}, {metric}", K, diffs, a, b, metric, threshold,
+                                 paper=_paper_diff(ev.benchmark, K, a, b, metric), missing=missing,
+                                 excluded=None if K in stated_ks(ev.benchmark, sc) else _beyond(ev.benchmark, sc)))
+        return rows
+    return evaluate
 
 
-def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
-    """Holm's adjusted p-values, in the order given: with p(1) ≤ … ≤ p(m) sorted, p(i) becomes
-    max_{j ≤ i} min(1, (m − j + 1) p(j)); a test is decided at family-wise level alpha exactly when its adjusted
-    p-value is below alpha (Holm's step-down procedure). A NaN (no test: fewer than two seeds) counts as 1: it is in
-    the family and never decided."""
-    p = np.nan_to_num(np.asarray(pvalues, dtype=np.float64), nan=1.0)
-    m, out, running = len(p), np.empty(len(p)), 0.0
-    for rank, i in enumerate(np.argsort(p, kind="stable")):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
-    return out.tolist()
+def across_K_tests(pairs: Sequence[tuple], low: Sequence[int] = LOW_K, standard: Sequence[int] = STANDARD_K):
+    """Tests across K (claim 4): per seed, the improvement a − b averaged over the low-shot K minus its average over
+    the standard K (`low_vs_standard`); the paper's own contrast beside it."""
+    def evaluate(ev: Evidence) -> list[dict]:
+        rows = []
+        for a, b, metric in pairs:
+            missing = [m for K in (*low, *standard) for m in _missing(ev, K, (a, b))]
+            diffs = None if missing else low_vs_standard(
+                {K: paired_differences(ev.results[K], a, b, metric) for K in (*low, *standard)}, low, standard)
+            paper = [_paper_diff(ev.benchmark, K, a, b, metric) for K in (*low, *standard)]
+            rows.append(_row(f"{_label(a)} − {_label(b)}, {metric}: K {', '.join(map(str, low))} minus K "
+                             f"{', '.join(map(str, standard))}", ACROSS_K, diffs, a, b, metric,
+                             paper=None if None in paper else float(np.mean(paper[:len(low)])
+                                                                    - np.mean(paper[len(low):])),
+                             missing=missing))
+        return rows
+    return evaluate
 
 
-def holm_verdicts(tests: Sequence[dict], thresholds: Sequence[float], alpha: float = ALPHA) -> list[tuple]:
-    """(adjusted p-value, verdict) of each `paired_test` of one family under Holm's correction at family-wise level
-    `alpha` (`VERDICT_RULE`): a decided test is confirmed or refuted by the sign of mean − threshold, the others
-    inconclusive; tests not run stay "not yet run" and are left out of the family."""
-    ran = [i for i, t in enumerate(tests) if t["n"] > 0]
-    adjusted = dict(zip(ran, holm_adjusted([tests[i]["p"] for i in ran])))
+def control_tests(metric: str = "ACC"):
+    """Claim 7: each MetaCL-λ control run (γ = β of its MetaCL-β counterpart; γ = 0) minus MetaCL-β, per K."""
+    def evaluate(ev: Evidence) -> list[dict]:
+        return [_control_row(ev, K, c, imp, metric) for K in ev.ks for c in CONTROLS for imp in REGULARISERS]
+    return evaluate
+
+
+def _control_row(ev: Evidence, K: int, control: str, imp: str, metric: str) -> dict:
+    lam, beta = f"{imp}-metacl-lambda", f"{imp}-metacl-beta"
+    test = f"{_label(lam)} (γ = {'β' if control == 'gamma=beta' else '0'}) − {_label(beta)}, {metric}"
+    ctl = ev.controls.get(control, {}).get(K)
+    missing = _missing(ev, K, (beta,))
+    excluded = None if K in stated_ks(ev.benchmark, PAPER) else _beyond(ev.benchmark, PAPER)
+    cfile = f"results/{control_file(ev.benchmark, K, control)}"
+    if not missing and ctl is None:
+        main = ev.results[K]["config"]["methods"]
+        missing = [{"kind": "control", "K": K, "file": cfile, "command": CONTROL_COMMAND.format(
+            benchmark=ev.benchmark, K=K, gamma=control.split("=")[1], seeds=len(ev.results[K]["config"]["seeds"]),
+            methods=",".join(f"{i}-metacl-lambda" for i in REGULARISERS if f"{i}-metacl-beta" in main))}]
+    elif not missing and lam not in ctl["config"]["methods"]:
+        missing = [{"kind": "runs", "K": K, "file": cfile, "methods": [lam]}]
+    if missing:
+        return _row(test, K, None, lam, beta, metric, missing=missing, excluded=excluded)
+    _check_control(ctl, ev.results[K], imp, control, K)
+    same = repeated_runs(ctl, ev.results[K], lam)
+    if same:  # the same runs as the main file's: their difference is already a test of the main file
+        excluded = {"kind": "repeats", "same": same, "file": f"results/{ev.benchmark}-K{K}.json",
+                    "test": f"{_label(lam)} − {_label(beta)}, {metric}", "claim": "2b" if metric == "ACC" else None}
+    return _row(test, K, paired_differences(ctl, lam, beta, metric, res_b=ev.results[K]), lam, beta, metric,
+                excluded=excluded)
+
+
+def _check_control(ctl: dict, main: dict, imp: str, control: str, K: int) -> None:
+    """A control file must hold MetaCL-λ made with the control's γ (FileFormatError otherwise)."""
+    lam = f"{imp}-metacl-lambda"
+    want = main["config"]["method_hparams"][f"{imp}-metacl-beta"]["beta"] if control == "gamma=beta" else 0.0
+    got = ctl["config"]["method_hparams"][lam].get("gamma")
+    if got != want:
+        raise FileFormatError(f"the {control} control file for K = {K} holds {lam} with gamma = {got}, not {want}")
+
+
+#: What a claim on the training logs lacks when there are none.
+NO_LOGS = {"kind": "logs", "command": DYNAMICS_COMMAND}
+
+
+def speed_tests(pairs: Sequence[tuple] = SPEED_PAIRS):
+    """Claim 5 (Fig. 4): per epoch e, per seed, the MetaCL method's accuracy on the current task after epoch e minus
+    the plain method's, averaged over the tasks of its stream (`evidence.dynamics_logs`)."""
+    def evaluate(ev: Evidence) -> list[dict]:
+        log = ev.logs.get("speed")
+        if log is None or not log["runs"]:
+            return [_row(f"{_label(a)} − {_label(b)}, accuracy after each epoch", None, None, a, b,
+                         "accuracy after each epoch", missing=[NO_LOGS], live=True) for a, b in pairs]
+        first = next(iter(log["runs"].values()))
+        rows = []
+        for a, b in pairs:
+            for e in range(epoch_accuracy(first).shape[1]):
+                diffs = log_differences(log["runs"], a, b, lambda r, e=e: float(epoch_accuracy(r)[:, e].mean()))
+                rows.append(_row(f"{_label(a)} − {_label(b)}, accuracy after epoch {e + 1}", log["K"], diffs, a, b,
+                                 f"accuracy after epoch {e + 1}", live=True))
+        return rows
+    return evaluate
+
+
+#: Claim 6's statistics (Fig. 5): (name, function, which angle).
+ANGLE_STATS = (("spread of ⟨g1, gx⟩", angle_spread, "g1"), ("spread of ⟨g2, gx⟩", angle_spread, "g2"),
+               ("mean ⟨g1, gx⟩", angle_mean, "g1"))
+
+
+def angle_tests(pair: tuple = ANGLE_PAIR, task: Optional[int] = None):
+    """Claim 6 (Fig. 5): on the last task of its stream (`evidence.dynamics_logs`; or the 0-based `task`), per seed,
+    MetaCL-β's statistic minus MetaCL-λ's: the spread (standard deviation over the task's steps, `angle_spread`) of
+    the angles <g1, g_x> and <g2, g_x>, and the mean <g1, g_x> (`angle_mean`). The analysis chapter calls it for
+    task 2 too."""
+    where = "the last task" if task is None else f"task {task + 1}"
+
+    def evaluate(ev: Evidence) -> list[dict]:
+        log = ev.logs.get("angles")
+        rows = []
+        for name, fn, which in ANGLE_STATS:
+            test = f"{_label(pair[0])} − {_label(pair[1])}, {name} on {where}"
+            if log is None or not log["runs"]:
+                rows.append(_row(test, None, None, *pair, name, unit="degrees", missing=[NO_LOGS], live=True))
+                continue
+            last = log["n_tasks"] - 1 if task is None else task
+            diffs = log_differences(log["runs"], *pair, lambda r, fn=fn, which=which: fn(r, last, which))
+            rows.append(_row(test, log["K"], diffs, *pair, name, unit="degrees", live=True))
+        return rows
+    return evaluate
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The registry
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper: its id, a short title (`short`, for the summary and the README), a longer `title`,
+    the paper's words (`quote`, Markdown; tests/test_claims.py checks it against the LaTeX), where the paper states
+    it (`where`: the section and what Appendix D adds, `line`: the quote's line in the LaTeX) and its tests:
+    `evaluate(evidence)` returns one row per test and K (`_row`) with Holm's correction within the claim
+    (`with_holm`)."""
+
+    id: str
+    title: str
+    short: str
+    quote: str
+    where: str
+    line: int
+    tests: Callable[[Evidence], list[dict]]
+
+    def evaluate(self, ev: Union[Evidence, dict], alpha: float = ALPHA) -> list[dict]:
+        ev = ev if isinstance(ev, Evidence) else Evidence(tuple(ev), ev)
+        return with_holm([{"claim": self.id, **r} for r in self.tests(ev)], alpha)
+
+
+def with_holm(rows: list[dict], alpha: float = ALPHA) -> list[dict]:
+    """`rows` of one claim with "p_holm" and "holm" added: Holm's correction (`stats.holm_verdicts`) over the rows
+    the claim counts, all K together; a row not counted gets NaN and `NOT_COUNTED`."""
+    counted = [r for r in rows if r["counted"]]
+    for r, (p, v) in zip(counted, holm_verdicts(counted, [r["threshold"] for r in counted], alpha)):
+        r.update(p_holm=p, holm=v)
+    for r in rows:
+        if not r["counted"]:
+            r.update(p_holm=float("nan"), holm=NOT_COUNTED)
+    return rows
+
+
+def claim_verdict(rows: Iterable[dict], holm: bool = True) -> str:
+    """A claim's verdict from its rows: `stats.overall` of the Holm verdicts (holm=True) or of the raw verdicts of
+    the tests it counts."""
+    return overall(r["holm" if holm else "verdict"] for r in rows if r["counted"])
+
+
+CLAIMS = [
+    Claim("1", "MetaCL w/o reg beats fine-tune on FA and ACC", "MetaCL w/o reg beats fine-tune",
+          "MetaCL w/o *reg* demonstrates better ACC and stronger forward adaption than straightforward fine tune, "
+          "with a little cost of BT",
+          "Experiments, Results (Tables 1-3); Appendix D adds: \"Compared with Fine tune, MetaCL w/o *reg* always "
+          "achieves better FA in all circumstances.\"", 507,
+          method_tests([("metacl", "finetune", "FA", PAPER), ("metacl", "finetune", "ACC", MAIN)])),
+    Claim("2a", "MetaCL-β beats the plain method on ACC, BT and FA", "MetaCL-β beats its regulariser",
+          "after applying MetaCL algorithms on these regularization methods, all three metrics ACC, BT and FA are "
+          "improved",
+          "Experiments, Results (Tables 1-3); Appendix D says only: \"When compare MetaCL with the original "
+          "approaches PI and MAS, MetaCL can generally reach higher ACC and FA with comparable BT.\"", 511,
+          method_tests([(f"{i}-metacl-beta", i, m) for i in REGULARISERS for m in ("ACC", "BT", "FA")], scope=MAIN)),
+    Claim("2b", "MetaCL-λ beats MetaCL-β on ACC (PI: also BT and FA)", "MetaCL-λ beats MetaCL-β",
+          "compared with the fixed balance strategy MetaCL-$\\beta$, the dynamic balance MetaCL-$\\lambda$ achieves "
+          "comparable or better trade-off between BT and FA, and thus further improves ACC",
+          "Experiments, Results (Tables 1-3); Appendix D adds: \"PI-MetaCL-$\\lambda$ significantly surpasses "
+          "PI-MetaCL-$\\beta$ on Permuted MNIST datasets in all three metrics.\"", 513,
+          method_tests([(f"{i}-metacl-lambda", f"{i}-metacl-beta", "ACC", PAPER if i == "pi" else MAIN)
+                        for i in REGULARISERS]
+                       + [("pi-metacl-lambda", "pi-metacl-beta", m, PAPER) for m in ("BT", "FA")])),
+    Claim("3", "PI-MetaCL-λ beats PI-MetaCL-β by over 8 ACC points at K = 50",
+          "PI-MetaCL-λ beats PI-MetaCL-β by 8 pts (K = 50)",
+          "On Permuted MNIST with $K=50$, the PI-MetaCL-$\\lambda$ surpasses PI-MetaCL-$\\beta$ over 8\\% in terms "
+          "of ACC",
+          "Experiments, Regularization Strategy Analysis (Table 6 of Appendix D, which the text calls Table 3)", 541,
+          method_tests([("pi-metacl-lambda", "pi-metacl-beta", "ACC")], threshold=8.0, ks=(50,))),
+    Claim("4", "MetaCL's improvement is larger at low K than at standard K", "larger gain at low K",
+          "Compared with large size of training data, our algorithms can provide more improvement on low-shot "
+          "scenarios.",
+          "Experiments, Performance with Different K (Fig. 3; Appendix D, Tables 6-7; the paper's example is "
+          "CIFAR-100)", 520,
+          across_K_tests([("metacl", "finetune", "ACC")]
+                         + [(f"{i}-metacl-{v}", i, "ACC") for i in REGULARISERS for v in VARIANTS])),
+    Claim("5", "MetaCL learns faster: accuracy above the plain method's after every epoch",
+          "MetaCL learns faster (Fig. 4)",
+          "The curves of MetaCL methods are always above the original approaches (i.e. orange, blue and green "
+          "curves), which indicates faster learning speed and higher accuracy.",
+          "Experiments, Learning Speed Comparison (Fig. 4; CIFAR-100 in the paper)", 528,
+          speed_tests()),
+    Claim("6", "The dynamic balance gives a more stable compromise", "dynamic balance is more stable (Fig. 5)",
+          "the fixed balance strategy struggles to learn current task 20 (i.e. the angle of $\\langle g_1, "
+          "g_x\\rangle$ is big) and cannot provide a stable compromise",
+          "Experiments, Regularization Strategy Analysis (Fig. 5: PI, Permuted MNIST, K = 50); the caption adds: "
+          "\"The dynamic balance strategy can provide a more stable and better compromise.\"", 544,
+          angle_tests()),
+    Claim("7", "The projection's own effect (controls)", "the projection's own gain",
+          "With the dynamic balance strategy, the MetaCL-$\\lambda$ generally outperforms the fixed balance method.",
+          "Experiments, Regularization Strategy Analysis; the tuned constants differ (MetaCL-λ adds γ to λ, "
+          "MetaCL-β uses its own β), so the gain is the projection's only when the constant is held fixed", 540,
+          control_tests()),
+]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Records for the pages and the README
+# ----------------------------------------------------------------------------------------------------------------
+def verdict_rows(ev: Union[Evidence, dict], claims: Sequence[Claim] = tuple(CLAIMS)) -> list[dict]:
+    """Every test of every claim, one row per test and K, with its raw and Holm verdicts (`Claim.evaluate`)."""
+    return [r for c in claims for r in c.evaluate(ev)]
+
+
+def column(row: dict) -> str:
+    """The column of a row when grouped by K: "K = <K>", `ACROSS_K` (claim 4) or `LIVE` (claims 5-6)."""
+    return LIVE if row["live"] else ACROSS_K if row["K"] == ACROSS_K else f"K = {row['K']}"
+
+
+def deciding_test(rows: Sequence[dict]) -> Optional[dict]:
+    """The counted test behind a claim's Holm verdict (`claim_verdict`): refuted, its refuted test with the smallest
+    adjusted p-value; confirmed, its confirmed test with the largest (the weakest confirmation); inconclusive, its
+    undecided test with the smallest (the nearest to a decision). None when no counted test ran."""
+    v = claim_verdict(rows)
+    pool = [r for r in rows if r["counted"] and r["holm"] == v]
+    if v == NOT_RUN or not pool:
+        return None
+    key = lambda r: np.nan_to_num(r["p_holm"], nan=1.0)  # noqa: E731
+    return max(pool, key=key) if v == CONFIRMED else min(pool, key=key)
+
+
+def headline(rows: Sequence[dict], claims: Sequence[Claim] = tuple(CLAIMS)) -> list[dict]:
+    """One record per claim, in the registry's order: {"claim": its id, "title": its short title, "verdict": its
+    Holm verdict, "raw": its raw verdict, and from its `deciding_test` (None where no counted test ran): "test",
+    "metric", "K" (an int, None across K), "a", "b" (methods), "mean" (the number behind the verdict), "p_holm",
+    "threshold" and "unit" ("points" or "degrees")}."""
     out = []
-    for i, (t, thr) in enumerate(zip(tests, thresholds)):
-        if i not in adjusted:
-            out.append((float("nan"), NOT_RUN))
-        elif adjusted[i] < alpha:
-            out.append((adjusted[i], CONFIRMED if t["mean"] > thr else REFUTED))
-        else:
-            out.append((adjusted[i], INCONCLUSIVE))
+    for c in claims:
+        mine = [r for r in rows if r["claim"] == c.id]
+        d = deciding_test(mine) or {}
+        out.append({"claim": c.id, "title": c.short, "verdict": claim_verdict(mine),
+                    "raw": claim_verdict(mine, holm=False), "test": d.get("test"), "metric": d.get("metric"),
+                    "K": d.get("K") if isinstance(d.get("K"), int) else None, "a": d.get("a"), "b": d.get("b"),
+                    "mean": d.get("mean"), "p_holm": d.get("p_holm"), "threshold": d.get("threshold"),
+                    "unit": d.get("unit")})
     return out
 
 
-def overall(verdicts: Iterable[str]) -> str:
-    """The verdict of a claim made of several tests (`VERDICT_RULE`); tests not run or not counted are left out."""
-    ran = [v for v in verdicts if v not in (NOT_RUN, NOT_COUNTED)]
-    if not ran:
-        return NOT_RUN
-    return REFUTED if REFUTED in ran else CONFIRMED if all(v == CONFIRMED for v in ran) else INCONCLUSIVE
+def seed_power(rows: Sequence[dict], more: int = 10, alpha: float = ALPHA, power: float = 0.8) -> Optional[dict]:
+    """What the seeds of the results files can show, as numbers: n, the commonest number of seeds of the counted
+    tests on results files; ns, n and `more`; m, the largest family of counted tests that ran (Holm's strictest
+    level is alpha/m); sd, the median standard deviation of the counted per-seed differences in points at n seeds;
+    and per k in ns: "t" the interval's quantile t_{1-alpha/2, k-1}, "sign_p" the smallest p-value a test without
+    the normality assumption reaches (`stats.smallest_sign_p`), "effect" and "effect_holm" the mean difference in
+    sd that the t-test decides with probability `power` at alpha and alpha/m (`stats.detectable_effect`). None when
+    no counted test on results files has two seeds."""
+    from scipy.stats import t as student
+
+    files = [r for r in rows if r["counted"] and not r["live"] and r["n"] > 1]
+    if not files:
+        return None
+    n = max(set(r["n"] for r in files), key=[r["n"] for r in files].count)
+    ns = sorted({n, more})
+    m = max(sum(1 for r in rows if r["claim"] == c and r["counted"] and r["n"] > 0) for c in {r["claim"] for r in rows})
+    sd = float(np.median([r["sd"] for r in files if r["n"] == n and r["unit"] == "points"]))
+    return {"n": n, "ns": ns, "m": m, "sd": sd, "alpha": alpha, "power": power,
+            **{k: {"t": float(student.ppf(1 - alpha / 2, k - 1)), "sign_p": smallest_sign_p(k),
+                   "effect": detectable_effect(k, alpha, power), "effect_holm": detectable_effect(k, alpha / m, power)}
+               for k in ns}}
 
 
-def detectable_effect(n: int, alpha: float = ALPHA, power: float = 0.8) -> float:
-    """The smallest true mean difference, in standard deviations of the per-seed differences, that the two-sided
-    paired t-test of `n` seeds at level `alpha` decides with probability `power` (the noncentral t distribution with
-    n − 1 degrees of freedom and noncentrality difference sqrt(n) / sd); it assumes normal differences."""
-    from scipy.optimize import brentq
-    from scipy.stats import nct, t as student
+def differences_frame(rows: list[dict]):
+    """The per-seed differences of `rows` in long form (claim, test, K column, seed, difference, threshold, unit,
+    counted), for plotting (`plots.claim_differences`)."""
+    import pandas as pd
 
-    df, crit = n - 1, student.ppf(1 - alpha / 2, n - 1)
-
-    def shortfall(e: float) -> float:  # power at a difference of e sd, minus `power`; far tails read as 0, not NaN
-        nc = e * np.sqrt(n)
-        return float(np.nan_to_num(nct.sf(crit, df, nc)) + np.nan_to_num(nct.cdf(-crit, df, nc))) - power
-
-    hi = 1.0
-    while shortfall(hi) < 0:
-        hi *= 2
-    return float(brentq(shortfall, 0.0, hi))
-
-
-def smallest_sign_p(n: int) -> float:
-    """The smallest two-sided p-value that a test with no assumption on the distribution of n paired differences
-    (the sign test, or Wilcoxon's signed-rank test) can reach: every seed on the same side, 2 / 2^n."""
-    return 2.0 / 2 ** n
-
-
-def low_vs_standard(diffs_by_K: Mapping[int, Mapping[int, float]], low: Sequence[int] = LOW_K,
-                    standard: Sequence[int] = STANDARD_K) -> dict[int, float]:
-    """Per seed present at every K: the mean of its differences at the low-shot K minus their mean at the standard K
-    (a paired contrast: seed s of every K starts from the same initial weights and permutations)."""
-    seeds = sorted(set.intersection(*(set(diffs_by_K[K]) for K in (*low, *standard))))
-    return {s: float(np.mean([diffs_by_K[K][s] for K in low]) - np.mean([diffs_by_K[K][s] for K in standard]))
-            for s in seeds}
-
+    return pd.DataFrame([{"claim": r["claim"], "test": r["test"], "K": column(r), "seed": s, "difference": d,
+                          "threshold": r["threshold"], "unit": r["unit"], "counted": r["counted"]}
+                         for r in rows for s, d in r["differences"].items()])
 
 
 def gain_by_K(results: Mapping[int, dict], metric: str = "ACC", benchmark: str = "pmnist") -> list[dict]:
@@ -200,763 +423,3 @@ def gain_by_K(results: Mapping[int, dict], metric: str = "ACC", benchmark: str =
                              "ci95": t["ci95"], "n": t["n"], "n_agree": t["n_agree"], "verdict": verdict(t),
                              "paper": _paper_diff(benchmark, K, f"{imp}-metacl-{v}", imp, metric)})
     return rows
-
-
-def epoch_accuracy(log: dict) -> np.ndarray:
-    """(tasks, epochs): the accuracy on the task being learnt after each of its epochs (Fig. 4), from
-    log["epoch_acc"] = [[task, accuracy], ...] in training order (`TrainConfig.eval_every_epoch`)."""
-    per: dict[int, list] = {}
-    for task, acc in log["epoch_acc"]:
-        per.setdefault(int(task), []).append(acc)
-    return np.array([per[t] for t in sorted(per)], dtype=np.float64)
-
-
-def angles_degrees(log: dict, task: int, which: str) -> np.ndarray:
-    """The angle (degrees) between the update g_x and g1 (which="g1") or g2 ("g2") at each outer step of `task`
-    (Fig. 5), from log["angles"] = [[task, cos<g1,g_x>, cos<g2,g_x>, lambda], ...] (`TrainConfig.record_angles`).
-    Steps where the angle is undefined (g2 = 0 at a task's first step: NaN, or None once stored as JSON) are left
-    out."""
-    col = {"g1": 1, "g2": 2}[which]
-    c = np.array([np.nan if r[col] is None else r[col] for r in log["angles"] if r[0] == task], dtype=np.float64)
-    return np.degrees(np.arccos(np.clip(c[~np.isnan(c)], -1.0, 1.0)))
-
-
-def angle_spread(log: dict, task: int, which: str) -> float:
-    """How much the angle between g_x and g1 (or g2) moves while `task` is learnt: its standard deviation over the
-    task's outer steps (ddof=1), the statistic of "a more stable compromise" (Fig. 5)."""
-    return float(np.std(angles_degrees(log, task, which), ddof=1))
-
-
-def angle_mean(log: dict, task: int, which: str) -> float:
-    """The mean angle between g_x and g1 (or g2) over `task`'s outer steps (Fig. 5: "the angle of <g1, g_x> is big"
-    when the update no longer follows the task)."""
-    return float(np.mean(angles_degrees(log, task, which)))
-
-
-def log_differences(runs: Mapping[str, dict], a: str, b: str, stat: Callable[[dict], float]) -> dict[int, float]:
-    """{seed: stat(log of a) − stat(log of b)} over the seeds with both logs; `runs` maps "method/seed" to a log."""
-    seeds = {int(k.split("/")[1]) for k in runs if k.split("/")[0] == a}
-    return {s: stat(runs[f"{a}/{s}"]) - stat(runs[f"{b}/{s}"]) for s in sorted(seeds) if f"{b}/{s}" in runs}
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Evidence: the files and logs the verdicts are made from
-# ----------------------------------------------------------------------------------------------------------------
-#: The control runs of claim 7: every MetaCL-λ with γ set to its MetaCL-β counterpart's β ("gamma=beta"), and with
-#: γ = 0 ("gamma=0"), each kept in its own results file per K (`control_file`), made with the seeds of the main file.
-CONTROLS = ("gamma=beta", "gamma=0")
-CONTROL_COMMAND = ("python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds} --methods {methods} "
-                   "--gamma {gamma}")
-
-
-def control_file(benchmark: str, K: int, control: str) -> str:
-    """results/ file of a control ("gamma=beta" or "gamma=0"): the file `run --gamma` writes by default."""
-    from ..lab.grid import control_file as grid_control_file
-
-    return grid_control_file(benchmark, K, control.split("=")[1])
-
-
-@dataclass
-class Evidence:
-    """What the verdicts are made from: results files per K, the control runs of claim 7 (control -> K -> results
-    file) and the training logs of claims 5-6 ("speed", "angles" -> `dynamics_logs`). Missing entries read "not yet
-    run"."""
-
-    ks: tuple
-    results: dict
-    controls: dict = field(default_factory=dict)
-    logs: dict = field(default_factory=dict)
-    benchmark: str = "pmnist"
-
-
-def load_evidence(benchmark: str = "pmnist", ks: Sequence[int] = (20, 50, 200, 500),
-                  folder: Optional[Path] = None, dynamics: bool = True) -> Evidence:
-    """The results files results/<benchmark>-K<K>.json, the control files that exist and (dynamics=True) the
-    training logs of claims 5 and 6 from results/dynamics-<benchmark>.json where it exists (`dynamics_logs`)."""
-    folder = Path(folder or REPO_ROOT / "results")
-    results = {K: load_results(folder / f"{benchmark}-K{K}.json") for K in ks
-               if (folder / f"{benchmark}-K{K}.json").exists()}
-    controls = {c: {K: load_results(folder / control_file(benchmark, K, c)) for K in ks
-                    if (folder / control_file(benchmark, K, c)).exists()} for c in CONTROLS}
-    logs = {}
-    if dynamics and (folder / f"dynamics-{benchmark}.json").exists():
-        logs = dynamics_logs(benchmark=benchmark, path=folder / f"dynamics-{benchmark}.json")
-    return Evidence(tuple(ks), results, controls, logs, benchmark)
-
-
-#: The pairs of claims 5 and 6: which (MetaCL, plain) pairs are compared; their runs are those of `lab.dynamics`.
-SPEED_PAIRS = (("metacl", "finetune"), ("pi-metacl-beta", "pi"))
-ANGLE_PAIR = ("pi-metacl-beta", "pi-metacl-lambda")  # Fig. 5's example
-#: The settings of the one stream per claim that a page may change for a live run (None: the committed file's).
-STREAM_PARAMETERS = ("speed_K", "speed_tasks", "speed_seeds", "angle_K", "angle_tasks", "angle_seeds")
-
-
-def dynamics_logs(live: bool = False, speed_K: Optional[int] = None, speed_tasks: Optional[int] = None,
-                  speed_seeds: Optional[int] = None, angle_K: Optional[int] = None, angle_tasks: Optional[int] = None,
-                  angle_seeds: Optional[int] = None, benchmark: str = "pmnist", path: Optional[Path] = None) -> dict:
-    """The one stream per claim behind claims 5 (learning speed, "speed") and 6 (gradient angles, "angles"), for
-    every page that shows them: {"speed": log, "angles": log, "source": a phrase}, each log
-    {"K", "n_tasks", "seeds", "runs": {"method/seed": log}} (`lab.dynamics.as_logs`).
-
-    By default the committed file results/dynamics-<benchmark>.json (`python -m metacl_lite dynamics`) is read
-    (without it: {"source"} only, and the claims read "not yet run"). live=True trains the same streams again on the
-    page (their K, tasks and seeds, from the file, or the module's defaults without one); a setting given (not None)
-    changes that stream and trains it live too (seeds: 0..N-1). Nothing is written."""
-    from ..lab import dynamics as D
-
-    path = Path(path or D.default_file(benchmark))
-    given = {k: v for k, v in dict(speed_K=speed_K, speed_tasks=speed_tasks, speed_seeds=speed_seeds,
-                                    angle_K=angle_K, angle_tasks=angle_tasks, angle_seeds=angle_seeds).items()
-             if v is not None}
-    doc = D.load_dynamics(path) if path.exists() else None
-    if not live and not given:
-        if doc is None:
-            return {"source": f"no training logs: {relative_to_repo(path)} does not exist "
-                              f"(`{LIVE_NOTE.split(': ', 1)[1]}` makes it)"}
-        return {"speed": D.as_logs(doc, "speed"), "angles": D.as_logs(doc, "angles"),
-                "source": f"read from `{relative_to_repo(path)}`, made by `{doc['provenance']['command']}`"}
-    streams = {k: dict(v) for k, v in (doc["config"]["streams"] if doc else D.STREAMS).items()}
-    seeds = {k: list(doc["config"]["seeds"]) if doc else list(range(D.DEFAULT_SEEDS)) for k in streams}
-    for kind, prefix in (("speed", "speed"), ("angles", "angle")):
-        for setting, key in (("K", "K"), ("tasks", "n_tasks")):
-            if f"{prefix}_{setting}" in given:
-                streams[kind][key] = given[f"{prefix}_{setting}"]
-        if f"{prefix}_seeds" in given:
-            seeds[kind] = list(range(given[f"{prefix}_seeds"]))
-    out = {"source": "trained on this page (a live run; nothing written)"}
-    for kind in ("speed", "angles"):
-        out[kind] = D.as_logs(D.measure(seeds[kind], {kind: streams[kind]}, benchmark), kind)
-    return out
-
-
-def stream_sentence(logs: Mapping) -> str:
-    """What the training logs of claims 5 and 6 are, in one sentence: the streams, their seeds and where they come
-    from (`dynamics_logs`)."""
-    if "speed" not in logs:
-        return logs["source"][0].upper() + logs["source"][1:] + "."
-    sp, an = logs["speed"], logs["angles"]
-    return (f"Learning speed (claim 5): K = {sp['K']}, {sp['n_tasks']} tasks, {len(sp['seeds'])} seeds; gradient "
-            f"angles (claim 6): K = {an['K']}, {an['n_tasks']} tasks (read on task {an['n_tasks']}), "
-            f"{len(an['seeds'])} seeds; {logs['source']}.")
-
-
-def stream_fingerprint(logs: Mapping) -> str:
-    """A short digest of the runs behind claims 5 and 6 (the logs' content), by which a test checks that two pages
-    read the same stream for each claim."""
-    import hashlib
-    import json
-
-    from ..lab.atomic import jsonable
-
-    body = {k: logs[k] for k in ("speed", "angles") if k in logs}
-    return hashlib.sha256(json.dumps(jsonable(body), sort_keys=True).encode()).hexdigest()[:16]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Where the paper states a claim, and runs that repeat others
-# ----------------------------------------------------------------------------------------------------------------
-#: Where a test is counted: MAIN, at the K of the paper's main-text table for the benchmark (Table 1: Permuted MNIST,
-#: K = 20); PAPER, at every K of its tables (main text and Appendix D). Elsewhere it is shown, not counted.
-MAIN, PAPER = "main", "paper"
-
-
-def stated_ks(benchmark: str, scope: str) -> tuple:
-    """The K at which the paper states a test of `scope` (MAIN or PAPER), read from `paper.PAPER_SOURCES`."""
-    ks = sorted(K for (b, K), src in PAPER_SOURCES.items() if b == benchmark and (scope == PAPER or "main text" in src))
-    return tuple(ks)
-
-
-def _beyond(benchmark: str, scope: str) -> str:
-    ks = stated_ks(benchmark, scope)
-    where = "its main-text table" if scope == MAIN else "its tables"
-    return f"beyond where the paper states it ({where}: K = {', '.join(map(str, ks))})"
-
-
-#: What must agree, besides the method's own settings, for two results files to hold the same runs.
-RUN_KEYS = ("benchmark", "K", "n_tasks", "seeds", "train", "model", "data_source")
-
-
-def repeated_runs(ctl: dict, main: dict, method: str) -> list[str]:
-    """Why the runs of `method` in the control file `ctl` are the main file's own runs, bit for bit: "same
-    configuration: <its settings>" (its settings, its options and the run keys `RUN_KEYS` equal: a γ = β control
-    where the tuned γ already is β) and/or "same accuracy matrices on all <n> seeds"; [] when neither holds."""
-    cc, mc = ctl["config"], main["config"]
-    why = []
-    if (method in mc.get("method_hparams", {}) and cc["method_hparams"].get(method) == mc["method_hparams"][method]
-            and (cc.get("method_options") or {}).get(method) == (mc.get("method_options") or {}).get(method)
-            and all(cc.get(k) == mc.get(k) for k in RUN_KEYS)):
-        setting = ", ".join(f"{k} = {v:g}" if isinstance(v, (int, float)) else f"{k} = {v}"
-                            for k, v in cc["method_hparams"][method].items())
-        why.append(f"same configuration: {setting or 'no settings'}")
-    seeds = cc["seeds"]
-    runs = [(ctl["runs"].get(f"{method}/{s}"), main["runs"].get(f"{method}/{s}")) for s in seeds]
-    if seeds and all(a is not None and b is not None and a["acc_matrix"] == b["acc_matrix"] for a, b in runs):
-        why.append(f"same accuracy matrices on all {len(seeds)} seeds")
-    return why
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Claims
-# ----------------------------------------------------------------------------------------------------------------
-def _label(m: str) -> str:
-    return METHODS[m].label if m in METHODS else m
-
-
-def _row(test: str, K, diffs: Optional[Mapping[int, float]], threshold: float = 0.0, unit: str = "points",
-         paper: Optional[float] = None, note: str = "", live: bool = False, excluded: str = "") -> dict:
-    """One test's row: `paired_test` numbers, the raw verdict, and whether the claim counts it (`excluded` says why
-    not: beyond where the paper states it, or runs counted elsewhere). `Claim.evaluate` adds the Holm verdict."""
-    t = paired_test(diffs or {}, threshold)
-    return {"test": test, "K": K, "live": live, **t, "verdict": verdict(t, threshold), "threshold": threshold,
-            "unit": unit, "paper": paper, "note": note, "differences": dict(diffs or {}), "counted": not excluded,
-            "excluded": excluded}
-
-
-def _paper_diff(benchmark: str, K: int, a: str, b: str, metric: str) -> Optional[float]:
-    """The paper's own difference of means a − b (its tables), for comparison; None where it reports none."""
-    p = paper_table(benchmark, K) or {}
-    pa, pb = (p.get(a) or {}).get(metric), (p.get(b) or {}).get(metric)
-    return None if pa is None or pb is None else pa[0] - pb[0]
-
-
-def _missing(ev: Evidence, K: int, methods: Iterable[str]) -> str:
-    if K not in ev.results:
-        return f"no results file for K = {K}: python -m metacl_lite run --benchmark {ev.benchmark} --K {K}"
-    absent = [m for m in methods if m not in ev.results[K]["config"]["methods"]]
-    return f"results/{ev.benchmark}-K{K}.json has no runs of {', '.join(absent)}" if absent else ""
-
-
-def method_tests(pairs: Sequence[tuple], threshold: float = 0.0, ks: Optional[Sequence[int]] = None,
-                 scope: str = PAPER):
-    """Tests on a results file: per K, the paired differences a − b of a metric; pairs are (a, b, metric) or
-    (a, b, metric, scope), counted at the K of their scope (`stated_ks`: MAIN or PAPER, `scope` by default) and
-    shown beyond it."""
-    def evaluate(ev: Evidence) -> list[dict]:
-        rows = []
-        for K in (ev.ks if ks is None else ks):
-            for a, b, metric, *where in pairs:
-                sc = where[0] if where else scope
-                note = _missing(ev, K, (a, b))
-                diffs = None if note else paired_differences(ev.results[K], a, b, metric)
-                rows.append(_row(f"{_label(a)} − {_label(b)}, {metric}", K, diffs, threshold,
-                                 paper=_paper_diff(ev.benchmark, K, a, b, metric), note=note,
-                                 excluded="" if K in stated_ks(ev.benchmark, sc) else _beyond(ev.benchmark, sc)))
-        return rows
-    return evaluate
-
-
-def across_K_tests(pairs: Sequence[tuple], low: Sequence[int] = LOW_K, standard: Sequence[int] = STANDARD_K):
-    """Tests across K (claim 4): per seed, the improvement a − b averaged over the low-shot K minus its average over
-    the standard K (`low_vs_standard`); the paper's own contrast beside it."""
-    def evaluate(ev: Evidence) -> list[dict]:
-        rows = []
-        for a, b, metric in pairs:
-            notes = [n for n in (_missing(ev, K, (a, b)) for K in (*low, *standard)) if n]
-            diffs = None if notes else low_vs_standard(
-                {K: paired_differences(ev.results[K], a, b, metric) for K in (*low, *standard)}, low, standard)
-            paper = [_paper_diff(ev.benchmark, K, a, b, metric) for K in (*low, *standard)]
-            rows.append(_row(f"{_label(a)} − {_label(b)}, {metric}: K {', '.join(map(str, low))} minus K "
-                             f"{', '.join(map(str, standard))}", ACROSS_K, diffs,
-                             paper=None if None in paper else float(np.mean(paper[:len(low)])
-                                                                    - np.mean(paper[len(low):])),
-                             note="; ".join(notes)))
-        return rows
-    return evaluate
-
-
-def control_tests(metric: str = "ACC"):
-    """Claim 7: each MetaCL-λ control run (γ = β of its MetaCL-β counterpart; γ = 0) minus MetaCL-β, per K."""
-    def evaluate(ev: Evidence) -> list[dict]:
-        return [_control_row(ev, K, c, imp, metric) for K in ev.ks for c in CONTROLS for imp in REGULARISERS]
-    return evaluate
-
-
-def _control_row(ev: Evidence, K: int, control: str, imp: str, metric: str) -> dict:
-    lam, beta = f"{imp}-metacl-lambda", f"{imp}-metacl-beta"
-    test = f"{_label(lam)} (γ = {'β' if control == 'gamma=beta' else '0'}) − {_label(beta)}, {metric}"
-    ctl = ev.controls.get(control, {}).get(K)
-    note = _missing(ev, K, (beta,))
-    excluded = "" if K in stated_ks(ev.benchmark, PAPER) else _beyond(ev.benchmark, PAPER)
-    if not note and ctl is None:
-        main = ev.results[K]["config"]["methods"]
-        note = CONTROL_COMMAND.format(benchmark=ev.benchmark, K=K, gamma=control.split("=")[1],
-                                      seeds=len(ev.results[K]["config"]["seeds"]),
-                                      methods=",".join(f"{i}-metacl-lambda" for i in REGULARISERS
-                                                       if f"{i}-metacl-beta" in main),
-                                      file=control_file(ev.benchmark, K, control))
-    elif not note and lam not in ctl["config"]["methods"]:
-        note = f"results/{control_file(ev.benchmark, K, control)} has no runs of {lam}"
-    if note:
-        return _row(test, K, None, note=note, excluded=excluded)
-    _check_control(ctl, ev.results[K], imp, control, K)
-    same = repeated_runs(ctl, ev.results[K], lam)
-    if same:  # the same runs as the main file's: their difference is already a test of the main file
-        excluded = (f"repeats the main file's {_label(lam)} runs ({'; '.join(same)}), so its difference is "
-                    f"{_label(lam)} − {_label(beta)}, {metric} of results/{ev.benchmark}-K{K}.json"
-                    + (", claim 2b's comparison," if metric == "ACC" else "") + " again")
-    return _row(test, K, paired_differences(ctl, lam, beta, metric, res_b=ev.results[K]), excluded=excluded)
-
-
-def _check_control(ctl: dict, main: dict, imp: str, control: str, K: int) -> None:
-    """A control file must hold MetaCL-λ made with the control's γ (FileFormatError otherwise)."""
-    lam = f"{imp}-metacl-lambda"
-    want = main["config"]["method_hparams"][f"{imp}-metacl-beta"]["beta"] if control == "gamma=beta" else 0.0
-    got = ctl["config"]["method_hparams"][lam].get("gamma")
-    if got != want:
-        raise FileFormatError(f"the {control} control file for K = {K} holds {lam} with gamma = {got}, not {want}")
-
-
-def speed_tests(pairs: Sequence[tuple] = SPEED_PAIRS):
-    """Claim 5 (Fig. 4): per epoch e, per seed, the MetaCL method's accuracy on the current task after epoch e minus
-    the plain method's, averaged over the tasks of its stream (`dynamics_logs`)."""
-    def evaluate(ev: Evidence) -> list[dict]:
-        log = ev.logs.get("speed")
-        if log is None or not log["runs"]:
-            return [_row(f"{_label(a)} − {_label(b)}, accuracy after each epoch", None, None, note=LIVE_NOTE,
-                         live=True) for a, b in pairs]
-        first = next(iter(log["runs"].values()))
-        rows = []
-        for a, b in pairs:
-            for e in range(epoch_accuracy(first).shape[1]):
-                diffs = log_differences(log["runs"], a, b, lambda r, e=e: float(epoch_accuracy(r)[:, e].mean()))
-                rows.append(_row(f"{_label(a)} − {_label(b)}, accuracy after epoch {e + 1}", log["K"], diffs,
-                                 live=True))
-        return rows
-    return evaluate
-
-
-def angle_tests(pair: tuple = ANGLE_PAIR, task: Optional[int] = None):
-    """Claim 6 (Fig. 5): on the last task of its stream (`dynamics_logs`; or the 0-based `task`), per seed, MetaCL-β's statistic
-    minus MetaCL-λ's: the spread (standard deviation over the task's steps, `angle_spread`) of the angles
-    <g1, g_x> and <g2, g_x>, and the mean <g1, g_x> (`angle_mean`). The analysis chapter calls it for task 2 too."""
-    stats = (("spread of ⟨g1, gx⟩", angle_spread, "g1"), ("spread of ⟨g2, gx⟩", angle_spread, "g2"),
-             ("mean ⟨g1, gx⟩", angle_mean, "g1"))
-    where = "the last task" if task is None else f"task {task + 1}"
-
-    def evaluate(ev: Evidence) -> list[dict]:
-        log = ev.logs.get("angles")
-        rows = []
-        for name, fn, which in stats:
-            test = f"{_label(pair[0])} − {_label(pair[1])}, {name} on {where}"
-            if log is None or not log["runs"]:
-                rows.append(_row(test, None, None, unit="degrees", note=LIVE_NOTE, live=True))
-                continue
-            last = log["n_tasks"] - 1 if task is None else task
-            diffs = log_differences(log["runs"], *pair, lambda r, fn=fn, which=which: fn(r, last, which))
-            rows.append(_row(test, log["K"], diffs, unit="degrees", live=True))
-        return rows
-    return evaluate
-
-
-LIVE_NOTE = "no training logs: python -m metacl_lite dynamics"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of the paper: `evaluate(evidence)` returns one row per test and K (`paired_test` numbers, the raw
-    verdict, whether the claim counts the test and why not, its Holm-adjusted p-value and Holm verdict within the
-    claim's counted tests (`with_holm`), the paper's own difference where it has one, and a note saying what is
-    missing when not yet run)."""
-
-    id: str
-    title: str
-    quote: str  # Markdown; tests/test_claims.py checks it against the paper's LaTeX
-    where: str
-    statistic: str
-    tests: Callable[[Evidence], list[dict]]
-    short: str = ""  # a few words, for the summary table and the findings
-
-    def evaluate(self, ev: Union[Evidence, dict], alpha: float = ALPHA) -> list[dict]:
-        ev = ev if isinstance(ev, Evidence) else Evidence(tuple(ev), ev)
-        return with_holm([{"claim": self.id, **r} for r in self.tests(ev)], alpha)
-
-
-def with_holm(rows: list[dict], alpha: float = ALPHA) -> list[dict]:
-    """`rows` of one claim with "p_holm" and "holm" added: Holm's correction (`holm_verdicts`) over the rows the
-    claim counts, all K together; a row not counted gets NaN and `NOT_COUNTED`."""
-    counted = [r for r in rows if r["counted"]]
-    for r, (p, v) in zip(counted, holm_verdicts(counted, [r["threshold"] for r in counted], alpha)):
-        r.update(p_holm=p, holm=v)
-    for r in rows:
-        if not r["counted"]:
-            r.update(p_holm=float("nan"), holm=NOT_COUNTED)
-    return rows
-
-
-def claim_verdict(rows: Iterable[dict], holm: bool = True) -> str:
-    """A claim's verdict from its rows (`VERDICT_RULE`): `overall` of the Holm verdicts (holm=True) or of the raw
-    verdicts of the tests it counts."""
-    return overall(r["holm" if holm else "verdict"] for r in rows if r["counted"])
-
-
-_PAIRED = "paired per-seed difference"
-CLAIMS = [
-    Claim("1", "MetaCL w/o reg beats fine-tune on FA and ACC",
-          "MetaCL w/o *reg* demonstrates better ACC and stronger forward adaption than straightforward fine tune, "
-          "with a little cost of BT",
-          "Experiments, Results (Tables 1-3); Appendix D adds: \"Compared with Fine tune, MetaCL w/o *reg* always "
-          "achieves better FA in all circumstances.\"",
-          f"{_PAIRED} MetaCL w/o reg − fine-tune in FA at every K of the paper's tables (Appendix D: \"in all "
-          "circumstances\"), and in ACC at K = 20, the K of Table 1 that the sentence describes; ACC at the other K "
-          "is shown beyond where the paper states it.",
-          method_tests([("metacl", "finetune", "FA", PAPER), ("metacl", "finetune", "ACC", MAIN)]),
-          short="MetaCL w/o reg beats fine-tune"),
-    Claim("2a", "MetaCL-β beats the plain method on ACC, BT and FA",
-          "after applying MetaCL algorithms on these regularization methods, all three metrics ACC, BT and FA are "
-          "improved",
-          "Experiments, Results (Tables 1-3); Appendix D says only: \"When compare MetaCL with the original "
-          "approaches PI and MAS, MetaCL can generally reach higher ACC and FA with comparable BT.\"",
-          f"{_PAIRED} X-MetaCL-β − X for X = MAS, PI, EWC, in ACC, BT and FA, at K = 20, the K of Table 1; the "
-          "other K are shown beyond where the paper states it (Appendix D's \"generally\" makes no claim about "
-          "each K).",
-          method_tests([(f"{i}-metacl-beta", i, m) for i in REGULARISERS for m in ("ACC", "BT", "FA")],
-                       scope=MAIN),
-          short="MetaCL-β beats its regulariser"),
-    Claim("2b", "MetaCL-λ beats MetaCL-β on ACC (PI: also BT and FA)",
-          "compared with the fixed balance strategy MetaCL-$\\beta$, the dynamic balance MetaCL-$\\lambda$ achieves "
-          "comparable or better trade-off between BT and FA, and thus further improves ACC",
-          "Experiments, Results (Tables 1-3); Appendix D adds: \"PI-MetaCL-$\\lambda$ significantly surpasses "
-          "PI-MetaCL-$\\beta$ on Permuted MNIST datasets in all three metrics.\"",
-          f"{_PAIRED} X-MetaCL-λ − X-MetaCL-β in ACC for X = MAS, PI, EWC at K = 20, the K of Table 1, and for PI "
-          "in ACC, BT and FA at every K of the paper's tables (Appendix D); (\"comparable or better trade-off\" is "
-          "no one-sided claim for BT and FA of the others). MAS and EWC at the other K are shown beyond where the "
-          "paper states it.",
-          method_tests([(f"{i}-metacl-lambda", f"{i}-metacl-beta", "ACC", PAPER if i == "pi" else MAIN)
-                        for i in REGULARISERS]
-                       + [("pi-metacl-lambda", "pi-metacl-beta", m, PAPER) for m in ("BT", "FA")]),
-          short="MetaCL-λ beats MetaCL-β"),
-    Claim("3", "PI-MetaCL-λ beats PI-MetaCL-β by over 8 ACC points at K = 50",
-          "On Permuted MNIST with $K=50$, the PI-MetaCL-$\\lambda$ surpasses PI-MetaCL-$\\beta$ over 8\\% in terms "
-          "of ACC",
-          "Experiments, Regularization Strategy Analysis (Table 6 of Appendix D, which the text calls Table 3)",
-          f"{_PAIRED} PI-MetaCL-λ − PI-MetaCL-β in ACC at K = 50, against the threshold 8.",
-          method_tests([("pi-metacl-lambda", "pi-metacl-beta", "ACC")], threshold=8.0, ks=(50,)),
-          short="PI-MetaCL-λ beats PI-MetaCL-β by 8 pts (K = 50)"),
-    Claim("4", "MetaCL's improvement is larger at low K than at standard K",
-          "Compared with large size of training data, our algorithms can provide more improvement on low-shot "
-          "scenarios.",
-          "Experiments, Performance with Different K (Fig. 3; Appendix D, Tables 6-7; the paper's example is "
-          "CIFAR-100)",
-          "Per seed, the ACC improvement of each MetaCL method over its base method averaged over K = 20, 50, minus "
-          "its average over K = 200, 500 (a paired contrast: seed s starts from the same weights at every K).",
-          across_K_tests([("metacl", "finetune", "ACC")]
-                         + [(f"{i}-metacl-{v}", i, "ACC") for i in REGULARISERS for v in ("beta", "lambda")]),
-          short="larger gain at low K"),
-    Claim("5", "MetaCL learns faster: accuracy above the plain method's after every epoch",
-          "The curves of MetaCL methods are always above the original approaches (i.e. orange, blue and green "
-          "curves), which indicates faster learning speed and higher accuracy.",
-          "Experiments, Learning Speed Comparison (Fig. 4; CIFAR-100 in the paper)",
-          "Per seed and epoch e, the accuracy on the task being learnt after epoch e, averaged over the tasks of "
-          "claim 5's Permuted MNIST stream (the training logs): MetaCL method − plain method. Confirmed when it is at every epoch.",
-          speed_tests(),
-          short="MetaCL learns faster (Fig. 4)"),
-    Claim("6", "The dynamic balance gives a more stable compromise",
-          "the fixed balance strategy struggles to learn current task 20 (i.e. the angle of $\\langle g_1, "
-          "g_x\\rangle$ is big) and cannot provide a stable compromise",
-          "Experiments, Regularization Strategy Analysis (Fig. 5: PI, Permuted MNIST, K = 50); the caption adds: "
-          "\"The dynamic balance strategy can provide a more stable and better compromise.\"",
-          "On the last task of claim 6's stream (the training logs), per seed, PI-MetaCL-β's spread (standard deviation over the task's "
-          "outer steps) of the angles ⟨g1, gx⟩ and ⟨g2, gx⟩, and its mean ⟨g1, gx⟩, minus PI-MetaCL-λ's.",
-          angle_tests(),
-          short="dynamic balance is more stable (Fig. 5)"),
-    Claim("7", "The projection's own effect (controls)",
-          "With the dynamic balance strategy, the MetaCL-$\\lambda$ generally outperforms the fixed balance method.",
-          "Experiments, Regularization Strategy Analysis; the tuned constants differ (MetaCL-λ adds γ to λ, "
-          "MetaCL-β uses its own β), so the gain is the projection's only when the constant is held fixed",
-          f"{_PAIRED} in ACC: MetaCL-λ run with γ equal to MetaCL-β's β, minus MetaCL-β (only the projection "
-          "differs); and MetaCL-λ run with γ = 0 (the projection alone) minus MetaCL-β; at every K of the paper's "
-          "tables. Where the tuned γ already equals β, the γ = β control repeats the main file's MetaCL-λ runs and "
-          "its difference is claim 2b's: shown, not counted.",
-          control_tests(),
-          short="the projection's own gain"),
-]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Tables and text
-# ----------------------------------------------------------------------------------------------------------------
-def verdict_rows(ev: Union[Evidence, dict], claims: Sequence[Claim] = tuple(CLAIMS)) -> list[dict]:
-    """Every test of every claim, one row per test and K, with its raw and Holm verdicts (`Claim.evaluate`)."""
-    return [r for c in claims for r in c.evaluate(ev)]
-
-
-def _column(row: dict) -> str:
-    """The column of a row when grouped by K: its K, "across K" (claim 4) or "training logs" (claims 5-6)."""
-    return LIVE if row["live"] else ACROSS_K if row["K"] == ACROSS_K else f"K = {row['K']}"
-
-
-def _num(x: Optional[float], fmt: str = "+.2f") -> str:
-    return "–" if x is None or np.isnan(x) else format(x, fmt)
-
-
-def _p(x: float) -> str:
-    """A p-value for a reader: three decimals, four where three would round it across `ALPHA` (0.0505 is not
-    "0.050", which reads as decided at 0.05 when it is not)."""
-    if np.isnan(x):
-        return "–"
-    if x < 0.001:
-        return "< 0.001"
-    three = f"{x:.3f}"
-    return three if (float(three) < ALPHA) == (x < ALPHA) else f"{x:.4f}"
-
-
-def _unit(row: dict) -> str:
-    return "°" if row["unit"] == "degrees" else ""
-
-
-def _name(row: dict) -> str:
-    return row["test"] + (f" (vs {row['threshold']:g})" if row["threshold"] else "")
-
-
-def deciding_test(rows: Sequence[dict]) -> Optional[dict]:
-    """The counted test behind a claim's Holm verdict (`claim_verdict`): refuted, its refuted test with the smallest
-    adjusted p-value; confirmed, its confirmed test with the largest (the weakest confirmation); inconclusive, its
-    undecided test with the smallest (the nearest to a decision). None when no counted test ran."""
-    v = claim_verdict(rows)
-    pool = [r for r in rows if r["counted"] and r["holm"] == v]
-    if v == NOT_RUN or not pool:
-        return None
-    key = lambda r: np.nan_to_num(r["p_holm"], nan=1.0)  # noqa: E731
-    return max(pool, key=key) if v == CONFIRMED else min(pool, key=key)
-
-
-def behind(rows: Sequence[dict]) -> str:
-    """The one number behind a claim's Holm verdict, in words: its `deciding_test`, where, its mean difference and
-    adjusted p-value."""
-    r = deciding_test(rows)
-    if r is None:
-        return "–"
-    return f"{_name(r)}, {_column(r)}: {_num(r['mean'])}{_unit(r)}, Holm p {_p(r['p_holm'])}"
-
-
-def number_behind(rows: Sequence[dict]) -> str:
-    """The one number behind a claim's Holm verdict, short: its `deciding_test`'s mean difference and Holm-adjusted
-    p-value ("+2.3 pts, p(Holm) 0.059"); "–" when no counted test ran. `behind` says which test it is."""
-    r = deciding_test(rows)
-    if r is None:
-        return "–"
-    unit = "°" if r["unit"] == "degrees" else " pts"
-    against = f" against {r['threshold']:g}" if r["threshold"] else ""
-    return f"{_num(r['mean'], '+.1f')}{unit}{against}, p(Holm) {_p(r['p_holm'])}"
-
-
-def verdict_table(ev: Union[Evidence, dict], claims: Sequence[Claim] = tuple(CLAIMS),
-                  rows: Optional[list[dict]] = None):
-    """One row per claim (index: the claim's id), three narrow columns: a short name of the claim, its verdict with
-    Holm's correction (`claim_verdict`) and the one number behind it (`number_behind`). The raw verdicts and the
-    tests are in each claim's own text (`claim_markdown`). Pass `rows` (`verdict_rows`) to avoid computing them
-    again."""
-    import pandas as pd
-
-    rows = verdict_rows(ev, claims) if rows is None else rows
-    table = {}
-    for c in claims:
-        mine = [r for r in rows if r["claim"] == c.id]
-        table[c.id] = {"claim": c.short or c.title, "verdict": claim_verdict(mine),
-                       "number behind it": number_behind(mine)}
-    return pd.DataFrame.from_dict(table, orient="index").rename_axis("#")
-
-
-#: How the findings name each verdict.
-FINDINGS = ((CONFIRMED, "Holds (confirmed)"), (REFUTED, "Does not hold (refuted)"),
-            (INCONCLUSIVE, "Undecided (inconclusive)"), (NOT_RUN, "Not yet run"))
-
-
-def findings_markdown(rows: Sequence[dict], claims: Sequence[Claim] = tuple(CLAIMS)) -> str:
-    """What holds and what does not, in a few Markdown bullets (glue it as a block): one bullet per verdict that
-    occurs, in the order of `FINDINGS`, naming each claim (id, short name, the number behind its verdict)."""
-    groups: dict[str, list[str]] = {}
-    for c in claims:
-        mine = [r for r in rows if r["claim"] == c.id]
-        v = claim_verdict(mine)
-        num = number_behind(mine)
-        groups.setdefault(v, []).append(f"claim {c.id}, {c.short or c.title}" + ("" if num == "–" else f" ({num})"))
-    lines = [f"- **{name}:** " + "; ".join(groups[v]) + "." for v, name in FINDINGS if v in groups]
-    return "\n".join(lines)
-
-
-def verdict_changes(rows: Sequence[dict], claims: Sequence[Claim] = tuple(CLAIMS)) -> str:
-    """A sentence naming the claims whose verdict Holm's correction changes (raw → Holm), and counting the tests
-    decided on their own (raw confirmed or refuted) that are inconclusive within their claim's family."""
-    changed = []
-    for c in claims:
-        mine = [r for r in rows if r["claim"] == c.id]
-        raw, holm = claim_verdict(mine, holm=False), claim_verdict(mine)
-        if raw != holm:
-            changed.append(f"claim {c.id} ({raw} → {holm})")
-    undone = [r for r in rows if r["counted"] and r["verdict"] in (CONFIRMED, REFUTED) and r["holm"] == INCONCLUSIVE]
-    counted = [r for r in rows if r["counted"] and r["n"] > 0]
-    return ((f"Holm's correction changes the verdict of {', '.join(changed)}" if changed else
-             "Holm's correction changes no claim's verdict")
-            + f": of the {len(counted)} tests counted, {len(undone)} decided on their own (raw) are inconclusive "
-              "within their claim's family.")
-
-
-def _counts(verdicts: Sequence[str]) -> str:
-    return ", ".join(f"{verdicts.count(k)} {k}" for k in (CONFIRMED, REFUTED, INCONCLUSIVE))
-
-
-def claim_markdown(claim: Claim, rows: list[dict]) -> str:
-    """The generated text of one claim: the quote and where it stands, the statistic, one table row per test and K
-    (the verdict "Holm / raw" first, so that a narrow screen shows it beside the test without scrolling, then the
-    mean difference with its 95% interval, seeds agreeing with the claim, the paper's own difference, and the p-value
-    with the Holm-adjusted one in brackets; no table when nothing ran), the claim's
-    verdict with Holm's correction beside the raw one, per K where it has several, the tests shown but not counted
-    and why, and what to run for the tests not yet run."""
-    lines = [f"> {claim.quote}", ">", f"> — {claim.where}", "", f"**Statistic.** {claim.statistic}", ""]
-    counted = [r for r in rows if r["counted"]]
-    ran = [r for r in counted if r["verdict"] != NOT_RUN]
-    if any(r["verdict"] != NOT_RUN for r in rows):
-        lines += ["| test | K | verdict: Holm / raw | mean difference [95% interval] | seeds for | paper | p (Holm) |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in rows:
-            lo, hi = r["ci95"]
-            mean = "–" if r["n"] == 0 else f"{_num(r['mean'])}{_unit(r)} [{_num(lo)}, {_num(hi)}]"
-            p = _p(r["p"]) + (f" ({_p(r['p_holm'])})" if r["counted"] and r["n"] > 0 else "")
-            holm = f"**{r['holm']}**" if r["counted"] else r["holm"]
-            lines.append(f"| {_name(r)} | {'–' if r['K'] is None else r['K']} | {holm} / {r['verdict']} | {mean} | "
-                         f"{r['n_agree']}/{r['n']} | {_num(r['paper'])} | {p} |")
-        lines.append("")
-    if ran:
-        lines.append(f"Verdict: **{claim_verdict(rows)}** with Holm's correction over the {len(ran)} test(s) "
-                     f"counted (raw: **{claim_verdict(rows, holm=False)}**). With Holm, "
-                     f"{_counts([r['holm'] for r in ran])}; raw, {_counts([r['verdict'] for r in ran])}"
-                     + (f"; {len(counted) - len(ran)} not yet run." if len(ran) < len(counted) else ".")
-                     + (f" The number behind the verdict: {behind(rows)}." if deciding_test(rows) else ""))
-    else:
-        lines.append(f"Verdict: **{NOT_RUN}**: none of its {len(counted)} test(s) has run.")
-    columns = list(dict.fromkeys(_column(r) for r in ran))
-    if len(columns) > 1:
-        lines.append("By K (Holm / raw): " + "; ".join(
-            f"{col} {claim_verdict([r for r in ran if _column(r) == col])} / "
-            f"{claim_verdict([r for r in ran if _column(r) == col], holm=False)}" for col in columns) + ".")
-    lines.append("")
-    reasons: dict[str, list[dict]] = {}
-    for r in rows:
-        if not r["counted"]:
-            reasons.setdefault(r["excluded"], []).append(r)
-    for why, rs in reasons.items():
-        shown = [r for r in rs if r["verdict"] != NOT_RUN]
-        raw = f" (raw: {_counts([r['verdict'] for r in shown])})" if shown else ""
-        if len(rs) == 1:
-            v = rs[0]["verdict"]
-            lines.append(f"- Not counted: {_name(rs[0])} at {_column(rs[0])} "
-                         f"({'not yet run' if v == NOT_RUN else 'raw: ' + v}), {why}.")
-        else:
-            ks = ", ".join(dict.fromkeys(str(r["K"]) for r in rs))
-            lines.append(f"- Not counted: {len(rs)} tests at K = {ks}{raw}, {why}.")
-    notes = dict.fromkeys(r["note"] for r in counted if r["verdict"] == NOT_RUN and r["note"])
-    lines += ["- Not yet run: " + re.sub(r"(python -m [^;]*)", r"`\1`", n) for n in notes]  # commands as code
-    return "\n".join(lines).rstrip("\n")
-
-
-def seeds_note(rows: Sequence[dict], more: int = 10, alpha: float = ALPHA, power: float = 0.8) -> str:
-    """What the results files' seeds (the commonest number n among the counted tests on files) and `more` seeds can
-    and cannot show, from the numbers: the t-test's normality assumption and the smallest p-value a test without it
-    can reach (`smallest_sign_p`), the t quantile of the interval, and the smallest mean difference the t-test
-    decides with probability `power` (`detectable_effect`), in standard deviations, at level `alpha` and at the
-    strictest Holm level alpha/m of the largest family here, and in points at the median standard deviation of the
-    counted per-seed differences."""
-    from scipy.stats import t as student
-
-    files = [r for r in rows if r["counted"] and not r["live"] and r["n"] > 1]
-    if not files:
-        return "No counted test on results files has two seeds or more yet: nothing to say about their number."
-    n = max(set(r["n"] for r in files), key=[r["n"] for r in files].count)
-    ns = sorted({n, more})
-    m = max(sum(1 for r in rows if r["claim"] == c and r["counted"] and r["n"] > 0) for c in {r["claim"] for r in rows})
-    sd = float(np.median([r["sd"] for r in files if r["n"] == n and r["unit"] == "points"]))
-    eff = {k: detectable_effect(k, alpha, power) for k in ns}
-    eff_holm = {k: detectable_effect(k, alpha / m, power) for k in ns}
-    both = lambda f: " and ".join(f(k) for k in ns)  # noqa: E731
-    sign = {k: smallest_sign_p(k) for k in ns}
-    holm_floor = f"Holm's strictest level here, {alpha:g}/{m}"
-
-    def reach(k: int) -> str:
-        if sign[k] >= alpha:
-            return f"no such test of {k} seeds can reach {alpha:g}"
-        floor = f" but not {holm_floor}" if sign[k] >= alpha / m else f" and even {holm_floor}"
-        return f"such a test of {k} seeds, all agreeing, can reach {alpha:g}" + floor
-
-    return (
-        f"**What {n} seeds can and cannot show.** Every p-value and interval here comes from the t-test, which "
-        f"assumes that the per-seed differences are normally distributed; {n} seeds are {'far ' if n < 10 else ''}too few to check that. "
-        f"Without that assumption, a sign or signed-rank test gives at best p = 2/2ⁿ (n seeds, all agreeing), "
-        + both(lambda k: f"{sign[k]:.3g} with {k} seeds") + ": " + "; ".join(reach(k) for k in ns) + ". "
-        "The interval's half-width is t(0.975, n − 1)·s/√n, with "
-        + both(lambda k: f"t = {student.ppf(0.975, k - 1):.2f} at {k} seeds") + ". "
-        f"The t-test decides a true mean difference with probability {power:.0%} when it is at least, in standard "
-        f"deviations s of the per-seed differences, " + both(lambda k: f"{eff[k]:.2f} s with {k} seeds")
-        + f" at level {alpha:g}, and " + both(lambda k: f"{eff_holm[k]:.2f} s with {k} seeds")
-        + f" at Holm's strictest level {alpha:g}/{m} (the largest family here has {m} tests). "
-        f"The median s of the counted per-seed differences on the results files is {sd:.2f} points: a true "
-        f"difference smaller than about "
-        + both(lambda k: f"{eff[k] * sd:.2f} points ({eff_holm[k] * sd:.2f} at {alpha:g}/{m}) with {k} seeds")
-        + f" is missed more often than one time in {round(1 / (1 - power))}, so an inconclusive verdict says that "
-          "the seeds could not tell, not that the two methods are equal.")
-
-
-def differences_frame(rows: list[dict]):
-    """The per-seed differences of `rows` in long form (claim, test, K column, seed, difference, threshold, unit,
-    counted), for plotting."""
-    import pandas as pd
-
-    return pd.DataFrame([{"claim": r["claim"], "test": r["test"], "K": _column(r), "seed": s, "difference": d,
-                          "threshold": r["threshold"], "unit": r["unit"], "counted": r["counted"]}
-                         for r in rows for s, d in r["differences"].items()])
-
-
-def evidence_basis(ev: Evidence) -> str:
-    """What the verdicts rest on, in a phrase: the seeds of the results files (per K where they differ) and of the
-    training logs of claims 5 and 6."""
-    seeds = {K: len(res["config"]["seeds"]) for K, res in ev.results.items()}
-    files = ("no results files" if not seeds else
-             f"results files with {next(iter(seeds.values()))} seeds at each K" if len(set(seeds.values())) == 1 else
-             "results files with " + ", ".join(f"{n} seeds at K = {K}" for K, n in seeds.items()))
-    logs = {k: len(ev.logs[k]["seeds"]) for k in ("speed", "angles") if k in ev.logs and ev.logs[k]["runs"]}
-    if not logs:
-        return files + ", no training logs for claims 5 and 6"
-    n = set(logs.values())
-    return files + (f", training logs with {n.pop()} seeds for claims 5 and 6" if len(n) == 1 else
-                    f", training logs with {logs.get('speed', 0)} seeds (claim 5) and {logs.get('angles', 0)} "
-                    f"(claim 6)")
-
-
-def _short_test(test: str) -> str:
-    """A test's name as a figure's row label: without the K contrast of claim 4, the task of claim 6 and the words
-    "accuracy after" of claim 5 (the panel's axis says them)."""
-    test = re.sub(r": K [0-9, ]+ minus K [0-9, ]+$", "", test)
-    return re.sub(r" on (the last task|task \d+)$", "", test).replace("accuracy after epoch", "epoch")
-
-
-def plot_differences(frame, claim: str, width: float = 6.8):
-    """One claim's per-seed differences (`differences_frame`): a row per test, dots for seeds and a diamond with the
-    95% t-interval for their mean, one colour per K (the same colour for a K in every claim's figure), the claim's
-    threshold as a black line; the legend above the axes. Sized for the book's column (`width` inches)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-    from matplotlib.lines import Line2D
-
-    sub = frame[frame.claim == claim].assign(test=lambda f: f.test.map(_short_test))
-    ks = list(dict.fromkeys(sub.K))
-    allk = [f"K = {K}" for K in (20, 50, 200, 500)] + [ACROSS_K, LIVE]
-    colours = dict(zip(allk, sns.color_palette("colorblind", len(allk))))
-    n_tests = sub.test.nunique()
-    fig, ax = plt.subplots(figsize=(width, 0.9 + (0.3 + 0.12 * len(ks)) * n_tests))
-    dodge = 0.6 if len(ks) > 1 else False
-    sns.stripplot(data=sub, x="difference", y="test", hue="K", hue_order=ks, palette=colours, dodge=bool(dodge),
-                  alpha=0.5, size=3.5, ax=ax, legend=False)
-    sns.pointplot(data=sub, x="difference", y="test", hue="K", hue_order=ks, palette=colours, dodge=dodge,
-                  errorbar=lambda v: paired_test(list(v))["ci95"], linestyle="none", markers="D", markersize=5,
-                  capsize=0.15, err_kws={"linewidth": 1.2}, ax=ax, legend=False)
-    for thr in sub.threshold.unique():
-        ax.axvline(thr, color="black", lw=1)
-    unit = "degrees" if (sub.unit == "degrees").all() else "points"
-    ax.set(ylabel="", xlabel=f"paired per-seed difference a − b ({unit})")
-    ax.tick_params(labelsize=9)
-    ax.xaxis.label.set_size(9)
-    handles = [Line2D([], [], marker="D", linestyle="none", color=colours[k], label=k) for k in ks]
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(ks), fontsize=9, frameon=False,
-              borderaxespad=0.2, handletextpad=0.2, columnspacing=1.0)
-    fig.tight_layout()
-    return fig

@@ -458,7 +458,7 @@ def stamped_pages() -> dict[Path, list[str]]:
     (the page timings), the intro's findings and the claims chapter (the results and control files, and the training
     logs of claims 5 and 6) and the analysis chapter (the results files, those training logs, the tuning file of every
     K, the lambda story)."""
-    from .claims import CONTROLS, control_file
+    from .evidence import CONTROLS, control_file
     from .timings import DEVICE_FILES
 
     settings = [f"{b}-K{K}.json" for b, spec in SPECS.items() for K in spec.paper_Ks]

@@ -3,6 +3,7 @@ set per axes, or `plot_fig3`: four panels by K, colour by regulariser, line styl
 our-minus-paper differences."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import matplotlib.pyplot as plt
@@ -365,3 +366,43 @@ def png_html(fig, alt: str):
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     data = base64.b64encode(buf.getvalue()).decode()
     return HTML(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}" style="max-width:100%">')
+
+
+def _short_test(test: str) -> str:  # a label, for `claim_differences`
+    """A test's name as a figure's row label: without the K contrast of claim 4, the task of claim 6 and the words
+    "accuracy after" of claim 5 (the panel's axis says them)."""
+    test = re.sub(r": K [0-9, ]+ minus K [0-9, ]+$", "", test)
+    return re.sub(r" on (the last task|task \d+)$", "", test).replace("accuracy after epoch", "epoch")
+
+
+def claim_differences(frame, claim: str, width: float = 6.8):
+    """One claim's per-seed differences (`claims.differences_frame`): a row per test, dots for seeds and a diamond with the
+    95% t-interval for their mean, one colour per K (the same colour for a K in every claim's figure), the claim's
+    threshold as a black line; the legend above the axes. Sized for the book's column (`width` inches)."""
+    from matplotlib.lines import Line2D
+
+    from .stats import paired_test
+
+    sub = frame[frame.claim == claim].assign(test=lambda f: f.test.map(_short_test))
+    ks = list(dict.fromkeys(sub.K))
+    allk = [f"K = {K}" for K in (20, 50, 200, 500)] + ["across K", "training logs"]  # `claims.column`
+    colours = dict(zip(allk, sns.color_palette("colorblind", len(allk))))
+    n_tests = sub.test.nunique()
+    fig, ax = plt.subplots(figsize=(width, 0.9 + (0.3 + 0.12 * len(ks)) * n_tests))
+    dodge = 0.6 if len(ks) > 1 else False
+    sns.stripplot(data=sub, x="difference", y="test", hue="K", hue_order=ks, palette=colours, dodge=bool(dodge),
+                  alpha=0.5, size=3.5, ax=ax, legend=False)
+    sns.pointplot(data=sub, x="difference", y="test", hue="K", hue_order=ks, palette=colours, dodge=dodge,
+                  errorbar=lambda v: paired_test(list(v))["ci95"], linestyle="none", markers="D", markersize=5,
+                  capsize=0.15, err_kws={"linewidth": 1.2}, ax=ax, legend=False)
+    for thr in sub.threshold.unique():
+        ax.axvline(thr, color="black", lw=1)
+    unit = "degrees" if (sub.unit == "degrees").all() else "points"
+    ax.set(ylabel="", xlabel=f"paired per-seed difference a − b ({unit})")
+    ax.tick_params(labelsize=9)
+    ax.xaxis.label.set_size(9)
+    handles = [Line2D([], [], marker="D", linestyle="none", color=colours[k], label=k) for k in ks]
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(ks), fontsize=9, frameon=False,
+              borderaxespad=0.2, handletextpad=0.2, columnspacing=1.0)
+    fig.tight_layout()
+    return fig
