@@ -261,6 +261,10 @@ def glue_values(info: dict[str, Any]) -> dict[str, Any]:
 SYMBOLS = {"beta": "β", "gamma": "γ"}
 
 
+def _value(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+
 def source_record(source: Optional[str], tuning_K: Optional[int] = None) -> dict[str, Any]:
     """A `config.hparams_source` entry as a record: the file (relative to the repository) and the K it was tuned at.
     "K=200: results/t.json" -> {"file": "results/t.json", "K": 200}; "default: results/t.json" -> the file and the
@@ -290,7 +294,7 @@ def hparams_frame(info: dict[str, Any]):
         src = source_record(h["sources"].get(m), h.get("tuning_K"))
         o = h["method_options"].get(m, h["options"])
         rows.append({"Method": labels[m],
-                     "β/γ": ", ".join(f"{SYMBOLS.get(k, k)} = {v:g}" for k, v in h["values"].get(m, {}).items())
+                     "β/γ": ", ".join(f"{SYMBOLS.get(k, k)} = {_value(v)}" for k, v in h["values"].get(m, {}).items())
                      or "–",
                      "Tuned at K": "–" if src["K"] is None else src["K"],
                      "File": "–" if src["file"] is None else f"`{src['file']}`",

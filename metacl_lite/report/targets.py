@@ -82,7 +82,7 @@ def targets_frame(rows: list[dict[str, Any]], part: str = "all"):
             acc, fa, way = "beyond the paper", "–", "–" if part == "gaps" else way
         out.append({"K": r["K"], "Seeds": r["seeds"] if r["exists"] else "no results file yet",
                     "β/γ tuned at this K": yes[r["tuned_at_K"]] if r["exists"] else "–",
-                    "Tuned values inside their grid": yes[r["interior"]],
+                    "Tuned values inside grid": yes[r["interior"]],
                     f"ACC gap (≤ {TARGET_ACC_GAP:g})": acc, f"Largest FA gap (< {TARGET_FA_GAP:g})": fa,
                     "Outside: above / below": way,
                     "ρ": ("–" if r["rho"] is None else f"{r['rho']:.2f}") if r["exists"] else "–"})
