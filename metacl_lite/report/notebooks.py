@@ -133,9 +133,21 @@ def check_parameters(namespace: dict, defaults: dict[str, Any], names_before: It
     return current
 
 
+def injected_parameters(path: Path) -> dict[str, Any]:
+    """The values of a notebook's cell tagged `injected-parameters` (papermill's; a reproduction page's own
+    parameters, `pages.make_page`), {} without one."""
+    cells = [c for c in _read(Path(path)).cells if "injected-parameters" in c.metadata.get("tags", [])]
+    out = {}
+    for node in (ast.parse(cells[0].source).body if cells else []):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
 def declared_parameters(path: Path) -> dict[str, Any]:
     """The parameters (name -> default, as a Python value) of a MyST or .ipynb notebook's cell tagged `parameters`,
-    as `papermill.inspect_notebook` reads them ({} if there is no such cell). Names starting with `_` are the cell's
+    as `papermill.inspect_notebook` reads them ({} if there is no such cell), with the values of its injected
+    parameters over them (a reproduction page's own: its benchmark and K). Names starting with `_` are the cell's
     own helpers, not parameters."""
     import jupytext
     import papermill
@@ -153,7 +165,7 @@ def declared_parameters(path: Path) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             raise FileFormatError(f"{path}: the default of parameter {name}, {p['default']}, is not a Python "
                                   f"literal; write a literal such as 20, 'pmnist' or True") from None
-    return out
+    return {**out, **{k: v for k, v in injected_parameters(path).items() if k in out}}
 
 
 def _read(path: Path):
@@ -195,7 +207,8 @@ def kernel_imports_this_checkout():
 
 def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str = "python3",
                  progress: bool = False) -> Path:
-    """Check `params` against the notebook's declared parameters, then execute it with papermill into `out_dir`.
+    """Check `params` against the notebook's declared parameters, then execute it with papermill into `out_dir`,
+    with the notebook's own injected parameters (a reproduction page's setting) under `params`.
 
     The executed notebook is out_dir/<notebook>-<tag of params>.ipynb; it stays there when the run fails (with the
     error in it). If the notebook declares `out_dir`, it is set to `out_dir` unless given, so results files land
@@ -217,7 +230,8 @@ def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str 
     target = out_dir / f"{path.stem}-{tag({k: v for k, v in params.items() if k != 'out_dir'})}.ipynb"
     try:
         with kernel_imports_this_checkout():
-            papermill.execute_notebook(str(ipynb), str(target), parameters=params, kernel_name=kernel,
+            papermill.execute_notebook(str(ipynb), str(target), parameters={**injected_parameters(path), **params},
+                                       kernel_name=kernel,
                                        cwd=str(path.parent.resolve()), progress_bar=progress)
     except papermill.PapermillExecutionError as e:  # one line, not papermill's traceback of the kernel's traceback
         raise NotebookFailed(path, e.exec_count, e.ename, e.evalue, target) from None
