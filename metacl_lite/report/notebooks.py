@@ -6,7 +6,9 @@
 A chapter declares its parameters in the cell tagged `parameters` and then calls `check_parameters(...)`, so that
 plain papermill on the .ipynb form is checked too (an unknown, ill-typed or invalid parameter stops the notebook in
 its first cells, before any work). The command line checks the same things for every run before the first kernel
-starts, and gives each grid point its own folder, so no point overwrites another's results file.
+starts, and gives each grid point its own folder, so no point overwrites another's results file. A notebook's cell
+tagged `injected-parameters` (a reproduction page's own setting, written by `pages.write_pages`) holds its defaults:
+a run keeps them under the parameters it is given.
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from ..lab.atomic import check_writable, write_text
-from ..data.datafiles import PACKAGE_DIR, REPO_ROOT
+from ..lab.atomic import check_writable
+from ..data.datafiles import PACKAGE_DIR
 from ..accel.device import DEVICE_CHOICES
 from ..errors import FileFormatError, NotebookFailed, UsageError
 from ..data.specs import SPECS
