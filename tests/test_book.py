@@ -50,7 +50,7 @@ def _intro_lists_every_page_once_titled(html: Path):
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
     files += [s["file"] for part in toc["parts"] for c in part["chapters"] for s in c.get("sections", [])]
     from metacl_lite.report.assignments import list_assignments
-    from metacl_lite.report.notebooks import PAGES
+    from metacl_lite.report.pages import PAGES
 
     assert {f"reproduce/{stem}" for stem in PAGES} | {f"assignments/{a}" for a in list_assignments()} <= set(files)
     assert [f for f in files if f'href="{f}.html"' not in body] == []
@@ -108,10 +108,11 @@ def test_failing_cell_fails_the_build(tmp_path):
 
 def test_reproduction_pages_in_the_toc_follow_the_variants():
     """The parts come in the order of the typed chapter numbers (the method 1-6, claims 7, analysis 8, then the
-    reproductions); the overview of every setting (chapter 9) is the parent of every reproduction page: the
-    template (9.1) and, after it, every variant page in the order of notebooks.PAGES (9.2, 9.3, ...), so no
-    CIFAR-100 or CUB page sits under Permuted MNIST's. Its sections are visible, so the intro's contents lists them."""
-    from metacl_lite.report.notebooks import PAGES
+    reproductions); the overview of every setting (chapter 9) is the parent of every reproduction page: the live
+    page (benchmark.md) and, after it, every other page in the order of pages.PAGES, so no CIFAR-100 or CUB page
+    sits under Permuted MNIST's. Its sections are visible, so the intro's contents lists them. The templates the
+    pages are made from are not pages: the build excludes them."""
+    from metacl_lite.report.pages import PAGES
 
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
     assert [p["caption"] for p in toc["parts"]] == ["The method", "Claims", "Analysis", "Reproductions",
@@ -124,6 +125,9 @@ def test_reproduction_pages_in_the_toc_follow_the_variants():
     assert all("sections" not in s for s in overview["sections"])
     heading = (ROOT / "book" / "reproduce" / "overview.md").read_text().split("\n# ", 1)[1]
     assert heading.startswith("9. Reproductions")
+    config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
+    assert "reproduce/templates/*" in config["exclude_patterns"] and "_build" in config["exclude_patterns"]
+    assert not any("templates" in s["file"] for s in overview["sections"])
 
 
 def test_duplicate_assets_names_each_repeated_script_or_stylesheet(tmp_path):

@@ -1,5 +1,5 @@
-"""The generated interpretation of a results file (`report.interpret`), on hand-made results documents with known
-answers: the gaps per metric, Spearman's ρ, the family orderings (and that the verdict flips when the data does), the
+"""The interpretation of a results file (`report.interpret`) as numbers and records, on hand-made results documents
+with known answers: the gaps per metric, Spearman's ρ, the family orderings (and that the verdict flips when the data does), the
 β/γ and open choices, the interval; and the reports made from it: commands made relative to the repository
 (`report.commands`), the overview of every setting (`report.overview`), the targets per K (`report.targets`) and the
 time estimates (`report.timings`)."""
@@ -95,7 +95,7 @@ def test_spearman_identical_reversed_and_one_adjacent_swap():
 def test_spearman_needs_three_methods():
     r = I.rank_agreement(doc({"finetune": 40.0, "metacl": 41.0}))
     assert r["rho"] is None and r["n"] == 2
-    assert "no rank correlation" in I.interpretation_markdown(doc({"finetune": 40.0, "metacl": 41.0}))
+    assert I.glue_values(I.interpretation(doc({"finetune": 40.0, "metacl": 41.0})))["rho"] == "–"
 
 
 # --- family orderings -----------------------------------------------------------------------------------------------
@@ -112,10 +112,14 @@ def test_family_ordering_verdict_flips_with_the_data():
     assert f["pi"]["holds_ours"] is True and f["ewc"]["holds_ours"] is True  # the paper's numbers, ordered
     tie = dict(holds, **{"mas-metacl-beta": 50.0})
     assert I.family_orderings(doc(tie))["mas"]["holds_ours"] is False  # strictly increasing, not a tie
-    text = I.interpretation_markdown(doc(broken))
-    assert "It holds in our table for 2 of 3 regularisers (PI, EWC) and in the paper's for 3 of 3" in text
-    assert "- MAS: ours 50.0 → 51.0 → 49.0 (does not hold); the paper's 55.7 → 56.9 → 57.7 (holds)." in text
-    assert "- MAS: ours 50.0 → 51.0 → 52.0 (holds)" in I.interpretation_markdown(doc(holds))
+    g = I.glue_values(I.interpretation(doc(broken)))
+    assert (g["n_held_ours"], g["n_fam_ours"], g["held_ours"]) == (2, 3, "PI, EWC")
+    assert (g["n_held_paper"], g["n_fam_paper"], g["held_paper"]) == (3, 3, "MAS, PI, EWC")
+    assert (g["chain_mas_ours"], g["order_mas_ours"]) == ("50.0 → 51.0 → 49.0", "does not hold")
+    assert (g["chain_mas_paper"], g["order_mas_paper"]) == ("55.7 → 56.9 → 57.7", "holds")
+    assert I.glue_values(I.interpretation(doc(holds)))["order_mas_ours"] == "holds"
+    frame = I.family_frame(I.interpretation(doc(broken)))
+    assert frame.iloc[0].tolist() == ["MAS", "50.0 → 51.0 → 49.0", "does not hold", "55.7 → 56.9 → 57.7", "holds"]
 
 
 def test_family_ordering_of_the_paper_itself():
@@ -131,17 +135,17 @@ def test_family_ordering_of_the_paper_itself():
 
 def test_family_ordering_at_a_K_the_paper_has_no_numbers_for():
     acc = dict(paper_plus({}, default=0.0), mas=50.0, **{"mas-metacl-beta": 51.0, "mas-metacl-lambda": 52.0})
-    text = I.interpretation_markdown(doc(acc, K=10))
-    assert "It holds in our table for 3 of 3 regularisers (MAS, PI, EWC) (the paper publishes no numbers at this K)." in text
-    assert "in the paper's for" not in text
-    assert "- MAS: ours 50.0 → 51.0 → 52.0 (holds); the paper has no numbers at this K." in text
-    assert "  - MAS: ours 50.0 → 51.0 → 52.0 (holds); the paper has no numbers at this K." in I.readme_summary(doc(acc, K=10))
-    assert "EWC: ours" in text and "not in the paper's table" not in text
+    g = I.glue_values(I.interpretation(doc(acc, K=10)))
+    assert (g["n_held_ours"], g["n_fam_ours"], g["held_ours"]) == (3, 3, "MAS, PI, EWC")
+    assert (g["n_held_paper"], g["n_fam_paper"], g["held_paper"]) == (0, 0, "none")
+    assert (g["chain_mas_ours"], g["order_mas_ours"], g["chain_mas_paper"], g["order_mas_paper"]) == \
+        ("50.0 → 51.0 → 52.0", "holds", "–", "–")
+    assert g["gap_ACC"] == "–" and g["n_ACC"] == 0
 
 
 def test_chain_shows_two_decimals_where_one_would_hide_the_order():
-    assert I._chain([49.41, 49.44, 41.1]) == "49.41 → 49.44 → 41.10"
-    assert I._chain([49.4, 50.0, 51.0]) == "49.4 → 50.0 → 51.0"
+    assert I.chain([49.41, 49.44, 41.1]) == "49.41 → 49.44 → 41.10"
+    assert I.chain([49.4, 50.0, 51.0]) == "49.4 → 50.0 → 51.0"
 
 
 # --- beta/gamma, options, interval ----------------------------------------------------------------------------------
@@ -159,26 +163,24 @@ def test_hparams_and_open_choices_as_recorded():
     h = I.hparams_used(res)
     assert h["values"] == hp and h["options_recorded"]
     assert h["options"] == {"omega_accumulate": "latest", "omega_normalise": "minmax", "pi_xi": 0.001}
-    text = I.interpretation_markdown(res)
-    assert "MAS β = 3, MAS-MetaCL-β β = 3, MAS-MetaCL-λ γ = 0.3" in text
-    assert "`results/tuning-pmnist-K20.json` (the default values, tuned at K = 20) for MAS; MAS-MetaCL-β." in text
-    assert "`/work/x/results/t.json` (tuned at K = 20) for MAS-MetaCL-λ." in text  # outside this repository: left as is
-    assert "as recorded in the file (`config.train`): Ω accumulated across tasks: `latest`; each task's Ω " \
-           "normalised: `minmax`; PI's ξ = 0.001" in text
+    frame = I.hparams_frame(I.interpretation(res))
+    assert frame.values.tolist() == [
+        ["MAS", "β = 3", 20, "`results/tuning-pmnist-K20.json`", "`latest`", "`minmax`", "–"],
+        ["MAS-MetaCL-β", "β = 3", 20, "`results/tuning-pmnist-K20.json`", "`latest`", "`minmax`", "–"],
+        ["MAS-MetaCL-λ", "γ = 0.3", 20, "`/work/x/results/t.json`", "`latest`", "`minmax`", "–"]]  # outside: as is
+    assert I.glue_values(I.interpretation(res))["options_where"] == "train"
 
 
 def test_a_compiled_file_says_so():
-    text = I.interpretation_markdown(doc(paper_plus({}), config={"train": {"epochs": 5, "compile": "auto"}}))
-    assert "Task gradients compiled (`--compile auto`, `config.train.compile`)" in text
-    assert "compiled" not in I.interpretation_markdown(doc(paper_plus({})))
+    res = doc(paper_plus({}), config={"train": {"epochs": 5, "compile": "auto"}})
+    assert I.glue_values(I.interpretation(res))["compile"] == "auto"
+    assert I.glue_values(I.interpretation(doc(paper_plus({}))))["compile"] == "off"
 
 
 def test_a_tf32_file_says_so():
-    text = I.interpretation_markdown(doc(paper_plus({}), config={"train": {"epochs": 5, "device": "cuda",
-                                                                           "precision": "tf32"}}))
-    assert ("Matrix products and convolutions in TF32 (`--precision tf32`, `config.train.precision`), not float32: "
-            "faster on a GPU, other numbers than a float32 run.") in text
-    assert "TF32" not in I.interpretation_markdown(doc(paper_plus({})))  # float32, and files made before the option
+    res = doc(paper_plus({}), config={"train": {"epochs": 5, "device": "cuda", "precision": "tf32"}})
+    assert I.glue_values(I.interpretation(res))["precision"] == "tf32"
+    assert I.glue_values(I.interpretation(doc(paper_plus({}))))["precision"] == "float32"  # and files made before
 
 
 def test_hparams_of_a_file_made_before_sources_and_options_were_recorded():
@@ -188,17 +190,15 @@ def test_hparams_of_a_file_made_before_sources_and_options_were_recorded():
     h = I.hparams_used(res)
     assert not h["options_recorded"] and h["sources"] == {"ewc": None, "ewc-metacl-beta": None,
                                                           "ewc-metacl-lambda": None}
-    text = I.interpretation_markdown(res)
-    assert "does not record where they came from" in text and "the file predates the options" in text
-    assert "EWC β = 100, EWC-MetaCL-β β = 100, EWC-MetaCL-λ γ = 10" in text
-    one = doc(acc, config={"method_hparams": res["config"]["method_hparams"],
-                           "hparams_source": {m: "K=20: results/a.json" for m in acc if m != "finetune"}})
-    assert "All of them come from `results/a.json` (tuned at K = 20)" in I.interpretation_markdown(one)
-    default = doc(acc, config={"method_hparams": res["config"]["method_hparams"],
-                               "hparams_source": {m: "default: results/t.json" for m in acc if m != "finetune"}})
-    assert "All of them come from `results/t.json` (the default values, tuned at K = 20)" in \
-        I.interpretation_markdown(default)
-    assert I._source("made by hand") == "`made by hand`"
+    frame = I.hparams_frame(I.interpretation(res))
+    assert frame["β/γ"].tolist() == ["β = 100", "β = 100", "γ = 10"]
+    assert frame["Tuned at K"].tolist() == ["–"] * 3 and frame["File"].tolist() == ["–"] * 3  # not recorded
+    assert frame["Ω accumulated"].tolist() == ["`sum`"] * 3  # the file predates the options: today's defaults
+    assert I.glue_values(I.interpretation(res))["options_where"] == "none"
+    assert I.source_record("K=20: results/a.json") == {"file": "results/a.json", "K": 20}
+    assert I.source_record("default: results/t.json", 20) == {"file": "results/t.json", "K": 20}
+    assert I.source_record("made by hand") == {"file": "made by hand", "K": None}
+    assert I.source_record(None) == {"file": None, "K": None}
 
 
 def test_interval_is_a_t_interval_over_the_seeds():
@@ -212,38 +212,37 @@ def test_interval_is_a_t_interval_over_the_seeds():
     s = math.sqrt(sum((v - mean) ** 2 for v in vals) / 4)
     assert iv["mean_ci_ours"] == pytest.approx(2.776445 * s / math.sqrt(5), abs=1e-6)
     assert iv["mean_pm_paper"] == pytest.approx(sum(PAPER20[m]["ACC"][1] for m in PAPER20) / 12)
-    text = I.interpretation_markdown(doc(acc, seeds=(0, 1, 2, 3, 4)))
-    assert "the 95% t-interval over 5 seeds" in text and "= 1.24 sample standard deviations" in text
-    assert "the task permutations, the initial weights" in text
-    cub = I.interpretation_markdown(doc({"finetune": 30.0, "metacl": 31.0, "ewc": 32.0}, benchmark="cub", K=10))
-    assert "the class split of the tasks is fixed" in cub and "task permutations" not in cub
+    g = I.glue_values(I.interpretation(doc(acc, seeds=(0, 1, 2, 3, 4))))
+    assert (g["n_seeds"], g["t_df"], g["factor"], g["permuted"]) == (5, 4, 1.24, "yes")
+    cub = I.glue_values(I.interpretation(doc({"finetune": 30.0, "metacl": 31.0, "ewc": 32.0}, benchmark="cub", K=10)))
+    assert cub["permuted"] == "no"  # the class split of the tasks is fixed
 
 
 def test_one_seed_has_no_interval():
-    text = I.interpretation_markdown(doc(paper_plus({}), seeds=(0,)))
-    assert "This file has one seed, so there is no interval" in text
+    g = I.glue_values(I.interpretation(doc(paper_plus({}), seeds=(0,))))
+    assert (g["n_seeds"], g["factor"], g["mean_ci_ours"]) == (1, "–", "–")
     assert I.gaps(doc(paper_plus({}), seeds=(0,)))["ACC"]["within"] == []  # no interval, nothing inside it
 
 
 def test_prose_and_glue_carry_the_numbers():
     acc = paper_plus({"mas-metacl-lambda": -6.0, "pi": 2.5}, default=1.0)
     res = doc(acc)
-    text = I.interpretation_markdown(res)
-    assert f"mean |ours − paper| = {(10 + 6 + 2.5) / 12:.1f} points over 12 rows" in text
-    assert "the largest gaps (ours − paper): MAS-MetaCL-λ (-6.0); PI (+2.5)." in text
-    assert "inside our 95% interval for 10 of 12 rows; outside it for MAS-MetaCL-λ; PI." in text
-    assert "Spearman's ρ between our ACC and the paper's over the 11 methods is" in text
     g = I.glue_values(I.interpretation(res))
     assert g["gap_ACC"] == round((10 + 6 + 2.5) / 12, 1) and g["n_seeds"] == 2 and g["order_mas_ours"] == "does not hold"
-    summary = I.readme_summary(res)
-    assert "(paper's mean inside our 95% interval: 10 of 12)" in summary and "MAS: ours" in summary
+    assert (g["n_ACC"], g["within_ACC"], g["outside_ACC"]) == (12, 10, "MAS-MetaCL-λ; PI")
+    assert g["largest_ACC"] == "MAS-MetaCL-λ (-6.0); PI (+2.5)" and g["rank_n"] == 11
+    assert (g["best_ours"], g["best_paper"]) == ("MAS-MetaCL-β", "MAS-MetaCL-λ")  # 56.9 + 1 above 57.7 - 6
+    frame = I.gaps_frame(I.interpretation(res))
+    assert frame["Metric"].tolist() == ["ACC", "BT", "FA"]
+    assert frame.iloc[0].tolist() == ["ACC", g["gap_ACC"], 12, 10, "MAS-MetaCL-λ (-6.0); PI (+2.5)"]
 
 
 def test_incomplete_rows_are_named_in_the_prose():
     res = doc(paper_plus({}), seeds=(0, 1, 2))
     del res["runs"]["pi/2"]
     res["summary"] = summarize(res)
-    assert "INCOMPLETE: 1 row(s) are made from fewer than the 3 seeds of the file (PI)" in I.interpretation_markdown(res)
+    assert I.interpretation(res)["incomplete"] == ["PI"] and I.glue_values(I.interpretation(res))["incomplete"] == "PI"
+    assert I.glue_values(I.interpretation(doc(paper_plus({}))))["incomplete"] == "none"
 
 
 # --- commands -------------------------------------------------------------------------------------------------------
@@ -281,7 +280,9 @@ def test_committed_results_render_without_machine_paths():
         res = json.loads(path.read_text())
         got = C.provenance_commands(res)
         assert str(REPO_ROOT) not in (got["command"] or ""), path
-        assert str(REPO_ROOT) not in I.interpretation_markdown(res)
+        info = I.interpretation(res)
+        shown = " ".join(map(str, I.glue_values(info).values())) + I.hparams_frame(info).to_string()
+        assert str(REPO_ROOT) not in shown, path
 
 
 # --- overview -------------------------------------------------------------------------------------------------------
@@ -302,12 +303,9 @@ def test_overview_lists_every_setting_and_handles_missing_files(tmp_path):
     assert k50["exists"] and k50["seeds"] == 5 and k50["complete"] and k50["gap_ACC"] == pytest.approx(2.0)
     assert k50["rho"] == pytest.approx(1.0) and k50["methods"] == 8
     assert not by[("cub", 10)]["exists"] and by[("cub", 10)]["seeds"] is None
-    md = O.overview_markdown(rows)
-    assert "| [Permuted MNIST, K = 50](pmnist-K50.md) | 5 | 2.0 | 1.00 |" in md.splitlines()
-    assert "| [Split CUB-200, K = 10](cub-K10.md) | none yet | – | – |" in md.splitlines()
-    assert "(benchmark.md)" in md  # Permuted MNIST K = 20 is the template page
-    assert {line.count("|") for line in md.splitlines()} == {5}  # four columns: readable in a 390-px window
-    assert "results/cub-K10.json" in O.missing_markdown("cub", 10)
+    assert by[("pmnist", 20)]["page"] == "benchmark" and k50["page"] == "pmnist-K50"  # K = 20: the live page
+    assert by[("cub", 10)]["page"] == "cub-K10" and by[("cub", 10)]["file"] == "results/cub-K10.json"
+    assert by[("cub", 10)]["gap_ACC"] is None and by[("cub", 10)]["rho"] is None
 
 
 def test_a_missing_file_says_whether_it_needs_a_download_and_how_to_make_it():
@@ -321,9 +319,8 @@ def test_a_missing_file_says_whether_it_needs_a_download_and_how_to_make_it():
     assert cub[2:] == ["python -m metacl_lite tune --benchmark cub --K 10",
                        "python -m metacl_lite run --benchmark cub --K 10 --seeds 5"]
     assert C.missing_commands("cifar100", 200)[1] == "python -m metacl_lite tune --benchmark cifar100 --K 20"
-    assert "needs no download" in O.missing_results_markdown("pmnist", 10)
-    assert "needs data that was not on the machine" in O.missing_results_markdown("cifar100", 50)
-    assert "needs no download" in O.missing_markdown("pmnist", 5) and "beside the paper" not in O.missing_markdown("pmnist", 5)
+    assert not C.needs_download("pmnist", 10) and not C.needs_download("pmnist", 500)
+    assert C.needs_download("pmnist", 600) and C.needs_download("cifar100", 50) and C.needs_download("cub", 10)
 
 
 # --- time estimates, page timings, page stamps ----------------------------------------------------------------------
@@ -416,16 +413,15 @@ def test_timings_cover_every_page_of_the_book_with_code():
 
 
 def test_page_stamp_follows_the_results_file(tmp_path):
-    from metacl_lite.report.notebooks import STAMP, make_variant, results_stamp
+    """A page's `shows` parameter names its results file and the start of its digest: a new file, a new stamp."""
+    from metacl_lite.report.pages import STAMP, files_stamp
 
-    assert results_stamp("cub", 10, tmp_path) == f"{STAMP}results/cub-K10.json, absent"
+    assert files_stamp(["cub-K10.json"], tmp_path) == f"{STAMP}results/cub-K10.json, absent"
     (tmp_path / "cub-K10.json").write_text("{}")
-    one = results_stamp("cub", 10, tmp_path)
+    one = files_stamp(["cub-K10.json"], tmp_path)
     (tmp_path / "cub-K10.json").write_text('{"a": 1}')
-    two = results_stamp("cub", 10, tmp_path)
+    two = files_stamp(["cub-K10.json"], tmp_path)
     assert one != two and one.startswith(f"{STAMP}results/cub-K10.json, sha256 ")
-    page = make_variant("# T\n\n```{code-cell} ipython3\n# shows: old\nx = 1\n```\n", "X", {}, "8.1", two)
-    assert f"\n{two}\nx = 1\n" in page
 
 
 def test_book_timings_reads_the_execution_cache(tmp_path):
@@ -469,7 +465,7 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
     """The overview reads every setting's results file and the CIFAR-100/CUB speed benchmarks, the Running page the
     timings; `pages` writes their digests into the pages, so a changed file changes the page's code (and the cache
     runs it again), and `pages --check` is clean only when every stamp is current."""
-    from metacl_lite.report.notebooks import STAMP, files_stamp, stamped_pages, write_variants
+    from metacl_lite.report.pages import STAMP, files_stamp, stamped_pages, write_pages
 
     pages = {p.name: names for p, names in stamped_pages().items()}
     assert pages["overview.md"] == [f"{b}-K{K}.json" for b, K in O.paper_settings()] + \
@@ -484,7 +480,7 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
                                    "bench-cub-cuda.json"]
     for page, names in stamped_pages().items():
         assert files_stamp(names) in page.read_text().splitlines(), page
-    assert write_variants(check=True) == []
+    assert write_pages(check=True) == []
     assert files_stamp(["nothing-here.json"]) == f"{STAMP}results/nothing-here.json, absent"
 
 
@@ -504,14 +500,13 @@ def test_open_choices_decided_per_regulariser():
                                               **{m: base for m in ("pi", "pi-metacl-beta", "pi-metacl-lambda")}}})
     h = I.hparams_used(res)
     assert h["options_where"] == "method_options" and h["method_options"]["mas-metacl-beta"] == latest
-    text = I.interpretation_markdown(res)
-    assert "decided per regulariser and recorded in the file (`config.method_options`): MAS: Ω accumulated across " \
-           "tasks: `latest`; each task's Ω normalised: `max`. PI: Ω accumulated across tasks: `sum`; " \
-           "each task's Ω normalised: `none`; PI's ξ = 0.001." in text
-    assert "MAS-MetaCL-λ γ = 3, note = x" in text
+    frame = I.hparams_frame(I.interpretation(res)).set_index("Method")
+    assert frame.loc["MAS-MetaCL-β", ["Ω accumulated", "Ω normalised", "PI's ξ"]].tolist() == ["`latest`", "`max`", "–"]
+    assert frame.loc["PI-MetaCL-λ", ["Ω accumulated", "Ω normalised", "PI's ξ"]].tolist() == ["`sum`", "`none`",
+                                                                                           "0.001"]
+    assert frame.loc["MAS-MetaCL-λ", "β/γ"] == "γ = 3, note = x"
     same = doc(acc, config={"method_options": {m: latest for m in acc if m != "finetune"}})
-    assert "the same for every regulariser, as recorded in the file (`config.method_options`): Ω accumulated " \
-           "across tasks: `latest`" in I.interpretation_markdown(same)
+    assert I.glue_values(I.interpretation(same))["options_where"] == "method_options"
 
 
 def test_targets_per_K_with_known_answers(tmp_path):
@@ -539,14 +534,15 @@ def test_targets_per_K_with_known_answers(tmp_path):
     assert rows[50]["acc_gap"] == pytest.approx(1.0) and rows[50]["tuned_at_K"] is False
     assert rows[50]["interior"] is False and rows[5]["tuned_at_K"] is True and rows[5]["interior"] is None
     assert not rows[200]["exists"] and rows[200]["acc_gap"] is None
-    md = T.targets_markdown(list(rows.values())).splitlines()
-    assert md[3].startswith("| 5 | 2 | yes | – (beyond the paper) | – (beyond the paper) |")
-    assert md[5].startswith("| 20 | 2 | yes | ") and f"{rows[20]['acc_gap']:.1f} ✓" in md[5]
-    assert "| 50 | 2 | no | 1.0 ✓ |" in md[6] and md[6].endswith("| no |")
-    assert md[7] == "| 200 | no results file yet | – | – | – | – | – | – |"
+    wide = T.targets_frame(list(rows.values())).set_index("K")
+    assert wide.loc[5].tolist()[:3] == [2, "yes", "beyond the paper"]
+    assert wide.loc[20].tolist()[:3] == [2, "yes", f"{rows[20]['acc_gap']:.1f} ✓"]
+    assert wide.loc[50].tolist()[:3] == [2, "no", "1.0 ✓"] and wide.loc[50].tolist()[-1] == "no"
+    assert wide.loc[200].tolist() == ["no results file yet", "–", "no results file yet", "–", "–", "–", "–"]
     # the half-width is 12.706 * 0.1 = 1.27: at K = 20 every row (2 and 4 points above) is outside, above the paper's;
     # at K = 50 every row is 1 point below, inside the interval
-    assert (rows[20]["acc_above"], rows[20]["acc_below"]) == (n20, 0) and f"| {n20} / 0 |" in md[5]
+    assert (rows[20]["acc_above"], rows[20]["acc_below"]) == (n20, 0) and wide.loc[20, "Outside: above / below"] == \
+        f"{n20} / 0"
     assert (rows[50]["acc_above"], rows[50]["acc_below"]) == (0, 0) and rows[5]["acc_above"] is None
     # MAS above and PI below, both outside the 1.27 half-width; MAS-MetaCL-β above but inside: not counted
     res50b = doc(paper_plus({"pi": -3.0, "mas": 2.0, "mas-metacl-beta": 1.0}, default=0.0, K=50), K=50)
@@ -555,10 +551,10 @@ def test_targets_per_K_with_known_answers(tmp_path):
     assert (k50["acc_above"], k50["acc_below"]) == (1, 1)
 
 
-def test_the_make_target_text_says_what_the_makefile_does():
-    """The sentence the book shows about `make reproduce-cifar100` / `make reproduce-cub` follows the Makefile: the K it
-    runs, the K it tunes (every paper K up to the validation offset; the tuning K through `choices`), and the GPU
-    check before the download."""
+def test_the_make_target_steps_follow_the_makefile():
+    """What the book says about `make reproduce-cifar100` / `make reproduce-cub` (`commands.make_target_steps`)
+    follows the Makefile: the K it runs, the K it tunes (every paper K up to the validation offset; the tuning K
+    through `choices`), and the GPU check before the download."""
     import re
 
     from metacl_lite.data.specs import SPECS
@@ -569,19 +565,15 @@ def test_the_make_target_text_says_what_the_makefile_does():
     recipe = make.split("\nreproduce-cifar100:")[1].split("\n\n")[0]
     assert f"[ $$K = {cifar.tuning_K} ] || [ $$K -gt {cifar.val_offset} ] && continue" in recipe
     assert "choices --benchmark cifar100" in recipe
-    text = C.make_target_markdown("cifar100")
-    assert "`make reproduce-cifar100`" in text and "the open choices and β/γ at K = 20" in text
-    assert "β/γ tuned again at K = 50 and 200" in text and "K = 500, beyond them, takes K = 20's values" in text
-    cub = C.make_target_markdown("cub")
-    assert "`make reproduce-cub`" in cub and "β/γ at K = 10 with the default open choices" in cub
+    assert C.make_target_steps("cifar100") == {"tuning_K": 20, "own_Ks": [50, 200], "beyond_Ks": [500],
+                                               "val_first": 400, "val_last": 499, "weights": False}
+    cub = C.make_target_steps("cub")
+    assert (cub["tuning_K"], cub["own_Ks"], cub["beyond_Ks"], cub["weights"]) == (10, [], [], True)
     assert "tune --benchmark cub --K 10" in make.split("\nreproduce-cub:")[1]
-    for target, t in (("reproduce-cifar100", text), ("reproduce-cub", cub)):
+    for target in ("reproduce-cifar100", "reproduce-cub"):
         first = make.split(f"\n{target}:")[1].split("\n")[1].strip()
-        assert first == "$(NEED_GPU)" and "unless `DEVICE=cpu` is given" in t  # the check comes before the download
-        assert '`EXEC="--executor ray --address HOST:PORT"` spreads every step over a Ray cluster; then the ' \
-               "cluster's GPUs count" in t
+        assert first == "$(NEED_GPU)"  # the check comes before the download
     assert "$(WHERE_OPTS) --need-gpu" in make.split("\nNEED_GPU")[1].split("\n")[0]  # a Ray cluster's GPUs, with EXEC
     assert all("$(WHERE_OPTS)" in line for line in make.splitlines()  # EXEC reaches every step of the targets
                if re.search(r"metacl_lite (choices|tune|run) ", line))
-    assert C.make_target_markdown("pmnist") is None
-    assert "make reproduce-cub" in O.missing_results_markdown("cub", 10)
+    assert C.make_target_steps("pmnist") is None

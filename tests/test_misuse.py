@@ -21,7 +21,8 @@ from metacl_lite.errors import CorruptUnit, FileFormatError, OutputError
 from metacl_lite.lab import atomic, grid, store
 from metacl_lite.lab.grid import run_experiment
 from metacl_lite.lab.tuning import tune
-from metacl_lite.report.notebooks import PAGES, TEMPLATE, declared_parameters, validate, ParameterError
+from metacl_lite.report.notebooks import declared_parameters, validate, ParameterError
+from metacl_lite.report.pages import BENCHMARK_PAGE, PAGES, REPRODUCE, TEMPLATES
 from metacl_lite.accel.progress import progress_enabled
 from metacl_lite.training import TrainConfig
 
@@ -103,13 +104,13 @@ CORRUPTIONS = {
 # ----------------------------------------------------------------------------------------------------------------
 # 1. The notebook's live run continues its file, never discards it
 # ----------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("page", [TEMPLATE] + [TEMPLATE.parent / f"{stem}.md" for stem in PAGES],
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize("page", [BENCHMARK_PAGE] + [REPRODUCE / f"{stem}.md" for stem in PAGES]
+                         + sorted(TEMPLATES.glob("*.md")), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_no_notebook_cell_starts_its_file_over(page):
     """No hidden `force`: a page's live run continues the results file in out_dir (force=True discarded the units
     of the previous run without a record)."""
     code = "\n".join(c.source for c in jupytext.read(str(page)).cells if c.cell_type == "code")
-    assert "run_experiment(" in code or page != TEMPLATE
+    assert "run_experiment(" in code
     assert "force" not in code
 
 
@@ -493,7 +494,7 @@ def test_tuning_units_train_with_the_decided_options_by_default(tmp_path, spy, h
 # 12. The notebooks' device parameter
 # ----------------------------------------------------------------------------------------------------------------
 def test_device_parameter_is_declared_and_passed_on():
-    for page in [TEMPLATE] + [TEMPLATE.parent / f"{stem}.md" for stem in PAGES]:
+    for page in [BENCHMARK_PAGE] + [REPRODUCE / f"{stem}.md" for stem in PAGES] + sorted(TEMPLATES.glob("*.md")):
         assert declared_parameters(page)["device"] is None
         code = "\n".join(c.source for c in jupytext.read(str(page)).cells if c.cell_type == "code")
         assert "device=device" in code and '"device": None' in code

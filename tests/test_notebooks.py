@@ -12,9 +12,9 @@ import pytest
 
 from metacl_lite.cli import main
 from metacl_lite.errors import FileFormatError, OutputError, UsageError
-from metacl_lite.report.notebooks import (PAGES, ParameterError, check_parameters, declared_parameters, expand_grid, glued_values,
-                                   make_variant, plan_runs, run_cli, run_notebook, tag, validate, write_variants,
-                                   TEMPLATE)
+from metacl_lite.report.notebooks import (ParameterError, check_parameters, declared_parameters, expand_grid,
+                                          glued_values, injected_parameters, plan_runs, run_cli, run_notebook, tag, validate)
+from metacl_lite.report.pages import PAGES, TEMPLATES, make_page, page_params, write_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "book" / "reproduce" / "benchmark.md"
@@ -51,7 +51,8 @@ def tiny(tmp_path):
 
 def test_declared_parameters_are_python_values(tmp_path, tiny):
     assert declared_parameters(BENCH) == {"benchmark": "pmnist", "K": 20, "seeds": 1, "methods": "all", "epochs": 0,
-                                          "n_tasks": 0, "quick": False, "live": True, "out_dir": "", "device": None}
+                                          "n_tasks": 0, "quick": False, "live": True, "out_dir": "", "device": None,
+                                          "shows": page_params("benchmark")[2]["shows"]}  # the page's injected value
     assert declared_parameters(ROOT / "book/chapters/06_metrics.md") == {}
     ipynb = tmp_path / "tiny.ipynb"
     jupytext.write(jupytext.read(str(tiny)), str(ipynb))
@@ -246,21 +247,50 @@ def test_parameterised_pages_found():
 def test_papermill_sees_every_parameter(path):
     """papermill parses the parameters cell line by line, so a line it cannot parse hides that parameter (papermill
     then warns "Passed unknown parameter"); here every assignment of the cell, read by Python's own parser, must be
-    a declared parameter with the same default."""
+    a declared parameter with the same default (or the value the page injects over it)."""
     cell = next(c for c in jupytext.read(str(path)).cells if "parameters" in c.metadata.get("tags", []))
     assigned = {n.targets[0].id: ast.literal_eval(n.value) for n in ast.parse(cell.source).body
                 if isinstance(n, ast.Assign) and not n.targets[0].id.startswith("_")}
-    assert declared_parameters(path) == assigned
+    assert declared_parameters(path) == {**assigned, **injected_parameters(path)}
 
 
-def test_variant_pages_in_sync_with_template():
-    assert write_variants(check=True) == []
-    v = make_variant(TEMPLATE.read_text(), "X", {"K": 77, "live": False}, "9.4")
-    assert "K = 77  #" in v and "live = False  #" in v and "# 9.4. Reproduction: X" in v
-    heads = [(TEMPLATE.parent / f"{stem}.md").read_text().split("\n# ", 1)[1].split("\n", 1)[0] for stem in PAGES]
-    # the template is 9.1 (the overview is chapter 9), its variants 9.2, 9.3, ... in the order of the toc
-    assert TEMPLATE.read_text().split("\n# ", 1)[1].startswith("9.1. Reproduction: Permuted MNIST, K = 20\n")
-    assert heads == [f"9.{i + 1}. Reproduction: {title}" for i, (title, _) in enumerate(PAGES.values(), 1)]
+def _injected(path) -> dict:
+    [cell] = [c for c in jupytext.read(str(path)).cells if "injected-parameters" in c.metadata.get("tags", [])]
+    return {n.targets[0].id: ast.literal_eval(n.value) for n in ast.parse(cell.source).body}
+
+
+def test_reproduction_pages_are_their_template_with_papermills_parameters():
+    """Every reproduction page is its template with the page's parameters injected by papermill (one cell, after the
+    parameters cell), titled by PAGES, with no typed section number (the table of contents numbers pages), and
+    `pages --check` finds nothing stale."""
+    assert write_pages(check=True) == []
+    for stem in ["benchmark", *PAGES]:
+        path, title, params, template = page_params(stem)
+        assert _injected(path) == params, stem
+        assert params["shows"].startswith(f"results/{params['benchmark']}-K{params['K']}.json, "), stem
+        cells = jupytext.read(str(path)).cells
+        tags = [c.metadata.get("tags", []) for c in cells]
+        assert "injected-parameters" in tags[tags.index(["parameters", "hide-input"]) + 1], stem
+        heads = [ln for c in cells if c.cell_type == "markdown" for ln in c.source.splitlines() if ln.startswith("# ")]
+        assert heads == [f"# Reproduction: {title}"], stem
+    assert page_params("benchmark")[2] == {"benchmark": "pmnist", "K": 20, "live": True,
+                                           "shows": page_params("benchmark")[2]["shows"]}
+    page = make_page(TEMPLATES / "compare.md", "X", {"K": 77, "live": False, "shows": "s"})
+    assert "# Reproduction: X\n" in page and 'K = 77\nlive = False\nshows = "s"\n' in page
+    assert "K = 20  # training images per class" in page  # the parameters cell keeps the template's defaults
+
+
+def test_a_new_results_file_makes_its_page_stale(monkeypatch):
+    """The page's `shows` parameter carries the digest of its results file: when the file changes, `pages --check`
+    lists the page (and only the pages that show that file)."""
+    from metacl_lite.report import pages
+
+    real = pages._digest
+    monkeypatch.setattr(pages, "_digest", lambda path: "sha256 0" if path.name == "pmnist-K5.json" else real(path))
+    stale = write_pages(check=True)
+    assert [p for p in stale if p.parent == pages.REPRODUCE and p.stem != "overview"] == [pages.REPRODUCE / "pmnist-K5.md"]
+    assert set(stale) - {pages.REPRODUCE / "pmnist-K5.md"} == {p for p, names in pages.stamped_pages().items()
+                                                               if "pmnist-K5.json" in names}  # they read it too
 
 
 def _num(v):

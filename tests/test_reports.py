@@ -1,10 +1,10 @@
-"""Tables and generated comparison text, on synthetic results with known numbers; incomplete rows are marked."""
+"""Tables and the numbers of the comparison, on synthetic results with known numbers; incomplete rows are marked."""
 import numpy as np
 import pytest
 
 from metacl_lite.report.paper import paper_table
-from metacl_lite.report.tables import comparison_rows, format_table
-from metacl_lite.report.readme import comparison_summary
+from metacl_lite.report.tables import comparison_rows, format_table, incomplete_rows, protocol_differs
+from metacl_lite.report.interpret import glue_values, interpretation
 from metacl_lite.lab.summary import summarize
 from metacl_lite.training import METHODS
 
@@ -37,21 +37,25 @@ def test_rows_and_table():
     md = format_table(res, "md")
     assert md.startswith("**NOT THE PAPER'S PROTOCOL: 2 tasks (the paper: 20 tasks, 5 epochs per task)")  # 2x2
     assert md.count("\n") == 3 + len(rows) and "| PI-MetaCL-λ | 2 |" in md and "INCOMPLETE" not in md
+    assert protocol_differs(res) == {"n_tasks": 2, "epochs": None, "paper_n_tasks": 20, "paper_epochs": 5}
+    assert incomplete_rows(res) == []
+    res["config"]["n_tasks"] = 20
+    assert protocol_differs(res) is None
 
 
 def test_summary_numbers():
-    text = comparison_summary(_fake(-2.0))
-    assert "ACC: mean |ours − paper| = 2.0 points over 12 rows" in text
-    assert "Spearman ρ over 11 methods): 1.00" in text
-    assert "MAS: ours 53.7 → 54.9 → 55.7 (holds); the paper's 55.7 → 56.9 → 57.7 (holds)" in text
-    assert "- ±: 95% t-interval over 2 seeds" in text
+    g = glue_values(interpretation(_fake(-2.0)))
+    assert (g["gap_ACC"], g["n_ACC"]) == (2.0, 12) and (g["rho"], g["rank_n"]) == (1.0, 11)
+    assert (g["chain_mas_ours"], g["order_mas_ours"]) == ("53.7 → 54.9 → 55.7", "holds")
+    assert (g["chain_mas_paper"], g["order_mas_paper"]) == ("55.7 → 56.9 → 57.7", "holds")
+    assert g["n_seeds"] == 2
 
 
 def test_summary_of_a_setting_without_published_numbers():
     res = _fake(0.0)
     res["config"]["K"] = 37
-    text = comparison_summary(res)
-    assert text.startswith("- No published numbers to compare with.") and "mean |ours − paper|" not in text
+    g = glue_values(interpretation(res))
+    assert g["n_ACC"] == 0 and g["gap_ACC"] == "–" and g["rho"] == "–" and g["n_fam_paper"] == 0
 
 
 def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypatch):
@@ -72,7 +76,6 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
     (tmp_path / "results" / "b.json").write_text(json.dumps(bench))
     readme = tmp_path / "README.md"
     stale = ("<!-- BEGIN table results/x.json -->\nold\n<!-- END table -->\n"
-             "<!-- BEGIN summary results/x.json -->\nold\n<!-- END summary -->\n"
              "<!-- BEGIN bench results/b.json -->\nold\n<!-- END bench -->\n")
     readme.write_text(stale)
     monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
@@ -80,7 +83,7 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
     assert reports.update_readme(readme, check=True) and readme.read_text() == stale
     assert reports.update_readme(readme)
     text = readme.read_text()
-    assert "| PI-MetaCL-λ | 2 |" in text and "ACC: mean |ours − paper| = 1.0 points over 12 rows" in text
+    assert "| PI-MetaCL-λ | 2 |" in text
     assert "Measured by `python -m metacl_lite bench --suite cub --out results/b.json`" in text
     assert str(tmp_path) not in text
     assert not reports.update_readme(readme, check=True)
@@ -98,8 +101,6 @@ def test_a_block_of_a_results_file_not_made_yet_says_how_to_make_it(tmp_path, mo
                                   "(`results/pmnist-K5.json`); these commands make it:\n\n```bash\n"
                                   "python -m metacl_lite tune --benchmark pmnist --K 5\n"
                                   "python -m metacl_lite run --benchmark pmnist --K 5 --seeds 5\n```\n<!-- END table -->\n")
-    readme.write_text("<!-- BEGIN summary results/pmnist-K5.json -->\nold\n<!-- END summary -->\n")
-    assert reports.update_readme(readme) and "No summary yet: `results/pmnist-K5.json` does not exist." in readme.read_text()
     for name in ("pmnsit-K5.json", "notes.json"):  # a typo is an error, not a file to come
         readme.write_text(f"<!-- BEGIN table results/{name} -->\nold\n<!-- END table -->\n")
         with pytest.raises((UserError, FileNotFoundError)):
@@ -112,9 +113,11 @@ def test_rows_made_from_fewer_seeds_are_marked_in_every_format():
     assert (rows["pi"]["n"], rows["pi"]["Seeds"]) == (2, "2 of 3 (incomplete)")
     assert (rows["ewc"]["n"], rows["ewc"]["Seeds"]) == (1, "1 of 3 (incomplete)")
     assert rows["mas"]["Seeds"] == "3" and rows["mas"]["complete"]
-    text, md, summary = format_table(res), format_table(res, "md"), comparison_summary(res)
-    for out in (text, md, summary):
+    text, md = format_table(res), format_table(res, "md")
+    for out in (text, md):
         assert "INCOMPLETE: 2 row(s) are made from fewer than the 3 seeds of the file (PI, EWC)" in out
+    assert interpretation(res)["incomplete"] == ["PI", "EWC"]
+    assert [r["method"] for r in incomplete_rows(res)] == ["pi", "ewc"]
     assert "| PI | 2 of 3 (incomplete) |" in md
     assert "1 of 3 (incomplete)" in text
 

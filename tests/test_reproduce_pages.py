@@ -1,6 +1,6 @@
-"""The reproduction pages as pages of a book (issue 20): their parameters in words, narrow numbered tables, figures
-coloured by regulariser and styled by variant, the blocks a page without data leaves out, and why the CIFAR-100
-pages tune at K = 20."""
+"""The reproduction pages as pages of a book (issue 20): each made by papermill from the template that fits what it
+can show, every glue name its text uses glued by its code, narrow numbered tables, figures coloured by regulariser and
+styled by variant, and the numbers behind why the CIFAR-100 pages tune at K = 20."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -9,78 +9,89 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from metacl_lite.report import notebooks as N  # noqa: E402
+from metacl_lite.report import pages as N  # noqa: E402
 from metacl_lite.report import overview as O  # noqa: E402
 from metacl_lite.report import plots  # noqa: E402
 from metacl_lite.report import targets as T  # noqa: E402
 from metacl_lite.report.paper import paper_table  # noqa: E402
-from metacl_lite.report.tables import live_table_markdown, metric_table_markdown, paper_rows  # noqa: E402
+from metacl_lite.report.tables import live_frame, metric_table_markdown, paper_rows  # noqa: E402
 from metacl_lite.training import METHODS  # noqa: E402
 
-DEFAULTS = {"benchmark": "pmnist", "K": 20, "seeds": 1, "methods": "all", "epochs": 0, "n_tasks": 0, "quick": False,
-            "live": True, "out_dir": "", "device": None}
+TEMPLATES = ("compare", "ours", "paper")
 
 
-# --- parameters in words --------------------------------------------------------------------------------------------
+# --- which template a page takes, and every glue it shows -------------------------------------------------------------
 
 
-def test_parameters_are_a_sentence_not_a_dict():
-    md = N.parameters_markdown(DEFAULTS)
-    assert "{" not in md and "'K'" not in md
-    assert md.splitlines() == [
-        "- **Setting:** Permuted MNIST, K = 20 training images per class.",
-        "- **Live run:** all 11 methods and the joint oracle, 1 seed, 20 tasks of 5 epochs (the paper's), on `cpu`; "
-        "its results file goes to a temporary folder."]
-    quick = N.parameters_markdown({**DEFAULTS, "methods": "finetune,pi", "quick": True, "seeds": 2, "out_dir": "runs"})
-    assert "2 methods (Fine tune, PI) and the joint oracle, 2 seeds, a smoke run of 3 tasks with 1 epoch each" in quick
-    assert "goes to `runs`" in quick
-    assert "10 tasks of 5 epochs (not the paper's protocol)" in N.parameters_markdown({**DEFAULTS, "n_tasks": 10})
-    off = N.parameters_markdown({**DEFAULTS, "benchmark": "cifar100", "K": 50, "live": False})
-    assert off.splitlines()[1] == "- **Live run:** none (`live = False`); the page shows the committed results."
-
-
-# --- blocks a page keeps only where it has their data ----------------------------------------------------------------
-
-
-TEXT = "a\n% only-if: results\nfig\n% end-if\nb\n% only-if: compare\ndiff\n% end-if\nc\n"
-
-
-def test_keep_blocks_drops_only_the_false_ones():
-    assert N.keep_blocks(TEXT, {"results": True, "compare": False}) == "a\n% only-if: results\nfig\n% end-if\nb\nc\n"
-    assert N.keep_blocks(TEXT, {"results": False, "compare": False}) == "a\nb\nc\n"
-    assert N.keep_blocks(TEXT, {"results": True, "compare": True}) == TEXT
-
-
-def test_page_conditions_follow_the_results_file_and_the_paper(tmp_path):
+def test_template_follows_the_results_file_and_the_paper(tmp_path):
     (tmp_path / "pmnist-K5.json").write_text("{}")
-    assert N.page_conditions("pmnist", 5, False, tmp_path) == {"results": True, "paper": False, "table": True,
-                                                                "compare": False, "live": False}
-    assert N.page_conditions("cifar100", 50, False, tmp_path) == {"results": False, "paper": True, "table": True,
-                                                                   "compare": False, "live": False}
+    (tmp_path / "pmnist-K50.json").write_text("{}")
+    assert N.template_for("pmnist", 50, tmp_path).name == "compare.md"
+    assert N.template_for("pmnist", 5, tmp_path).name == "ours.md"  # beyond the paper's K
+    assert N.template_for("cifar100", 50, tmp_path).name == "paper.md"  # no results file yet
+    with pytest.raises(ValueError):
+        N.template_for("pmnist", 7, tmp_path)  # neither: no page
 
 
-def test_generated_pages_glue_every_figure_they_show():
-    """A page keeps a glued figure only where its data exists: the CIFAR-100 and CUB pages (no results file) have no
-    figure, the pages beyond the paper no differences figure, and no variant page has the live run's heading (its
-    code stays: `-p live True` runs it on any page)."""
+def _glued_by(code: str, info_names: set) -> set:
+    """The names a template's code glues: glue("name", ...), glue(f"tab_{k}", ...) for k in ACC, BT, FA, and the
+    names of `glue_values` where the code glues them all."""
+    import re
+
+    names = set(re.findall(r'glue\("([\w-]+)"', code))
+    names |= {f"tab_{k}" for k in ("ACC", "BT", "FA")} if 'glue(f"tab_{k}"' in code else set()
+    names |= info_names if "glue_values(info).items()" in code else set()
+    return names
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_every_glue_a_template_shows_is_glued_by_its_code(name):
+    """A glue name that is never set fails the book's build: every {glue:...} of a template's text (and of the pages
+    made from it) is glued by its code; the figures only where the template has their data."""
+    import re
+
+    import jupytext
+
+    from metacl_lite.data.datafiles import REPO_ROOT
+    from metacl_lite.lab.store import load_results
+    from metacl_lite.report.interpret import glue_values, interpretation
+
+    info_names = set(glue_values(interpretation(load_results(REPO_ROOT / "results" / "pmnist-K50.json"))))
+    nb = jupytext.read(str(N.TEMPLATES / f"{name}.md"))
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    shown = {a or b for a, b in re.findall(r"\{glue(?::\w+)?\}`([\w-]+)(?::[^`]*)?`|```\{glue(?::\w+)?\}\s+(\S+)", text)}
+    assert shown and shown <= _glued_by(code, info_names), shown - _glued_by(code, info_names)
+    assert ("{glue:figure} fig_curves" in text) == (name != "paper")
+    assert ("{glue:figure} fig_differences" in text) == (name == "compare")
+    assert "run_experiment(" in code and "## A live run" in text  # -p live True runs it on any page
+    # the live run's table is a cell output: rendered as MyST (CommonMark, the default for outputs, has no tables)
+    live_cell = next(c for c in nb.cells if c.cell_type == "code" and "run_experiment(" in c.source)
+    assert live_cell.metadata["mystnb"]["markdown_format"] == "myst"
+    for fig in ("fig_curves", "fig_differences"):  # each figure captioned, with alt text not a path
+        if f"{{glue:figure}} {fig}\n" in text:
+            block = text.split(f"{{glue:figure}} {fig}\n", 1)[1].split("```", 1)[0]
+            alt = next(line for line in block.splitlines() if line.startswith(":alt: "))
+            assert len(alt) > 150 and ".png" not in alt
+
+
+def test_generated_pages_show_what_their_setting_has():
+    """The CIFAR-100 and CUB pages (no results file) have no figure, the pages beyond the paper no differences
+    figure: each page is the template `template_for` picks."""
+    import jupytext
+
     from metacl_lite.data.datafiles import REPO_ROOT
 
-    for stem, (_, params) in N.PAGES.items():
-        text = (N.TEMPLATE.parent / f"{stem}.md").read_text()
-        b, K = params.get("benchmark", "pmnist"), params["K"]
+    for stem in ["benchmark", *N.PAGES]:
+        path, _, params, template = N.page_params(stem)
+        text = path.read_text()
+        b, K = params["benchmark"], params["K"]
         has_file = (REPO_ROOT / "results" / f"{b}-K{K}.json").exists()
         assert ("{glue:figure} fig_curves" in text) == has_file, stem
         assert ("{glue:figure} fig_differences" in text) == (has_file and paper_table(b, K) is not None), stem
-        assert "## A live run" not in text and "{glue:md} tab_ACC" in text and "run_experiment(" in text, stem
-    template = N.TEMPLATE.read_text()
-    assert "## A live run" in template and "{glue:figure} fig_differences" in template
-    # the live run's table is a cell output: rendered as MyST (CommonMark, the default for outputs, has no tables)
-    live_cell = template.split("## A live run", 1)[1].split("```{code-cell} ipython3", 1)[1].split("\nif live:", 1)[0]
-    assert "markdown_format: myst" in live_cell
-    for name in ("fig_curves", "fig_differences"):  # each figure numbered, captioned, with alt text not a path
-        block = template.split(f"{{glue:figure}} {name}\n", 1)[1].split("```", 1)[0]
-        alt = next(line for line in block.splitlines() if line.startswith(":alt: "))
-        assert ":name: fig-repro-" in block and len(alt) > 150 and ".png" not in alt
+        page_cells = [c.source for c in jupytext.read(str(path)).cells if "injected-parameters" not in
+                      c.metadata.get("tags", [])]
+        assert page_cells[1:] == [c.source for c in jupytext.read(str(template)).cells][1:], stem
 
 
 # --- tables ----------------------------------------------------------------------------------------------------------
@@ -116,13 +127,12 @@ def test_paper_rows_hold_the_papers_numbers_only():
     assert table[0] == "| Method | Paper |" and table[2] == f"| {first['label']} | {mean:.1f}\u00a0±\u00a0{pm:.1f} |"
 
 
-def test_live_table_lists_the_methods_run():
+def test_live_frame_lists_the_methods_run():
     summ = {"finetune": {"ACC": {"mean": 40.04, "ci95": None}, "BT": {"mean": -10.0, "ci95": None},
                          "FA": {"mean": 0.5, "ci95": None}, "seeds": [0]}}
     res = {"config": {"benchmark": "pmnist", "K": 20, "seeds": [0], "methods": ["finetune"], "n_tasks": 3},
            "summary": summ}
-    assert live_table_markdown(res).splitlines() == ["| Method | ACC | BT | FA |", "|:---|---:|---:|---:|",
-                                                     "| Fine tune | 40.0 | −10.0 | 0.5 |"]
+    assert live_frame(res).values.tolist() == [["Fine tune", "40.0", "−10.0", "0.5"]]
 
 
 def test_targets_split_into_two_narrow_tables():
@@ -132,16 +142,16 @@ def test_targets_split_into_two_narrow_tables():
              "acc_gap": 3.24, "fa_max": 13.8, "fa_method": "pi", "acc_above": 4, "acc_below": 0, "rho": 0.9},
             {"K": 200, "in_paper": True, "exists": False, "seeds": None, "tuned_at_K": None, "interior": None,
              "acc_gap": None, "fa_max": None, "fa_method": None, "acc_above": None, "acc_below": None, "rho": None}]
-    assert T.targets_markdown(rows, "protocol").splitlines()[2:] == ["| 5 | 5 | yes | yes |", "| 50 | 5 | no | no |",
-                                                                     "| 200 | no results file yet | – | – |"]
-    assert T.targets_markdown(rows, "gaps").splitlines()[2:] == ["| 5 | beyond the paper | – | – |",
-                                                                 "| 50 | 3.2 ✗ | 13.8 ✗ (PI) | 4 / 0 |",
-                                                                 "| 200 | no results file yet | – | – |"]
+    assert T.targets_frame(rows, "protocol").values.tolist() == [[5, 5, "yes", "yes"], [50, 5, "no", "no"],
+                                                                 [200, "no results file yet", "–", "–"]]
+    assert T.targets_frame(rows, "gaps").values.tolist() == [[5, "beyond the paper", "–", "–"],
+                                                             [50, "3.2 ✗", "13.8 ✗ (PI)", "4 / 0"],
+                                                             [200, "no results file yet", "–", "–"]]
     for part in ("protocol", "gaps"):
-        assert {line.count("|") for line in T.targets_markdown(rows, part).splitlines()} == {5}
-    assert T.targets_markdown(rows).count("|") > T.targets_markdown(rows, "gaps").count("|")  # the README's: wide
+        assert T.targets_frame(rows, part).shape[1] == 4  # four narrow columns: readable in a 390-px window
+    assert T.targets_frame(rows).shape[1] == 8 and T.targets_frame(rows).loc[1, "ρ"] == "0.90"  # the README's
     with pytest.raises(ValueError):
-        T.targets_markdown(rows, "other")
+        T.targets_frame(rows, "other")
 
 
 # --- why the CIFAR-100 pages tune at K = 20 ------------------------------------------------------------------------
@@ -162,24 +172,6 @@ def test_tuning_cost_counts_grid_values_and_seeds():
     n_tune, n_run = O.tuning_cost(5)
     # six plain/MetaCL-β methods search β, three MetaCL-λ methods search γ (which also tries 0)
     assert n_tune == (6 * len(BETA_GRID) + 3 * len(GAMMA_GRID)) * len(TUNING_SEEDS) and n_run == 11 * 5
-
-
-def test_cifar_pages_say_why_they_tune_at_20_and_how_to_tune_at_their_K(monkeypatch):
-    assert O.tuning_note_markdown("cifar100", 20) is None and O.tuning_note_markdown("pmnist", 50) is None
-    assert O.tuning_note_markdown("cub", 10) is None
-    monkeypatch.setattr(O, "tuned_values_shrink", lambda b="pmnist": [{"K": 50, "n": 9, "smaller": 9},
-                                                                      {"K": 200, "n": 9, "smaller": 9}])
-    note = O.tuning_note_markdown("cifar100", 200)
-    assert note.startswith("**Why `--K 20`.**") and "over-regularise" in note and "chapter 8" in note
-    assert "K = 50, 200 are smaller than those chosen at K = 20 for every regularised method" in note
-    assert note.endswith("```text\npython -m metacl_lite tune --benchmark cifar100 --K 200\n"
-                         "python -m metacl_lite run --benchmark cifar100 --K 200 --seeds 5\n```")
-    monkeypatch.setattr(O, "tuned_values_shrink", lambda b="pmnist": [{"K": 50, "n": 9, "smaller": 7}])
-    assert "7 of 9 methods at K = 50" in O.tuning_note_markdown("cifar100", 50)
-    # K = 500 cannot be tuned at its own K on CIFAR-100 (its validation images are images 400-499)
-    k500 = O.tuning_note_markdown("cifar100", 500)
-    assert "images 400 to 499" in k500 and "tune --benchmark cifar100 --K 500" not in k500
-    assert O.missing_results_markdown("cifar100", 50).count("```text") == 2  # the commands, then the per-K ones
 
 
 # --- figures ---------------------------------------------------------------------------------------------------------
@@ -226,8 +218,9 @@ def test_an_unknown_method_keeps_its_own_legend_entry():
 
 
 def test_figure_and_table_labels_are_unique_across_the_book_and_each_reference_finds_its_own_page():
-    """Sphinx warns on a label defined twice (the build runs with warnings as errors): every generated page suffixes
-    the template's labels with its name, and its {numref}s point at its own labels."""
+    """Sphinx warns on a label defined twice (the build runs with warnings as errors): the reproduction pages, made
+    from one template each, name no figure or table (their captions say which tables they mean), and every
+    {numref} of the book finds a label of its own page."""
     import re
     from pathlib import Path
     book = Path(__file__).resolve().parents[1] / "book"
@@ -237,10 +230,10 @@ def test_figure_and_table_labels_are_unique_across_the_book_and_each_reference_f
             continue
         text = page.read_text()
         names = re.findall(r"^:name:\s*(\S+)", text, flags=re.M)
+        if page.parent.name in ("reproduce", "templates") and page.stem != "overview":
+            assert names == [], page
         for n in names:
             assert n not in seen, f"{n} in {page} and {seen[n]}"
             seen[n] = page
         for ref in re.findall(r"\{numref\}`(?:[^<`]*<)?([^>`]+)>?`", text):
-            if "-repro-" in ref:
-                assert ref in names, (page, ref)
-    assert seen["tab-repro-acc-pmnist-k50"].name == "pmnist-K50.md"
+            assert ref in names, (page, ref)

@@ -99,30 +99,17 @@ def setting_commands(benchmark: str, seeds: int) -> list[str]:
     return out
 
 
-def make_target_markdown(benchmark: str) -> Optional[str]:
-    """What `make reproduce-<benchmark>` (the Makefile) does for CIFAR-100 and CUB, in words: every step in one
-    command on a GPU, β/γ tuned at each K the validation images allow (unlike the commands that tune once), and its
-    refusal to start without a GPU unless DEVICE=cpu is given (a Ray cluster's GPUs with EXEC). None for Permuted
-    MNIST (`make reproduce-pmnist`)."""
+def make_target_steps(benchmark: str) -> Optional[dict[str, Any]]:
+    """What `make reproduce-<benchmark>` (the Makefile) does for CIFAR-100 and CUB, as a record: the benchmark's
+    tuning K (`tuning_K`), the other paper K it tunes again at because their validation images allow it (`own_Ks`),
+    those beyond them that take the tuning K's values (`beyond_Ks`), the validation images (`val_first`, `val_last`,
+    per class) and whether it also fetches the ImageNet ResNet-18 weights (`weights`). None for Permuted MNIST
+    (`make reproduce-pmnist`)."""
     if benchmark == "pmnist":
         return None
     spec = SPECS[benchmark]
-    own = [K for K in spec.paper_Ks if K != spec.tuning_K and K <= spec.val_offset]
-    beyond = [K for K in spec.paper_Ks if K > spec.val_offset]
-    if own or beyond:
-        steps = (f"the data with their md5; the open choices and β/γ at K = {spec.tuning_K}"
-                 + (f"; β/γ tuned again at K = {' and '.join(map(str, own))}, as far as the validation images allow"
-                    if own else "")
-                 + (f" (K = {' and '.join(map(str, beyond))}, beyond them, takes K = {spec.tuning_K}'s values)"
-                    if beyond else ""))
-    else:  # CUB: one K
-        steps = (f"the data with their md5 and the ImageNet ResNet-18 weights (sha256-checked); β/γ at "
-                 f"K = {spec.tuning_K} with the default open choices (the validation split, images {spec.val_offset}-"
-                 f"{spec.val_offset + spec.val_per_class - 1} of each class, cannot decide them)")
-    return (f"**In one command.** On a machine with a GPU, `make reproduce-{benchmark}` does every step, each "
-            f"resumable: {steps}; five seeds of every K with references, oracle and the γ controls; then the pages "
-            f"and the README. Without a usable GPU it refuses to start, before any download (its grids would take "
-            f"days on the CPU), unless `DEVICE=cpu` is given explicitly. "
-            f"`EXEC=\"--executor ray --address HOST:PORT\"` spreads every step over a Ray cluster; then the "
-            f"cluster's GPUs count, not those of the machine that starts it (each node needs the data"
-            + (" and the ResNet-18 weights" if benchmark == "cub" else "") + ").")
+    return {"tuning_K": spec.tuning_K,
+            "own_Ks": [K for K in spec.paper_Ks if K != spec.tuning_K and K <= spec.val_offset],
+            "beyond_Ks": [K for K in spec.paper_Ks if K > spec.val_offset],
+            "val_first": spec.val_offset, "val_last": spec.val_offset + spec.val_per_class - 1,
+            "weights": benchmark == "cub"}

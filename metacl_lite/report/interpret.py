@@ -1,6 +1,7 @@
-"""What a results file says beside the paper, in words: pure functions of a results document (`store.load_results`)
-that return the numbers (a dict, for glue and tests) and Markdown prose made from them. Nothing here is typed by hand:
-every number comes from the results file, from `paper.py` or from scipy.
+"""What a results file says beside the paper, as numbers: pure functions of a results document (`store.load_results`)
+that return records (dicts and DataFrames) for the reproduction pages to glue; the sentences that say what they mean
+are the pages' own text (book/reproduce/templates/). Every number comes from the results file, from `paper.py` or
+from scipy.
 
 - `gaps`: where we agree (the paper's mean inside our 95% interval) and where we do not; the mean |ours − paper| per
   metric (ACC, BT, FA) and the largest gaps, named.
@@ -10,9 +11,9 @@ every number comes from the results file, from `paper.py` or from scipy.
 - `hparams_used`: the β/γ that produced the table, where they came from, and the open choices about Ω.
 - `interval`: what the ± of our table is (a t-interval over seeds) and how wide it is beside the paper's.
 
-`interpretation(res)` gathers all of them (with the file's commands, `commands.provenance_commands`);
-`interpretation_markdown(res)` is the prose under each reproduction table; `readme_summary(res)` the README's shorter
-form. Every setting of the paper at a glance: `overview`; the reproduction targets: `targets`.
+`interpretation(res)` gathers all of them (with the file's commands, `commands.provenance_commands`); `glue_values`
+flattens them into the values a page glues, `gaps_frame`, `family_frame` and `hparams_frame` into its tables. Every
+setting of the paper at a glance: `overview`; the reproduction targets: `targets`.
 """
 from __future__ import annotations
 
@@ -180,42 +181,81 @@ def interval(res: dict) -> dict[str, Any]:
 
 
 def interpretation(res: dict) -> dict[str, Any]:
-    """Every number the prose uses, in one dict (for glue and tests)."""
-    from .tables import incomplete_note
+    """Every number a reproduction page's interpretation uses, in one dict (for glue and tests): the gaps, the rank
+    agreement, the family orderings, the β/γ and open choices, the interval, the labels of the rows made from fewer
+    seeds than the file asks for (`incomplete`, [] when complete) and the file's commands."""
+    from .tables import incomplete_rows
 
     cfg = res["config"]
     return {"benchmark": cfg["benchmark"], "K": cfg["K"],
             "paper_source": PAPER_SOURCES.get((cfg["benchmark"], cfg["K"])),
             "gaps": gaps(res), "rank": rank_agreement(res), "families": family_orderings(res),
-            "hparams": hparams_used(res), "interval": interval(res), "incomplete": incomplete_note(res),
+            "hparams": hparams_used(res), "interval": interval(res), "incomplete": [r["label"] for r in incomplete_rows(res)],
             "commands": provenance_commands(res)}
 
 
+def chain(a: list[float]) -> str:
+    """a0 → a1 → a2 with one decimal, or two where one decimal would show two neighbours equal."""
+    nd = 2 if any(f"{a[i]:.1f}" == f"{a[i + 1]:.1f}" for i in range(len(a) - 1)) else 1
+    return " → ".join(f"{x:.{nd}f}" for x in a)
+
+
+def _labels(methods: list[str], labels: dict[str, str]) -> str:
+    """Method labels joined by semicolons (a label may hold a comma: "MetaCL, w/o reg"); "none" for none."""
+    return "; ".join(labels.get(m, m) for m in methods) or "none"
+
+
+def _r(x: Optional[float], nd: int = 1) -> Any:
+    return "–" if x is None else round(x, nd)
+
+
 def glue_values(info: dict[str, Any]) -> dict[str, Any]:
-    """A flat dict of the headline numbers (rounded as shown), for myst_nb's glue: gap_ACC, gap_BT, gap_FA, rho,
-    n_seeds, and order_<reg>_ours / order_<reg>_paper ("holds" / "does not hold" / "–")."""
-    out: dict[str, Any] = {f"gap_{k}": (round(v["mean_abs"], 1) if v["mean_abs"] is not None else "–")
-                           for k, v in info["gaps"].items()}
-    out["rho"] = round(info["rank"]["rho"], 2) if info["rank"]["rho"] is not None else "–"
-    out["n_seeds"] = info["interval"]["n_seeds"]
-    for imp, f in info["families"].items():
+    """The values a reproduction page glues into its interpretation (rounded as shown; "–" where there is none):
+
+    - per metric k of ACC, BT, FA: gap_k (the mean |ours − paper|), n_k (rows with both), within_k (rows whose
+      paper's mean lies inside our 95% interval), largest_k (the two largest gaps, "label (+d)"); outside_ACC (the
+      labels of the ACC rows outside our interval);
+    - rho, rank_n (methods in both tables), best_ours, best_paper (labels);
+    - per regulariser r: order_r_ours / order_r_paper ("holds", "does not hold" or "–") and chain_r_ours /
+      chain_r_paper (plain → MetaCL-β → MetaCL-λ ACC); held_ours, n_held_ours, n_fam_ours (and the same for paper);
+    - n_seeds, t_df (n − 1), factor (t/√n), mean_ci_ours, mean_pm_paper, n_rows, permuted ("yes"/"no");
+    - gamma_control, options_where, compile, precision; incomplete (labels, "none")."""
+    labels = method_labels()
+    g, r, fam, h, iv = info["gaps"], info["rank"], info["families"], info["hparams"], info["interval"]
+    out: dict[str, Any] = {}
+    for k, v in g.items():
+        out[f"gap_{k}"] = _r(v["mean_abs"])
+        out[f"n_{k}"] = v["n"]
+        out[f"within_{k}"] = len(v["within"])
+        out[f"largest_{k}"] = "; ".join(f"{labels.get(m, m)} ({d:+.1f})" for m, d in v["largest"][:2]) or "–"
+    out["outside_ACC"] = _labels(g["ACC"]["outside"], labels)
+    out["rho"] = _r(r["rho"], 2)
+    out["rank_n"] = r["n"]
+    out["best_ours"] = labels.get(r.get("best_ours"), "–")
+    out["best_paper"] = labels.get(r.get("best_paper"), "–")
+    for imp, f in fam.items():
         for who in ("ours", "paper"):
-            h = f[f"holds_{who}"]
-            out[f"order_{imp}_{who}"] = "–" if h is None else ("holds" if h else "does not hold")
+            hold = f[f"holds_{who}"]
+            out[f"order_{imp}_{who}"] = "–" if hold is None else ("holds" if hold else "does not hold")
+            out[f"chain_{imp}_{who}"] = "–" if f[who] is None else chain(f[who])
+    for who in ("ours", "paper"):
+        held = [i.upper() for i, f in fam.items() if f[f"holds_{who}"]]
+        out[f"held_{who}"] = ", ".join(held) or "none"
+        out[f"n_held_{who}"] = len(held)
+        out[f"n_fam_{who}"] = sum(f[who] is not None for f in fam.values())
+    out["n_seeds"] = iv["n_seeds"]
+    out["t_df"] = iv["n_seeds"] - 1
+    out["factor"] = _r(iv["factor"], 2)
+    out["mean_ci_ours"] = _r(iv["mean_ci_ours"])
+    out["mean_pm_paper"] = _r(iv["mean_pm_paper"])
+    out["n_rows"] = iv["n_rows"]
+    out["permuted"] = "yes" if iv["permuted"] else "no"
+    out["gamma_control"] = "none" if h["gamma_control"] is None else h["gamma_control"]
+    out["options_where"] = h["options_where"] or "none"
+    out["compile"] = h["compile"]
+    out["precision"] = h["precision"]
+    out["incomplete"] = "; ".join(info["incomplete"]) or "none"
     return out
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Prose
-
-
-def number(x: float, nd: int = 1) -> str:
-    """`x` with `nd` decimals."""
-    return f"{x:.{nd}f}"
-
-
-def _signed(x: float) -> str:
-    return f"{x:+.1f}"
 
 
 SYMBOLS = {"beta": "β", "gamma": "γ"}
@@ -225,204 +265,64 @@ def _value(v: Any) -> str:
     return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
 
 
-def _chain(a: list[float]) -> str:
-    """a0 → a1 → a2 with one decimal, or two where one decimal would show two neighbours equal."""
-    nd = 2 if any(f"{a[i]:.1f}" == f"{a[i + 1]:.1f}" for i in range(len(a) - 1)) else 1
-    return " → ".join(number(x, nd) for x in a)
-
-
-def _names(methods: list[str], labels: dict[str, str]) -> str:
-    """Method labels joined by semicolons (a label may hold a comma: "MetaCL, w/o reg")."""
-    return "; ".join(labels.get(m, m) for m in methods)
-
-
-def _top_gaps(largest: list[tuple[str, float]], labels: dict[str, str], n: int = 2) -> str:
-    return "; ".join(f"{labels.get(m, m)} ({_signed(d)})" for m, d in largest[:n])
-
-
-def _family_sentence(imp: str, f: dict, labels: dict[str, str], no_paper: bool = False) -> str:
-    name = imp.upper()
-    parts = []
-    if f["ours"] is not None:
-        parts.append(f"ours {_chain(f['ours'])} ({'holds' if f['holds_ours'] else 'does not hold'})")
-    else:
-        parts.append("not in our file")
-    if f["paper"] is not None:
-        parts.append(f"the paper's {_chain(f['paper'])} ({'holds' if f['holds_paper'] else 'does not hold'})")
-    else:
-        parts.append("the paper has no numbers at this K" if no_paper else "not in the paper's table")
-    return f"{name}: " + "; ".join(parts)
-
-
-def _source(source: str, tuning_K: Optional[int] = None) -> str:
-    """A `config.hparams_source` entry as a reader reads it: "K=200: results/t.json" -> "`results/t.json` (tuned at
-    K = 200)", "default: results/t.json" -> "`results/t.json` (the default values, tuned at K = <tuning K>)"; any
-    other entry as it is, its paths relative to the repository."""
+def source_record(source: Optional[str], tuning_K: Optional[int] = None) -> dict[str, Any]:
+    """A `config.hparams_source` entry as a record: the file (relative to the repository) and the K it was tuned at.
+    "K=200: results/t.json" -> {"file": "results/t.json", "K": 200}; "default: results/t.json" -> the file and the
+    benchmark's tuning K (`tuning_K`); any other entry -> the entry as the file, K None; None -> both None."""
+    if source is None:
+        return {"file": None, "K": None}
     head, sep, rest = source.partition(": ")
     if sep and head.startswith("K=") and head[2:].isdigit():
-        return f"`{relative_command(rest)}` (tuned at K = {head[2:]})"
+        return {"file": relative_command(rest), "K": int(head[2:])}
     if sep and head == "default":
-        at = f", tuned at K = {tuning_K}" if tuning_K is not None else ""
-        return f"`{relative_command(rest)}` (the default values{at})"
-    return f"`{relative_command(source)}`"
+        return {"file": relative_command(rest), "K": tuning_K}
+    return {"file": relative_command(source), "K": None}
 
 
-def _hparams_sentences(h: dict, labels: dict[str, str]) -> list[str]:
-    out = []
-    if h["gamma_control"] is not None:
-        out.append(f"This is a γ control file (`--gamma {h['gamma_control']}`), not the main table.")
-    if h["values"]:
-        groups = []
-        for imp in REGULARISERS:
-            ms = [m for m in family(imp) if m in h["values"]]
-            if ms:
-                groups.append(", ".join(f"{labels[m]} " + ", ".join(f"{SYMBOLS.get(k, k)} = {_value(v)}"
-                                                                   for k, v in h["values"][m].items())
-                                        for m in ms))
-        out.append("β and γ used: " + "; ".join(groups) + ".")
-        srcs = h["sources"]
-        if all(s is None for s in srcs.values()):
-            out.append("The file does not record where they came from (it predates `config.hparams_source`); they "
-                       "are the values `hparams.json` held when the file was made.")
-        else:
-            by_src: dict[Optional[str], list[str]] = {}
-            for m, s in srcs.items():
-                by_src.setdefault(s, []).append(m)
-            if len(by_src) == 1:
-                out.append(f"All of them come from {_source(next(iter(by_src)), h.get('tuning_K'))}, as "
-                           f"`config.hparams_source` records.")
-            else:
-                out.append("Where they came from (`config.hparams_source`): " + " ".join(
-                    (_source(s, h.get("tuning_K")) if s is not None else "not recorded")
-                    + f" for {_names(ms, labels)}." for s, ms in by_src.items()))
-    else:
-        out.append("No method of this file has a β or γ.")
-    def opts(o: dict, xi: bool = True) -> str:  # PI's ξ only where PI is concerned
-        return (f"Ω accumulated across tasks: `{o['omega_accumulate']}`; each task's Ω normalised: "
-                f"`{o['omega_normalise']}`" + (f"; PI's ξ = {_value(o['pi_xi'])}" if xi else ""))
+def hparams_frame(info: dict[str, Any]):
+    """The β/γ of each regularised method and where it came from, with the open choices about Ω it was trained
+    with: one row per method (Method, β/γ, tuned at K, file, Ω accumulated, Ω normalised, PI's ξ; "–" where a cell
+    does not apply or the file does not record it)."""
+    import pandas as pd
 
-    distinct = {tuple(sorted(o.items())) for o in h["method_options"].values()}
-    if h["options_where"] == "method_options" and len(distinct) > 1:
-        groups = []
-        for imp in REGULARISERS:
-            ms = [m for m in h["method_options"] if m.startswith(imp)]
-            kinds = {tuple(sorted(h["method_options"][m].items())) for m in ms}
-            if len(kinds) == 1:
-                groups.append(f"{imp.upper()}: {opts(h['method_options'][ms[0]], imp == 'pi')}")
-            else:
-                groups += [f"{labels[m]}: {opts(h['method_options'][m], imp == 'pi')}" for m in ms]
-        out.append("Open choices the paper leaves open, decided per regulariser and recorded in the file "
-                   "(`config.method_options`): " + ". ".join(groups) + ".")
-    else:
-        o = dict(distinct.pop()) if distinct else h["options"]
-        if h["options_where"] == "method_options":
-            out.append(f"Open choices the paper leaves open, the same for every regulariser, as recorded in the file "
-                       f"(`config.method_options`): {opts(o)}.")
-        elif h["options_where"] == "train":
-            out.append(f"Open choices the paper leaves open, as recorded in the file (`config.train`): {opts(o)}.")
-        else:
-            out.append(f"Open choices the paper leaves open: the file predates the options, so it was made with the "
-                       f"only behaviour the code then had, today's defaults: {opts(o)}.")
-    if h.get("compile", "off") != "off":
-        out.append(f"Task gradients compiled (`--compile {h['compile']}`, `config.train.compile`): equal to eager "
-                   f"ones within float rounding, not bit for bit.")
-    if h.get("precision", "float32") != "float32":
-        out.append(f"Matrix products and convolutions in {h['precision'].upper()} (`--precision {h['precision']}`, "
-                   f"`config.train.precision`), not float32: faster on a GPU, other numbers than a float32 run.")
-    return out
-
-
-def interpretation_markdown(res: dict, info: Optional[dict] = None) -> str:
-    """The prose under a reproduction table: agreement, ranks, family orderings, the β/γ used, the interval."""
-    info = info or interpretation(res)
+    h = info["hparams"]
     labels = method_labels()
-    g, r, fam, h, iv = info["gaps"], info["rank"], info["families"], info["hparams"], info["interval"]
-    out = []
-    if info["incomplete"]:
-        out.append(f"**{info['incomplete']}**")
-    if g["ACC"]["n"] == 0:
-        out.append("**Where we agree and where we do not.** The paper publishes no numbers for this setting, so there "
-                   "is nothing to compare with.")
-    else:
-        agree, off = g["ACC"]["within"], g["ACC"]["outside"]
-        lines = [f"**Where we agree and where we do not.** In ACC, the paper's mean lies inside our 95% interval for "
-                 f"{len(agree)} of {g['ACC']['n']} rows" + (f"; outside it for {_names(off, labels)}" if off else "")
-                 + "."]
-        for k in METRICS:
-            v = g[k]
-            if v["mean_abs"] is None:
-                continue
-            lines.append(f"- {k}: mean |ours − paper| = {number(v['mean_abs'])} points over {v['n']} rows, the paper's "
-                         f"mean inside our interval for {len(v['within'])}; the largest gaps (ours − paper): "
-                         f"{_top_gaps(v['largest'], labels)}.")
-        out.append("\n".join(lines))
-        if r["rho"] is not None:
-            same = r["best_ours"] == r["best_paper"]
-            out.append(f"**Ranks.** Spearman's ρ between our ACC and the paper's over the {r['n']} methods is "
-                       f"{number(r['rho'], 2)} (1: the same order, 0: unrelated, −1: reversed). Our best method is "
-                       f"{labels[r['best_ours']]}, " + ("as in the paper." if same else
-                                                       f"the paper's is {labels[r['best_paper']]}."))
-        else:
-            out.append(f"**Ranks.** Fewer than three methods are in both tables ({r['n']}); no rank correlation.")
-    if fam:
-        held_o = [i.upper() for i, f in fam.items() if f["holds_ours"]]
-        held_p = [i.upper() for i, f in fam.items() if f["holds_paper"]]
-        with_ours = [i for i, f in fam.items() if f["ours"] is not None]
-        with_paper = [i for i, f in fam.items() if f["paper"] is not None]
-        head = (f"**The paper's ordering plain < MetaCL-β < MetaCL-λ (ACC).** It holds in our table for "
-                f"{len(held_o)} of {len(with_ours)} regularisers" + (f" ({', '.join(held_o)})" if held_o else "")
-                + ((f" and in the paper's for {len(held_p)} of {len(with_paper)}"
-                    + (f" ({', '.join(held_p)})" if held_p else "")) if with_paper else
-                   " (the paper publishes no numbers at this K)") + ".")
-        out.append("\n".join([head] + [f"- {_family_sentence(i, f, labels, not with_paper)}." for i, f in fam.items()]))
-    out.append("**What produced this table.** " + " ".join(_hparams_sentences(h, labels)))
-    n = iv["n_seeds"]
-    what = ("the task permutations, the initial weights and the batch order" if iv["permuted"]
-            else "the initial weights and the batch order (the class split of the tasks is fixed)")
-    if n > 1:
-        text = (f"**What the ± means.** Ours: the 95% t-interval over {n} seeds, t₀.₉₇₅,{n - 1}·s/√{n} = "
-                f"{number(iv['factor'], 2)} sample standard deviations of the per-seed values. Each seed changes "
-                f"{what}, so the interval covers that variation too and is wider than one over initialisations "
-                f"alone would be.")
-        if iv["mean_ci_ours"] is not None:
-            text += (f" Over the {iv['n_rows']} rows with both, our ACC half-widths average "
-                     f"{number(iv['mean_ci_ours'])} points, the paper's ± {number(iv['mean_pm_paper'])}; the paper "
-                     f"does not say how its ± is computed.")
-    else:
-        text = f"**What the ± means.** This file has one seed, so there is no interval (each seed changes {what})."
-    out.append(text)
-    return "\n\n".join(out)
-
-
-def readme_summary(res: dict, info: Optional[dict] = None) -> str:
-    """The README's generated comparison beside a table: gaps per metric, ρ, the family orderings, the β/γ and the
-    open choices, and the interval, as a Markdown list."""
-    info = info or interpretation(res)
-    labels = method_labels()
-    g, r, fam, h, iv = info["gaps"], info["rank"], info["families"], info["hparams"], info["interval"]
-    out = []
-    if info["incomplete"]:
-        out.append(f"- {info['incomplete']}")
-    if g["ACC"]["n"] == 0:
-        out.append("- No published numbers to compare with.")
-    for k in METRICS:
-        v = g[k]
-        if v["mean_abs"] is None:
+    rows = []
+    for m in _method_order():
+        if m not in h["values"] and m not in h["method_options"]:
             continue
-        out.append(f"- {k}: mean |ours − paper| = {number(v['mean_abs'])} points over {v['n']} rows "
-                   f"(paper's mean inside our 95% interval: {len(v['within'])} of {v['n']}); largest gaps: "
-                   f"{_top_gaps(v['largest'], labels)}.")
-    if r["rho"] is not None:
-        out.append(f"- Rank agreement of the methods' ACC with the paper's (Spearman ρ over {r['n']} methods): "
-                   f"{number(r['rho'], 2)}.")
-    if fam:
-        out.append("- plain < MetaCL-β < MetaCL-λ in ACC:")
-        no_paper = all(f["paper"] is None for f in fam.values())
-        out += [f"  - {_family_sentence(i, f, labels, no_paper)}." for i, f in fam.items()]
-    for s in _hparams_sentences(h, labels):
-        out.append(f"- {s}")
-    if iv["n_seeds"] > 1:
-        out.append(f"- ±: 95% t-interval over {iv['n_seeds']} seeds ({number(iv['factor'], 2)} sample standard "
-                   f"deviations); each seed also changes "
-                   + ("the permutations and initial weights." if iv["permuted"] else "the initial weights."))
-    return "\n".join(out)
+        src = source_record(h["sources"].get(m), h.get("tuning_K"))
+        o = h["method_options"].get(m, h["options"])
+        rows.append({"Method": labels[m],
+                     "β/γ": ", ".join(f"{SYMBOLS.get(k, k)} = {_value(v)}" for k, v in h["values"].get(m, {}).items())
+                     or "–",
+                     "Tuned at K": "–" if src["K"] is None else src["K"],
+                     "File": "–" if src["file"] is None else f"`{src['file']}`",
+                     "Ω accumulated": f"`{o['omega_accumulate']}`", "Ω normalised": f"`{o['omega_normalise']}`",
+                     "PI's ξ": f"{o['pi_xi']:g}" if m.startswith("pi") else "–"})
+    return pd.DataFrame(rows, columns=["Method", "β/γ", "Tuned at K", "File", "Ω accumulated", "Ω normalised",
+                                       "PI's ξ"])
+
+
+def gaps_frame(info: dict[str, Any]):
+    """The gaps per metric (`gaps`): Metric, mean |ours − paper| (points), rows with both, rows whose paper's mean
+    lies inside our 95% interval, and the two largest gaps (ours − paper); metrics no row has both numbers for are
+    left out."""
+    import pandas as pd
+
+    g = glue_values(info)
+    rows = [{"Metric": k, "Mean gap": g[f"gap_{k}"], "Rows": g[f"n_{k}"], "Inside": g[f"within_{k}"],
+             "Largest (ours − paper)": g[f"largest_{k}"]} for k in METRICS if info["gaps"][k]["mean_abs"] is not None]
+    return pd.DataFrame(rows, columns=["Metric", "Mean gap", "Rows", "Inside", "Largest (ours − paper)"])
+
+
+def family_frame(info: dict[str, Any]):
+    """The ordering plain < MetaCL-β < MetaCL-λ in ACC per regulariser: our chain and whether it holds, the
+    paper's and whether it holds ("–" where a table lacks the numbers)."""
+    import pandas as pd
+
+    g = glue_values(info)
+    rows = [{"Regulariser": imp.upper(), "Ours": g[f"chain_{imp}_ours"], "Holds (ours)": g[f"order_{imp}_ours"],
+             "Paper": g[f"chain_{imp}_paper"], "Holds (paper)": g[f"order_{imp}_paper"]}
+            for imp in info["families"]]
+    return pd.DataFrame(rows, columns=["Regulariser", "Ours", "Holds (ours)", "Paper", "Holds (paper)"])

@@ -62,27 +62,21 @@ def comparison_rows(res: dict) -> list[dict]:
     return rows
 
 
-def incomplete_note(res: dict) -> Optional[str]:
-    """A sentence saying which rows are made from fewer seeds than the file asks for (None when complete)."""
-    short = [r for r in comparison_rows(res) if not r["complete"]]
-    if not short:
-        return None
-    return (f"INCOMPLETE: {len(short)} row(s) are made from fewer than the {len(res['config']['seeds'])} seeds of the "
-            f"file ({', '.join(r['label'] for r in short)}); rerun the file's command to finish them.")
+def incomplete_rows(res: dict) -> list[dict]:
+    """The rows of `comparison_rows` made from fewer seeds than the file asks for ([] when every row is complete)."""
+    return [r for r in comparison_rows(res) if not r["complete"]]
 
 
-def protocol_note(res: dict) -> Optional[str]:
-    """A sentence saying how the file's stream differs from the paper's (the spec's tasks and epochs per task), so
-    that a smoke run is never read beside the paper's numbers as if it were the same experiment (None when the
-    stream is the paper's)."""
+def protocol_differs(res: dict) -> Optional[dict]:
+    """How the file's stream differs from the paper's (the spec's tasks and epochs per task): {"n_tasks", "epochs"
+    (None: the file does not say), "paper_n_tasks", "paper_epochs"}, so that a smoke run is never read beside the
+    paper's numbers as if it were the same experiment; None when the stream is the paper's."""
     cfg = res["config"]
     spec = SPECS.get(cfg["benchmark"])
     epochs = (cfg.get("train") or {}).get("epochs")  # None: a file that does not say
     if spec is None or (cfg["n_tasks"] == spec.n_tasks and epochs in (None, spec.epochs)):
         return None
-    ours = f"{cfg['n_tasks']} tasks" + (f", {epochs} epoch(s) per task" if epochs is not None else "")
-    return (f"NOT THE PAPER'S PROTOCOL: {ours} (the paper: {spec.n_tasks} tasks, {spec.epochs} epochs per task); "
-            f"its numbers are not comparable with these.")
+    return {"n_tasks": cfg["n_tasks"], "epochs": epochs, "paper_n_tasks": spec.n_tasks, "paper_epochs": spec.epochs}
 
 
 COLUMNS = ["label", "Seeds"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
@@ -94,7 +88,16 @@ def format_table(res: dict, fmt: str = "text") -> str:
     from fewer seeds than the file asks for."""
     cfg = res["config"]
     rows = comparison_rows(res)
-    notes = [n for n in (protocol_note(res), incomplete_note(res)) if n]
+    notes = []
+    differs, short = protocol_differs(res), incomplete_rows(res)
+    if differs:
+        ours = f"{differs['n_tasks']} tasks" + (f", {differs['epochs']} epoch(s) per task"
+                                                if differs["epochs"] is not None else "")
+        notes.append(f"NOT THE PAPER'S PROTOCOL: {ours} (the paper: {differs['paper_n_tasks']} tasks, "
+                     f"{differs['paper_epochs']} epochs per task); its numbers are not comparable with these.")
+    if short:
+        notes.append(f"INCOMPLETE: {len(short)} row(s) are made from fewer than the {len(cfg['seeds'])} seeds of the "
+                     f"file ({', '.join(r['label'] for r in short)}); rerun the file's command to finish them.")
     if fmt == "md":
         lines = [line for n in notes for line in (f"**{n}**", "")]
         lines += ["| " + " | ".join(HEADS) + " |", "|" + "---|" * len(HEADS)]
@@ -150,10 +153,11 @@ def metric_table_markdown(rows: list[dict], metric: str, ours: bool = True, pape
     return "\n".join(lines)
 
 
-def live_table_markdown(res: dict) -> str:
-    """A live run's own numbers (no paper column: a short run is not the paper's experiment): Method, ACC, BT, FA."""
-    lines = ["| Method | ACC | BT | FA |", "|:---|---:|---:|---:|"]
-    for r in comparison_rows(res):
-        if r["n"]:
-            lines.append(f"| {r['label']} | " + " | ".join(_cell(r[f"{k} ours"]) for k in ("ACC", "BT", "FA")) + " |")
-    return "\n".join(lines)
+def live_frame(res: dict):
+    """A live run's own numbers (no paper column: a short run is not the paper's experiment), one row per method
+    run: Method, ACC, BT, FA (mean ± 95% interval, as the pages' tables write them)."""
+    import pandas as pd
+
+    rows = [{"Method": r["label"], **{k: _cell(r[f"{k} ours"]) for k in ("ACC", "BT", "FA")}}
+            for r in comparison_rows(res) if r["n"]]
+    return pd.DataFrame(rows, columns=["Method", "ACC", "BT", "FA"])

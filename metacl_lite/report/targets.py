@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from ..data.datafiles import REPO_ROOT
 from ..importance import REGULARISERS
-from .interpret import gaps, method_labels, number, rank_agreement
+from .interpret import gaps, method_labels, rank_agreement
 from ..data.specs import SPECS
 
 
@@ -64,66 +64,40 @@ def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -
     return rows
 
 
-def targets_markdown(rows: list[dict[str, Any]], part: str = "all") -> str:
-    """The table of `target_rows`: every column in one table (`part="all"`, the README's), or in two narrow parts for
-    the book (each readable in a 390-px window): `part="protocol"` (K,
-    seeds, whether β/γ were tuned at that K, whether every tuned value is inside its grid) and `part="gaps"` (K, the
-    mean |ours − paper| ACC and the largest |ours − paper| FA of a regularised method, each marked ✓ (target met)
-    or ✗, and how many ACC rows have the paper's mean outside our interval, ours above / below it)."""
-    yes = {True: "yes", False: "no", None: "–"}
-    if part == "protocol":
-        lines = ["| K | Seeds | β/γ tuned at this K | Tuned values inside their grid |", "|---:|---:|:---|:---|"]
-        for r in rows:
-            seeds = r["seeds"] if r["exists"] else "no results file yet"
-            tuned = yes[r["tuned_at_K"]] if r["exists"] else "–"
-            lines.append(f"| {r['K']} | {seeds} | {tuned} | {yes[r['interior']]} |")
-        return "\n".join(lines)
-    if part == "all":
-        return _targets_wide(rows)
-    if part != "gaps":
-        raise ValueError(f"part is 'all', 'protocol' or 'gaps', not {part!r}")
+def targets_frame(rows: list[dict[str, Any]], part: str = "all"):
+    """The table of `target_rows` as a DataFrame of short cells: in two narrow parts for the book (each readable in a
+    390-px window), `part="protocol"` (K, seeds, whether β/γ were tuned at that K, whether every tuned value is
+    inside its grid) and `part="gaps"` (K, the mean |ours − paper| ACC and the largest |ours − paper| FA of a
+    regularised method, each marked ✓ (target met) or ✗, and how many ACC rows have the paper's mean outside our
+    interval, ours above / below it); or every column in one (`part="all"`)."""
+    import pandas as pd
 
-    lines = [f"| K | ACC gap (≤ {TARGET_ACC_GAP:g}) | Largest FA gap (< {TARGET_FA_GAP:g}) | Outside: above / below |",
-             "|---:|:---|:---|:---|"]
+    yes = {True: "yes", False: "no", None: "–"}
+    if part not in ("all", "protocol", "gaps"):
+        raise ValueError(f"part is 'all', 'protocol' or 'gaps', not {part!r}")
+    out = []
     for r in rows:
-        if not r["exists"]:
-            lines.append(f"| {r['K']} | no results file yet | – | – |")
-            continue
-        if not r["in_paper"]:
-            lines.append(f"| {r['K']} | beyond the paper | – | – |")
-            continue
-        acc, fa, way = _gap_cells(r)
-        lines.append(f"| {r['K']} | {acc} | {fa} | {way} |")
-    return "\n".join(lines)
+        acc, fa, way = _gap_cells(r) if r["exists"] else ("no results file yet", "–", "–")
+        if r["exists"] and not r["in_paper"]:
+            acc, fa, way = "beyond the paper", "–", "–" if part == "gaps" else way
+        out.append({"K": r["K"], "Seeds": r["seeds"] if r["exists"] else "no results file yet",
+                    "β/γ tuned at this K": yes[r["tuned_at_K"]] if r["exists"] else "–",
+                    "Tuned values inside grid": yes[r["interior"]],
+                    f"ACC gap (≤ {TARGET_ACC_GAP:g})": acc, f"Largest FA gap (< {TARGET_FA_GAP:g})": fa,
+                    "Outside: above / below": way,
+                    "ρ": ("–" if r["rho"] is None else f"{r['rho']:.2f}") if r["exists"] else "–"})
+    df = pd.DataFrame(out)
+    columns = {"protocol": [0, 1, 2, 3], "gaps": [0, 4, 5, 6], "all": [0, 1, 2, 4, 5, 6, 7, 3]}[part]
+    return df.iloc[:, columns] if len(df) else df
 
 
 def _gap_cells(r: dict[str, Any]) -> tuple[str, str, str]:
     """A row's ACC gap and largest FA gap, each marked ✓ (target met) or ✗, and which way the ACC rows miss."""
     def mark(v, ok):
-        return "–" if v is None else f"{number(v)} {'✓' if ok else '✗'}"
+        return "–" if v is None else f"{v:.1f} {'✓' if ok else '✗'}"
 
     fa = mark(r["fa_max"], r["fa_max"] is not None and r["fa_max"] < TARGET_FA_GAP)
     fa += f" ({method_labels()[r['fa_method']]})" if r["fa_method"] else ""
     acc = mark(r["acc_gap"], r["acc_gap"] is not None and r["acc_gap"] <= TARGET_ACC_GAP)
     way = "–" if r["acc_above"] is None else f"{r['acc_above']} / {r['acc_below']}"
     return acc, fa, way
-
-
-def _targets_wide(rows: list[dict[str, Any]]) -> str:
-    """The table of `target_rows` in one table of eight columns, each gap marked ✓ (target met) or ✗."""
-    lines = [f"| K | Seeds | β/γ tuned at this K | mean \\|ours − paper\\| ACC (≤ {TARGET_ACC_GAP:g}) | largest "
-             f"\\|ours − paper\\| FA of a regularised method (< {TARGET_FA_GAP:g}) | ACC rows outside our interval: "
-             f"ours above / below the paper | Spearman ρ | tuned values interior |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        yes = {True: "yes", False: "no", None: "–"}
-        if not r["exists"]:
-            lines.append(f"| {r['K']} | no results file yet | – | – | – | – | – | {yes[r['interior']]} |")
-            continue
-        acc, fa, way = _gap_cells(r)
-        if not r["in_paper"]:
-            acc = fa = "– (beyond the paper)"
-        rho = number(r["rho"], 2) if r["rho"] is not None else "–"
-        lines.append(f"| {r['K']} | {r['seeds']} | {yes[r['tuned_at_K']]} | {acc} | {fa} | {way} | {rho} | "
-                     f"{yes[r['interior']]} |")
-    return "\n".join(lines)
