@@ -282,8 +282,9 @@ def checked_units(save: Callable[[Job, dict], None], expected: Optional[str], wr
     def on_result(job: Job, r: dict) -> None:
         got = r.get("accelerator", expected)
         if got != expected:
-            wrong.append((label(job), f"trained on {got or 'the CPU'}, but this file's units train on "
-                                      f"{expected or 'the CPU'}: not saved"))
+            msg = (f"trained on {got or 'the CPU'}, but this file's units train on {expected or 'the CPU'}: "
+                   f"not saved")
+            wrong.append((label(job), msg))
             return
         if machine is not None and r.get("machine"):
             machine(r["machine"])
@@ -343,6 +344,10 @@ def _filled(config: dict) -> dict:
     return c
 
 
+#: One field in which a file's configuration differs from a run's, in the message that refuses the run.
+DIFFERS = "{}: {!r} in the file, {!r} here"
+
+
 def _compat_diff(old_config: dict, config: dict) -> list[str]:
     """The `COMPAT_KEYS` in which a file's config (`_filled`) differs from `config`; for the training configuration,
     each field that differs, with the file's value and this run's (e.g. "train.device: cpu in the file, cuda here")."""
@@ -352,10 +357,9 @@ def _compat_diff(old_config: dict, config: dict) -> list[str]:
         if old == new:
             continue
         if k == "train" and isinstance(old, dict):
-            out += [f"train.{f}: {old.get(f)!r} in the file, {new.get(f)!r} here" for f in new if old.get(f) != new[f]]
+            out += [DIFFERS.format(f"train.{f}", old.get(f), new.get(f)) for f in new if old.get(f) != new[f]]
         else:
-            out.append(f"{k}: {old!r} in the file, {new!r} here" if k in ("accelerator", "K", "n_tasks", "threads")
-                       else k)
+            out.append(DIFFERS.format(k, old, new) if k in ("accelerator", "K", "n_tasks", "threads") else k)
     return out
 
 
