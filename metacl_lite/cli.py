@@ -340,8 +340,8 @@ def _table(a) -> int:
 
 
 def _tune(a) -> int:
-    from .lab.tuning import BETA_GRID, GAMMA_GRID, TUNING_SEEDS, WINDOW, tune
-
+    from .lab.lattice import BETA_GRID, GAMMA_GRID, WINDOW
+    from .lab.tuning import TUNING_SEEDS, tune
     if a.window is not None and a.around is None:
         raise UserError("--window sets the width of an --around search; give --around K too")
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from metacl_lite.cli import main
+from metacl_lite.lab.checks import check_options
 from metacl_lite.tools import main as tools_main
 from metacl_lite.errors import ConfigMismatch, UserError
 from metacl_lite.lab import bench as B
@@ -135,7 +136,7 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
 @pytest.mark.parametrize("xi", [float("inf"), float("nan"), 0.0, -1.0, True])
 def test_library_callers_get_the_finite_pi_xi_check_too(xi):
     with pytest.raises(UserError, match="must be a finite positive number"):
-        G.check_options({"pi_xi": xi})
+        check_options({"pi_xi": xi})
 
 
 def test_the_advice_for_a_file_that_is_not_json_loses_nothing(hparams_file, fake_units, tmp_path, capsys):

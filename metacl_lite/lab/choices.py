@@ -84,7 +84,7 @@ def variant_file(benchmark: str, K: int, variant: str, method: Optional[str] = N
 
 def around(c: float) -> list[float]:
     """Five half-decades centred on c: c/10, ~c/3, c, ~3c, 10c (on the 1-3-10 ladder)."""
-    from .tuning import _step
+    from .lattice import _step
 
     down = _step(c, up=False)
     up = _step(c, up=True)

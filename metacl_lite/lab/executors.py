@@ -48,9 +48,9 @@ class Plan:
 MAX_THREADS = 4 * (os.cpu_count() or 1)
 
 #: Units that share one GPU by default (at most; fewer where they do not fit in its memory, `units_per_card`): a unit
-#: of these small-batch streams keeps a GPU's launch queue busy for a small part of the time (measured: `python -m
-#: metacl_lite bench --device cuda`), so several worker processes on one card, or Ray tasks asking for a share of a
-#: GPU each, keep it busy.
+#: of these small-batch streams keeps a GPU's launch queue busy for a small part of the time (measured:
+#: `python -m metacl_lite.tools bench --device cuda`), so several worker processes on one card, or Ray tasks asking
+#: for a share of a GPU each, keep it busy.
 GPU_UNITS_PER_CARD = 8
 
 
