@@ -116,7 +116,6 @@ def test_a_gpu_unit_records_its_peak_memory_and_a_cpu_unit_does_not(monkeypatch)
 
 def test_where_says_how_many_workers_share_this_machines_card(card, monkeypatch, capsys):
     """`where` on a machine with a (16 GB) GPU: the card and the default worker count, which its memory sizes."""
-    from metacl_lite import cli
     from metacl_lite.tools import main as tools_main
     from metacl_lite.accel import device as D
 
