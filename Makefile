@@ -30,7 +30,7 @@ test: $(STAMP) mnist-raw system-deps
 
 # On a machine with a CUDA GPU: the GPU tests (tests/test_gpu.py), written with provenance to results/gpu-check.json.
 test-gpu: $(STAMP)
-	METACL_LITE_PROGRESS=0 $(PY) data_scripts/gpu_check.py
+	METACL_LITE_PROGRESS=0 $(PY) -m metacl_lite.tools gpu-check
 
 # For development: the unit tests only (no book build, no notebooks, no training of real streams), a few minutes.
 test-fast: $(STAMP) mnist-raw
@@ -85,11 +85,11 @@ reproduce-pmnist: $(STAMP)
 # run the same command again after an interruption. CIFAR-100's validation images are training images 400-499 of
 # each class, so K = 500 (beyond them) takes the values tuned at the tuning K (hparams.json's default).
 # Without a GPU these grids take days on the CPU: both targets refuse to start (before any download) unless a CUDA GPU
-# is usable or DEVICE=cpu is given explicitly (`metacl_lite where --need-gpu`). With EXEC="--executor ray --address
+# is usable or DEVICE=cpu is given explicitly (`metacl_lite.tools where --need-gpu`). With EXEC="--executor ray --address
 # HOST:PORT" the cluster's GPUs count, not this machine's (it may have none); every node needs the data and weights.
 DEVICE    ?= auto
 CIFAR_KS  ?= 20 50 200 500
-NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -m metacl_lite where --benchmark $(subst reproduce-,,$@) --device $(DEVICE) $(WHERE_OPTS) --need-gpu "make $@"
+NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -m metacl_lite.tools where --benchmark $(subst reproduce-,,$@) --device $(DEVICE) $(WHERE_OPTS) --need-gpu "make $@"
 reproduce-cifar100: $(STAMP)
 	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cifar100 $(if $(SRC),--from $(SRC),)
@@ -100,7 +100,7 @@ reproduce-cifar100: $(STAMP)
 	  $(PY) -m metacl_lite run --benchmark cifar100 --K $$K --seeds 5 --device $(DEVICE) $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; \
 	  for G in beta 0; do $(PY) -m metacl_lite run --benchmark cifar100 --K $$K --seeds 5 --methods $(LAMBDAS) --gamma $$G --device $(DEVICE) $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; done; \
 	done
-	$(PY) -m metacl_lite pages && $(PY) -m metacl_lite readme
+	$(PY) -m metacl_lite.tools pages && $(PY) -m metacl_lite.tools readme
 
 reproduce-cub: $(STAMP)
 	$(NEED_GPU)
@@ -111,10 +111,10 @@ reproduce-cub: $(STAMP)
 	$(PY) -m metacl_lite tune --benchmark cub --K 10 --device $(DEVICE) $(WHERE_OPTS)
 	$(PY) -m metacl_lite run --benchmark cub --K 10 --seeds 5 --device $(DEVICE) $(WHERE_OPTS) $(RUN_OPTS)
 	for G in beta 0; do $(PY) -m metacl_lite run --benchmark cub --K 10 --seeds 5 --methods $(LAMBDAS) --gamma $$G --device $(DEVICE) $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; done
-	$(PY) -m metacl_lite pages && $(PY) -m metacl_lite readme
+	$(PY) -m metacl_lite.tools pages && $(PY) -m metacl_lite.tools readme
 
 bench: $(STAMP)
-	$(PY) -m metacl_lite bench
+	$(PY) -m metacl_lite.tools bench
 
 # Raw MNIST, md5-checked (the tests rebuild the embedded subset from it; the book does not need it): copied from
 # SRC=dir, else from ../shared/data/mnist/raw where that folder exists, else downloaded from the official mirrors.

@@ -50,7 +50,7 @@ trap 'mirror; kill $MIRROR 2>/dev/null' EXIT
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/nvidia-smi.csv" 2>&1
 case "$PHASE" in
   check)
-    run $PY data_scripts/gpu_check.py
+    run $PY -m metacl_lite.tools gpu-check
     run $PY benchmarks/speed.py steps mlp --device cuda --json results/compile-costs-mlp-cuda.json
     ;;
   steps-cnn)
@@ -61,9 +61,9 @@ case "$PHASE" in
         --json results/compile-costs-resnet18-cuda.json
     ;;
   grids)
-    run $PY -m metacl_lite bench --suite pmnist --device cuda --compile on \
+    run $PY -m metacl_lite.tools bench --suite pmnist --device cuda --compile on \
         --out results/bench-pmnist-cuda-compile-on.json
-    run $PY -m metacl_lite bench --suite cifar100 --device cuda --compile on --measured-seeds 1 \
+    run $PY -m metacl_lite.tools bench --suite cifar100 --device cuda --compile on --measured-seeds 1 \
         --out results/bench-cifar100-cuda-compile-on.json
     ;;
   profile)
@@ -74,11 +74,11 @@ case "$PHASE" in
         --json results/profile-cub-metacl-cuda-tf32.txt
     ;;
   cub)
-    run $PY -m metacl_lite bench --suite cub --device cuda --compile on --measured-seeds 1 \
+    run $PY -m metacl_lite.tools bench --suite cub --device cuda --compile on --measured-seeds 1 \
         --out results/bench-cub-cuda-compile-on.json
     ;;
   cub-tf32)
-    run $PY -m metacl_lite bench --suite cub --device cuda --precision tf32 --measured-seeds 1 \
+    run $PY -m metacl_lite.tools bench --suite cub --device cuda --precision tf32 --measured-seeds 1 \
         --out results/bench-cub-cuda-tf32.json
     ;;
   cub-mps)
@@ -94,7 +94,7 @@ case "$PHASE" in
     fi
     trap 'echo quit | nvidia-cuda-mps-control; mirror; kill $MIRROR 2>/dev/null' EXIT
     run $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "grid_shares_the_gpu and off"
-    run $PY -m metacl_lite bench --suite cub --device cuda --measured-seeds 1 --out results/bench-cub-cuda-mps.json
+    run $PY -m metacl_lite.tools bench --suite cub --device cuda --measured-seeds 1 --out results/bench-cub-cuda-mps.json
     ;;
   *) echo "unknown phase $PHASE: check, steps-cnn, steps-resnet, grids, profile, cub, cub-tf32 or cub-mps" >&2; exit 2 ;;
 esac

@@ -12,7 +12,7 @@ build interrupted halfway (Ctrl-C) so keeps the pages it executed for the next o
     python data_scripts/book_code_stamp.py [--build book/_build]
 
 The results files are not part of the digest: the pages that read them carry `# shows:` lines that change their code
-(`python -m metacl_lite pages`).
+(`python -m metacl_lite.tools pages`).
 """
 import argparse
 import hashlib

@@ -29,7 +29,7 @@ anything but 127.0.0.1, file:, data: or blob: is failed and reported. Each page 
 
 The browser is driven through the DevTools protocol over a pipe (--remote-debugging-pipe): no extra package.
 
-    make book && python data_scripts/check_book_browser.py [--html book/_build/html] [--chrome chromium]
+    make book && python -m metacl_lite.tools browser-check [--html book/_build/html] [--chrome chromium]
 """
 import argparse
 import concurrent.futures

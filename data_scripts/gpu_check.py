@@ -2,7 +2,7 @@
 provenance, to a check file (default results/gpu-check.json): each test's outcome and time, the GPU, torch, CUDA and
 cuDNN versions and the determinism settings. Exit status: pytest's (0 when every GPU test passed).
 
-    python data_scripts/gpu_check.py [--out results/gpu-check.json]
+    python -m metacl_lite.tools gpu-check [--out results/gpu-check.json]   (or: python data_scripts/gpu_check.py)
 """
 from __future__ import annotations
 

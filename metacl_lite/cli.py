@@ -1,4 +1,5 @@
-"""Command line: `python -m metacl_lite {run,table,tune,notebook,pages,readme,bench,assignments} ...` (see --help of each).
+"""Command line: `python -m metacl_lite {run,table,tune,choices,dynamics,notebook,assignments} ...` (see --help of
+each); the maintainers' tools (pages, readme, bench, where, the GPU and browser checks) are `python -m metacl_lite.tools`.
 
 This is the only module that knows the flag names: it checks every option before any work, turns the typed errors of
 the lower modules into one line on stderr with the fix (exit status 2, no traceback), and writes the command lines
@@ -21,9 +22,7 @@ from .data.specs import BENCHMARKS, get_spec
 PRECISIONS = ("float32", "tf32")
 
 
-# ----------------------------------------------------------------------------------------------------------------
 # Option types: checked by argparse, so a bad value exits 2 with the option named, before anything is imported
-# ----------------------------------------------------------------------------------------------------------------
 def _positive(name):
     def conv(v):
         try:
@@ -95,11 +94,7 @@ def _method_list(text: str) -> list[str]:
     return items
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# ----------------------------------------------------------------------------------------------------------------
-# ----------------------------------------------------------------------------------------------------------------
 # The parser
-# ----------------------------------------------------------------------------------------------------------------
 def _device(text: str) -> str:
     text = text.strip()
     if text in ("auto", "cpu", "cuda") or (text.startswith("cuda:") and text[5:].isdigit()):
@@ -182,7 +177,7 @@ def _plan(a):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m metacl_lite",
-                                description="MetaCL (AAAI 2020) reproduction: run, tabulate, tune, benchmark.")
+                                description="MetaCL (AAAI 2020) reproduction: run, tabulate, tune, decide choices, notebooks, assignments.")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="run methods x seeds (+ references and oracle) and write a results file")
@@ -252,14 +247,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-progress", action="store_true")
     _executor_options(c)
 
-    w = sub.add_parser("where", help="say where a grid's units would train (device, GPU, how many share it), "
-                                     "training nothing")
-    w.add_argument("--benchmark", choices=BENCHMARKS, default="pmnist")
-    _placement_options(w)
-    w.add_argument("--need-gpu", metavar="WHO", default=None,
-                   help="exit 2 unless the units would train on a GPU; WHO (e.g. 'make reproduce-cub') names what "
-                        "needs it in the message")
-
     n = sub.add_parser("notebook", help="run a parameterised chapter with papermill (checked parameters)")
     n.add_argument("notebook", type=Path, help="a MyST (.md) or .ipynb chapter, e.g. book/reproduce/benchmark.md")
     n.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
@@ -267,45 +254,6 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2",
                    help="run the cross product of these values (repeatable), e.g. --grid K=20,50; one output each")
     n.add_argument("-o", "--out-dir", type=Path, default=Path("runs"), help="where executed notebooks go")
-
-    g = sub.add_parser("pages", help="regenerate the book's reproduction pages from the template")
-    g.add_argument("--check", action="store_true", help="exit 1 if a page is out of date, write nothing")
-
-    m = sub.add_parser("readme", help="regenerate the README's result tables from the results files")
-    m.add_argument("--check", action="store_true", help="exit 1 if the README is out of date, write nothing")
-
-    b = sub.add_parser("bench", help="wall time and peak memory per method and for the whole grid")
-    b.add_argument("--suite", default="pmnist", choices=BENCHMARKS,
-                   help="pmnist: the real Table 1 grid; cifar100/cub: synthetic tensors of the real shapes")
-    b.add_argument("--epochs", type=_positive("--epochs"), default=None, help="cifar100/cub: fewer epochs (CPU)")
-    b.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="cifar100/cub: fewer tasks (CPU)")
-    b.add_argument("--K", type=_positive("K"), default=None, help="CPU bench: training images per class (default 20)")
-    b.add_argument("--methods", type=_method_list, default=None)
-    skip = b.add_mutually_exclusive_group()
-    skip.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
-    skip.add_argument("--skip-methods", action="store_true", help="pmnist: only the whole grids")
-    b.add_argument("--grids", type=_int_list("--grids"), default=None,
-                   help="pmnist: the K of each whole grid to time (default 20; e.g. 20,500)")
-    b.add_argument("--grid-seeds", type=_positive("--grid-seeds"), default=None,
-                   help="seeds per timed grid (default 3; with --device cuda 5, as the targets)")
-    b.add_argument("--no-baseline", action="store_true", help="do not time the legacy path beside today's")
-    b.add_argument("--compile", choices=("auto", "on", "off"), default="off",
-                   help="pmnist: today's path with compiled task gradients (the legacy path stays eager)")
-    _device_option(b, help="default: the CPU (every --suite, the per-method runs and grids above); cuda, cuda:N or "
-                           "auto: the whole grid of --suite at its paper K on a GPU, written to "
-                           "results/bench-<suite>-cuda.json (refused where no GPU is usable)")
-    _precision_option(b, help="--device cuda: matrix products and convolutions in float32 (default) or tf32 (tensor "
-                              "cores: faster, other numbers; recorded in the file)")
-    b.add_argument("--workers", type=_positive("--workers"), default=None,
-                   help="--device cuda: units sharing the GPU (default 8, or fewer: the cores, and as many as fit "
-                        "in the GPU's free memory)")
-    b.add_argument("--out", type=Path, default=None,
-                   help="where the figures go (default results/bench-pmnist-K<K>.json, results/bench-<suite>.json "
-                        "for cifar100/cub, with --device cuda results/bench-<suite>-cuda.json; a partial run that "
-                        "would replace a fuller file there is refused)")
-    b.add_argument("--measured-seeds", type=_positive("--measured-seeds"), default=None,
-                   help="--device cuda: time this many of the --grid-seeds and scale to all (each seed is the same "
-                        "work; the file says so)")
 
     _dynamics_parser(sub)
     s = sub.add_parser("assignments", help="course assignments (otter-grader): list, generate, check, grade")
@@ -367,9 +315,7 @@ def _assignments(a) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------------------------------------------------
 # Commands
-# ----------------------------------------------------------------------------------------------------------------
 def _run(a) -> int:
     from .lab.grid import run_experiment
     from .report.tables import format_table
@@ -394,8 +340,8 @@ def _table(a) -> int:
 
 
 def _tune(a) -> int:
-    from .lab.tuning import BETA_GRID, GAMMA_GRID, TUNING_SEEDS, WINDOW, tune
-
+    from .lab.lattice import BETA_GRID, GAMMA_GRID, WINDOW
+    from .lab.tuning import TUNING_SEEDS, tune
     if a.window is not None and a.around is None:
         raise UserError("--window sets the width of an --around search; give --around K too")
 
@@ -417,7 +363,6 @@ def _choices(a) -> int:
 
     if a.device is not None and a.executor != "ray":  # a GPU that is not there: refused before any line is printed
         from .accel.device import resolve                   # or unit trained (Ray: the cluster's GPUs, checked by tune)
-
         resolve(a.device)
 
     for flag, given in (("--compile", a.compile != "off"), ("--precision", a.precision != "float32")):
@@ -447,108 +392,11 @@ def _choices(a) -> int:
     return 0
 
 
-def _where_cmd(a) -> int:
-    """Where the units of `run`/`tune`/`choices` with these options would train (`executors.locate`: on a Ray
-    cluster, its GPUs), and how many share a GPU, on stdout; `--need-gpu WHO`: exit 2 (before anything else, as the
-    make targets use it) where that is the CPU."""
-    from .accel.device import cpu_name, describe, kind
-    from .errors import UsageError
-    from .lab.executors import locate
-
-    spec = get_spec(a.benchmark)
-    choice = a.device or spec.device
-
-    def check(where: Callable[[], Any]) -> Any:
-        try:
-            return where()
-        except UsageError as e:  # a device that is not there
-            raise UsageError(f"{a.need_gpu} needs a CUDA GPU: {e}") if a.need_gpu else e from None
-
-    if a.executor != "ray":
-        check(lambda: _where(a))  # before the plan, which sizes itself by the GPU
-    plan = _plan(a)  # an executor that cannot start is its own error, not a missing GPU
-    loc = check(lambda: locate(plan, choice, spec.name))
-    if a.need_gpu and kind(loc.device) != "cuda":
-        why = ("you chose it" if a.device == "cpu" else f"{spec.title}'s default" if choice == "cpu"
-               else "the Ray cluster has no live node with a GPU" if a.executor == "ray"
-               else "no CUDA GPU is usable here")
-        days = f"; {spec.title}'s grids take days on the CPU" if spec.device == "auto" else ""  # CIFAR-100, CUB
-        raise UsageError(f"{a.need_gpu} needs a CUDA GPU, and --device {choice} trains on the CPU ({why}{days}): run "
-                         f"it where a GPU is, or train on the CPU anyway with --device cpu (make: DEVICE=cpu)")
-    gpu = kind(loc.device) == "cuda"
-    place = loc.text or (describe(loc.device) if gpu else f"{cpu_name()}, {os.cpu_count()} cores")
-    if a.executor == "ray":
-        share = f"each unit asks Ray for {plan.gpu_share:.4g} of a GPU" if gpu else "each unit asks Ray for one CPU"
-    else:
-        share = (f"{plan.workers} worker process(es)" + (f" sharing {loc.device}" if gpu
-                                                          else f", {plan.threads} thread(s) each"))
-    print(f"{spec.name}: units train on {loc.device}, {place}; {share}")
-    return 0
-
-
 def _notebook(a) -> int:
     from .report.notebooks import run_cli
-
     for path in run_cli(a.notebook, a.param, a.grid, a.out_dir):
         print(path)
     return 0
-
-
-def _pages(a) -> int:
-    from .report.notebooks import write_variants
-
-    stale = write_variants(check=a.check)
-    for p in stale:
-        print(("stale: " if a.check else "wrote ") + str(p))
-    return 1 if a.check and stale else 0
-
-
-def _readme(a) -> int:
-    from .report.readme import update_readme
-
-    stale = update_readme(check=a.check)
-    if a.check and stale:
-        print("README.md tables are out of date; run `python -m metacl_lite readme`", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _bench(a) -> int:
-    from .lab.bench import bench_gpu, bench_multihead, bench_pmnist
-
-    if a.device not in (None, "cpu"):
-        for flag, given in (("--epochs", a.epochs), ("--n-tasks", a.n_tasks), ("--skip-grid", a.skip_grid),
-                            ("--grids", a.grids is not None), ("--no-baseline", a.no_baseline),
-                            ("--K", a.K is not None), ("--skip-methods", a.skip_methods)):
-            if given:  # each is a CPU-bench option; the GPU bench would ignore it
-                raise UserError(f"{flag} does not apply with --device {a.device} (the GPU bench times the whole grid "
-                                f"of --suite at its paper K, at full size); drop it")
-        bench_gpu(a.suite, a.device, seeds=a.grid_seeds or 5,
-                  measured_seeds=a.measured_seeds, workers=a.workers, methods=a.methods, compile=a.compile,
-                  out=a.out, precision=a.precision)
-        return 0
-    for flag, given in (("--workers", a.workers), ("--measured-seeds", a.measured_seeds),
-                        ("--precision", a.precision != "float32")):
-        if given:
-            raise UserError(f"{flag} applies to bench --device cuda only; drop it")
-    if a.suite == "pmnist":
-        for flag, given in (("--epochs", a.epochs), ("--n-tasks", a.n_tasks)):
-            if given:  # the Table 1 grid is timed at full size on the CPU too
-                raise UserError(f"{flag} applies to --suite cifar100/cub only (--suite pmnist times full runs); "
-                                f"drop it")
-        return bench_pmnist(a.K or 20, a.methods, skip_grid=a.skip_grid, grids=a.grids or [20],
-                            grid_seeds=a.grid_seeds or 3,
-                            baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods, out=a.out)
-    for flag, given in (("--skip-methods", a.skip_methods), ("--compile", a.compile != "off")):
-        if given:
-            raise UserError(f"{flag} applies to --suite pmnist only (the {a.suite} suite times synthetic tensors "
-                            f"per method); drop it")
-    for flag, given in (("--K", a.K is not None), ("--grids", a.grids is not None), ("--grid-seeds", a.grid_seeds),
-                        ("--skip-grid", a.skip_grid), ("--no-baseline", a.no_baseline)):
-        if given:  # the multi-head CPU bench would ignore each
-            raise UserError(f"{flag} does not apply to bench --suite {a.suite} on the CPU (it times each method on "
-                            f"synthetic tensors); drop it")
-    return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods, out=a.out)
 
 
 def _dynamics_parser(sub) -> None:
@@ -582,9 +430,7 @@ def _dynamics_parser(sub) -> None:
 
 def _dynamics(a) -> int:
     import torch
-
     from .lab.dynamics import default_file, measure
-
     torch.set_num_threads(a.threads)
     out = a.out or default_file()
     seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
@@ -593,28 +439,28 @@ def _dynamics(a) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "table": _table, "tune": _tune, "choices": _choices, "where": _where_cmd,
-            "notebook": _notebook, "pages": _pages, "readme": _readme, "bench": _bench, "assignments": _assignments,
-            "dynamics": _dynamics}
+COMMANDS = {"run": _run, "table": _table, "tune": _tune, "choices": _choices, "notebook": _notebook,
+            "assignments": _assignments, "dynamics": _dynamics}
 
 
 def _hint(e: UserError, a) -> str:
     """What to do next, in terms of this command's flags (the lower modules do not know them)."""
     from .lab.hparams import MissingHparams
 
+    hint = ""
     if isinstance(e, ConfigMismatch):
         retuned = sorted(set(re.findall(r"method_(?:hparams|options)\[([^\]]+)\]", str(e))))
-        redo = (f"train the retuned methods again, keeping every other unit, with --redo {','.join(retuned)}; or "
-                if retuned and getattr(a, "cmd", None) == "run" else "")
-        return redo + "write elsewhere with --out FILE, or start over with --force (which discards what the file holds)"
-    if isinstance(e, MissingHparams):
-        return (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
+        hint = ((f"train the retuned methods again, keeping every other unit, with --redo {','.join(retuned)}; or "
+                 if retuned and getattr(a, "cmd", None) == "run" else "")
+                + "write elsewhere with --out FILE, or start over with --force (which discards what the file holds)")
+    elif isinstance(e, MissingHparams):
+        hint = (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
                 + (f" --K {a.K}`" if getattr(a, "K", None) else "`"))
-    if isinstance(e, CorruptUnit) and e.section == "runs" and a.cmd == "run":
-        return f"or train that method's runs again with --redo {e.key.split('/')[0]}"
-    if isinstance(e, LockedError):
-        return "two runs may share a file only one write at a time; this one gave up waiting"
-    return ""
+    elif isinstance(e, CorruptUnit) and e.section == "runs" and a.cmd == "run":
+        hint = f"or train that method's runs again with --redo {e.key.split('/')[0]}"
+    elif isinstance(e, LockedError):
+        hint = "two runs may share a file only one write at a time; this one gave up waiting"
+    return hint
 
 
 def _out_of(a) -> Optional[str]:
@@ -623,9 +469,14 @@ def _out_of(a) -> Optional[str]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    a = build_parser().parse_args(argv)
+    return dispatch(build_parser().parse_args(argv), COMMANDS)
+
+
+def dispatch(a, commands: dict[str, Callable[[Any], int]]) -> int:
+    """Run `commands[a.cmd]`: a user's error is one line on stderr (exit 2, no traceback), failed units exit 1, a bug
+    keeps its traceback (also for `python -m metacl_lite.tools`)."""
     try:
-        return COMMANDS[a.cmd](a)
+        return commands[a.cmd](a)
     except UserError as e:
         hint = _hint(e, a)
         print(f"error: {e}" + (f"; {hint}" if hint else ""), file=sys.stderr)

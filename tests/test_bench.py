@@ -1,9 +1,9 @@
-"""The speed benchmark's wiring (not its timings): the legacy path really is the legacy path, and the summary reports
-the measured figures."""
+"""The speed benchmark's wiring (not its timings): the legacy path really is the legacy path, and the figures the book
+shows (`timings.cpu_bench`) are the measured ones."""
 import torch
 
 from metacl_lite.lab import bench
-from metacl_lite.report.readme import bench_summary
+from metacl_lite.report.timings import cpu_bench
 
 
 def test_the_legacy_path_evaluates_through_advanced_indexing(monkeypatch):
@@ -30,13 +30,16 @@ def test_summary_of_side_by_side_grids():
          "grids": [{"K": 20, "seeds": 3, "runs": 33, "references": 60, "oracle": 3, "lower_bound_s": 247.5,
                     "new": {"wall_s": 297.0, "peak_mb": 900.0}, "legacy": {"wall_s": 594.0, "peak_mb": 1000.0},
                     "speedup": 2.0}]}
-    text = bench_summary(b)
-    assert "| finetune | 9.0 | 800 | 1.20 |" in text  # a file without the one-thread rate: the all-core bound
-    one = bench_summary({**b, "gemm_gflops_1thread": 75.0, "lower_bound_s_per_run_1thread": 15.0})
-    assert "| method | wall (s) | peak RSS (MB) | × one-thread evaluation bound |" in one
-    assert "| finetune | 9.0 | 800 | 0.60 |" in one and "75 GFLOP/s on one thread" in one
-    assert "at least 7.5 s on all cores and 15.0 s on one thread" in one
-    assert "| K = 20, 3 seed(s) | 33 + 60 + 3 | 5.0 min | 1.20 | 9.9 min | 2.00× |" in text
+    f = cpu_bench(b)
+    assert f["methods"].loc["finetune"].tolist() == [9.0, 800.0, 1.2]  # without the one-thread rate: the all-core bound
+    one = cpu_bench({**b, "gemm_gflops_1thread": 75.0, "lower_bound_s_per_run_1thread": 15.0})
+    assert one["methods"].loc["finetune", "x_bound"] == 0.6 and one["gemm_gflops_1thread"] == 75.0
+    assert (one["bound_s"], one["bound_s_1thread"], f["bound_s_1thread"]) == (7.5, 15.0, None)
+    g = f["grids"].loc[20]
+    assert (g.seeds, g.runs, g.references, g.oracle, g.new_min, g.x_bound, g.legacy_min, g.speedup) == \
+        (3, 33, 60, 3, 4.95, 1.2, 9.9, 2.0)
+    assert (f["command"], f["commit"], f["device"]) == ("python -m metacl_lite bench --K 20", "0123456789",
+                                                        "cpu: X (2 cores)")
 
 
 def test_grids_only_and_compiled_today_path_are_wired_and_recorded(monkeypatch, tmp_path):
@@ -60,10 +63,10 @@ def test_grids_only_and_compiled_today_path_are_wired_and_recorded(monkeypatch, 
     assert b["per_method"] == [] and b["compile"] == "auto" and b["grids"][0]["speedup"] == 2.0
     assert b["provenance"]["command"] == ("python -m metacl_lite bench --K 500 --grids 500 --grid-seeds 1 "
                                           "--compile auto --skip-methods")
-    text = bench_summary(b)
-    assert "| method |" not in text and "task gradients compiled (`--compile auto`" in text
-    assert "each run below" not in text
-    assert "| K = 500, 1 seed(s) | 11 + 20 + 1 | 5.0 min |" in text and "| 10.0 min | 2.00× |" in text
+    f = cpu_bench(b)
+    assert f["methods"].empty and f["compile"] == "auto"
+    assert f["grids"].loc[500, ["seeds", "runs", "references", "oracle", "new_min", "legacy_min", "speedup"]].tolist() \
+        == [1, 11, 20, 1, 5.0, 10.0, 2.0]
 
 
 def test_the_legacy_grid_ignores_the_compile_setting(monkeypatch, tmp_path):

@@ -132,18 +132,19 @@ def test_running_only_k20_never_decides_on_k20_alone(folder, hparams_file, monke
     assert CH.H.HPARAMS_FILE.read_bytes() == before
 
 
-def test_the_readme_block_shows_scores_candidates_and_per_seed_margins(folder, hparams_file, monkeypatch):
+def test_the_decision_table_holds_scores_candidates_and_decisions(folder, hparams_file, monkeypatch):
     monkeypatch.setattr("metacl_lite.lab.tuning.tune", lambda b, K, **kw: {"K": K})
     _write_all({"max": 3.0}, {"max": 0.2}, spread200={"max": 0.5})
     CH.variant_file("pmnist", 200, "latest", "ewc").unlink()  # not a candidate: not run at K=200
     assert main(["choices", "--summary-only"]) == 0
-    md = CH.choices_markdown(json.loads((folder / "results" / "open-choices-pmnist.json").read_text()))
-    assert "| EWC | `base` **(decided)** | " in md and "| EWC | `max` (candidate) | " in md
-    assert "| 80.00 | 70.00 |" in md and "| 83.00 | 70.20 |" in md and "| 80.00 | – |" in md  # latest: K=20 only
-    assert "- EWC: `base`. The candidate `max` against base, per tuning seed: K = 20: +3.00, +3.00; K = 200: -0.30, " \
-           "+0.70 (not better on every seed at every K: base kept)." in md
-    readme = folder / "README.md"
-    readme.write_text("x\n<!-- BEGIN choices results/open-choices-pmnist.json -->\nold\n<!-- END choices -->\n")
-    from metacl_lite.report import readme as reports
-    monkeypatch.setattr(reports, "REPO_ROOT", folder)
-    assert reports.update_readme(readme) and md in readme.read_text() and "\nold\n" not in readme.read_text()
+    doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
+    t = CH.choices_table(doc)
+    assert t.loc[("ewc", "base"), ["K=20", "K=200", "candidate", "decided"]].tolist() == [80.0, 70.0, False, True]
+    assert t.loc[("ewc", "max"), ["K=20", "K=200", "candidate", "decided"]].tolist() == [83.0, 70.2, True, False]
+    latest = t.loc[("ewc", "latest"), ["K=20", "K=200"]]  # latest: K=20 only
+    assert latest["K=20"] == 80.0 and latest.isna()["K=200"]
+    d = doc["decisions"]["ewc"]
+    assert (d["decision"], d["candidate"]) == ("base", "max")
+    assert {K: [round(x, 2) for x in xs] for K, xs in d["per_seed_margin"].items()} == {"20": [3.0, 3.0],
+                                                                                          "200": [-0.3, 0.7]}
+    assert d["kept_base_because"] == CH.KEPT_BASE.format(cand="max", K=20)

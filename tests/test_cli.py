@@ -9,12 +9,13 @@ from metacl_lite.lab import grid as G
 from metacl_lite.lab import hparams as H
 from metacl_lite import training as T
 from metacl_lite.cli import main
+from metacl_lite.tools import main as tools_main
 
 TINY = ["--K", "5", "--n-tasks", "2", "--epochs", "1", "--seeds", "2", "--no-progress", "--workers", "1"]
 
 
 def _err(capsys, argv):
-    rc = main(argv)
+    rc = (tools_main if argv[0] in ("bench", "where", "pages", "readme") else main)(argv)
     return rc, capsys.readouterr().err
 
 
@@ -151,7 +152,7 @@ def test_table_names_files_of_the_wrong_kind(capsys, tmp_path):
 
 def test_bench_rejects_an_unknown_method(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["bench", "--methods", "bogus"])
+        tools_main(["bench", "--methods", "bogus"])
     assert e.value.code == 2 and "unknown method 'bogus'" in capsys.readouterr().err
 
 
@@ -192,7 +193,7 @@ def test_bench_passes_the_gpu_options_it_does_use(monkeypatch):
 
     got = {}
     monkeypatch.setattr(bench, "bench_gpu", lambda suite, device, **k: got.update(suite=suite, device=device, **k))
-    assert main(["bench", "--suite", "cub", "--device", "cuda", "--grid-seeds", "3", "--measured-seeds", "1",
+    assert tools_main(["bench", "--suite", "cub", "--device", "cuda", "--grid-seeds", "3", "--measured-seeds", "1",
                  "--methods", "finetune"]) == 0
     assert (got["suite"], got["device"], got["seeds"], got["measured_seeds"], got["methods"]) == \
         ("cub", "cuda", 3, 1, ["finetune"])
@@ -200,7 +201,7 @@ def test_bench_passes_the_gpu_options_it_does_use(monkeypatch):
 
 def test_bench_help_says_the_cpu_is_the_default_device(capsys):
     with pytest.raises(SystemExit):
-        main(["bench", "--help"])
+        tools_main(["bench", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--device DEVICE default: the CPU" in text and "auto for cifar100" not in text
     assert "refuses units" not in text
@@ -208,7 +209,7 @@ def test_bench_help_says_the_cpu_is_the_default_device(capsys):
 
 def test_bench_skip_grid_and_skip_methods_exclude_each_other(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["bench", "--skip-grid", "--skip-methods"])
+        tools_main(["bench", "--skip-grid", "--skip-methods"])
     assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
@@ -283,9 +284,41 @@ def test_a_partial_multihead_bench_keeps_the_committed_figures_and_writes_where_
 
     monkeypatch.setattr(training, "run_stream", lambda *a, **k: {"wall_s": 2.0})
     out = tmp_path / "b.json"
-    assert main(["bench", "--suite", "cub", "--methods", "finetune", "--epochs", "1", "--n-tasks", "1", "--out",
+    assert tools_main(["bench", "--suite", "cub", "--methods", "finetune", "--epochs", "1", "--n-tasks", "1", "--out",
                  str(out)]) == 0
     doc = json.loads(out.read_text())
     assert [r["method"] for r in doc["per_method"]] == ["finetune"] and committed.read_bytes() == before
     assert doc["provenance"]["command"] == ("python -m metacl_lite bench --suite cub --epochs 1 --n-tasks 1 "
                                             f"--methods finetune --out {out}")
+
+
+@pytest.mark.parametrize("cmd", ["where", "pages", "readme", "bench", "gpu-check", "browser-check"])
+def test_the_maintainers_tools_are_reachable_from_their_own_entry_and_not_from_the_users_cli(cmd, capsys):
+    r = subprocess.run([sys.executable, "-m", "metacl_lite.tools", cmd, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
+    with pytest.raises(SystemExit) as e:
+        main([cmd])
+    assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_the_tools_exit_2_without_a_traceback_on_a_users_error(capsys, monkeypatch):
+    from metacl_lite.tools import commands as C
+
+    assert tools_main(["where", "--benchmark", "cub", "--device", "cpu", "--need-gpu", "make X"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: make X needs a CUDA GPU") and "Traceback" not in err
+    monkeypatch.setattr(C, "REPO_ROOT", C.REPO_ROOT / "nowhere")  # an installed package: no data_scripts/
+    assert tools_main(["gpu-check"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        tools_main(["bench", "--K", "0"])
+    assert e.value.code == 2
+
+
+def test_the_pages_tool_calls_the_page_writer_with_check(monkeypatch, capsys, tmp_path):
+    from metacl_lite.report import notebooks
+
+    seen = []
+    monkeypatch.setattr(notebooks, "write_variants", lambda check: seen.append(check) or [tmp_path / "p.md"])
+    assert tools_main(["pages", "--check"]) == 1 and seen == [True]
+    assert tools_main(["pages"]) == 0 and seen == [True, False]

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from metacl_lite.cli import main
+from metacl_lite.tools import main as tools_main
 from metacl_lite.data.datafiles import REPO_ROOT
 from metacl_lite.errors import ConfigMismatch, UnitsFailed, UsageError
 from metacl_lite.lab import executors as E
@@ -225,9 +226,9 @@ def test_gpu_share_is_checked_before_any_work(cluster, capsys):
             check_plan("ray", gpu_share=share)
     with pytest.raises(UsageError, match="--gpu-share 0.5 is for the ray executor only"):
         check_plan("local", gpu_share=0.5)
-    assert main(["where", "--benchmark", "cub", "--executor", "ray", "--gpu-share", "0.25"]) == 0
+    assert tools_main(["where", "--benchmark", "cub", "--executor", "ray", "--gpu-share", "0.25"]) == 0
     assert capsys.readouterr().out.endswith("; each unit asks Ray for 0.25 of a GPU\n")
-    assert main(["where", "--benchmark", "cub", "--gpu-share", "0.25"]) == 2
+    assert tools_main(["where", "--benchmark", "cub", "--gpu-share", "0.25"]) == 2
     assert "--gpu-share 0.25 is for the ray executor only" in capsys.readouterr().err
 
 
@@ -323,13 +324,13 @@ def test_notebook_with_device_cuda_and_no_gpu_exits_2_before_a_kernel_starts(no_
 @pytest.mark.parametrize("target", ["reproduce-cifar100", "reproduce-cub"])
 def test_the_make_targets_refuse_to_start_without_a_gpu_unless_device_cpu_is_given(target, tmp_path):
     """The recipe's commands go to a stand-in for the venv's python that logs them (nothing is downloaded or trained);
-    only the GPU check (`metacl_lite where --need-gpu`) runs, in this interpreter with no GPU visible. EXEC's executor
+    only the GPU check (`metacl_lite.tools where --need-gpu`) runs, in this interpreter with no GPU visible. EXEC's executor
     options go to the check and to every training step."""
     import subprocess
 
     log = tmp_path / "calls.log"  # make is there: the suite itself runs under `make test`
     fake = tmp_path / "python"
-    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in "-m metacl_lite where "*) '
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in "-m metacl_lite.tools where "*) '
                     f'CUDA_VISIBLE_DEVICES= exec {sys.executable} "$@";; esac\nexit 0\n')
     fake.chmod(0o755)
 
@@ -344,14 +345,14 @@ def test_the_make_targets_refuse_to_start_without_a_gpu_unless_device_cpu_is_giv
     assert r.returncode == 2 and r.stderr.startswith(f"error: make {target} needs a CUDA GPU, and --device auto "
                                                      f"trains on the CPU (no CUDA GPU is usable here; ")
     assert "DEVICE=cpu" in r.stderr and "Traceback" not in r.stderr
-    assert calls == [f"-m metacl_lite where --benchmark {bench} --device auto --need-gpu make {target}"]
+    assert calls == [f"-m metacl_lite.tools where --benchmark {bench} --device auto --need-gpu make {target}"]
     r, calls = make("DEVICE=cuda:1")
     assert r.returncode == 2 and f"error: make {target} needs a CUDA GPU: --device cuda:1: no CUDA GPU" in r.stderr
     assert len(calls) == 1  # nothing fetched, tuned or run
     # a Ray cluster's GPUs count, not this machine's: the check asks the cluster (here an address nobody answers)
     r, calls = make("EXEC=--executor ray --address 127.0.0.1:9")
     assert r.returncode == 2 and "cannot reach a Ray cluster at 127.0.0.1:9" in r.stderr
-    assert calls == [(f"-m metacl_lite where --benchmark {bench} --device auto --executor ray --address 127.0.0.1:9 "
+    assert calls == [(f"-m metacl_lite.tools where --benchmark {bench} --device auto --executor ray --address 127.0.0.1:9 "
                       f"--need-gpu make {target}")]
     r, calls = make("DEVICE=cpu", "EXEC=--executor ray --address 127.0.0.1:9")
     assert r.returncode == 0, r.stderr
@@ -363,17 +364,17 @@ def test_the_make_targets_refuse_to_start_without_a_gpu_unless_device_cpu_is_giv
 def test_where_says_where_units_would_train_and_need_gpu_refuses_the_cpu(cluster, capsys):
     """`where`: the device, and how many units share a GPU (a Ray cluster's, seen from a machine without one)."""
     cluster([_node(4, "T4")], gpu_name="Tesla T4", unit_gpu="Tesla T4", gpu_gb=15.0)
-    assert main(["where", "--benchmark", "cub", "--executor", "ray", "--need-gpu", "make reproduce-cub"]) == 0
+    assert tools_main(["where", "--benchmark", "cub", "--executor", "ray", "--need-gpu", "make reproduce-cub"]) == 0
     out = capsys.readouterr().out
     assert out == ("cub: units train on cuda, ray cluster: 4 GPU(s) of Tesla T4 (units pinned to accelerator_type "
                    "T4); each unit asks Ray for 0.5 of a GPU\n")
     cluster([_node(), _node()])  # no GPU in the cluster: auto is the CPU, which --need-gpu refuses
-    assert main(["where", "--benchmark", "cifar100", "--executor", "ray"]) == 0
+    assert tools_main(["where", "--benchmark", "cifar100", "--executor", "ray"]) == 0
     assert capsys.readouterr().out == ("cifar100: units train on cpu, ray cluster: 16 CPU(s) on 2 live node(s); each "
                                        "unit asks Ray for one CPU\n")
-    assert main(["where", "--need-gpu", "X"]) == 2  # Permuted MNIST: the CPU by default
+    assert tools_main(["where", "--need-gpu", "X"]) == 2  # Permuted MNIST: the CPU by default
     assert "X needs a CUDA GPU, and --device cpu trains on the CPU (Permuted MNIST's default)" in capsys.readouterr().err
-    assert main(["where", "--benchmark", "cifar100", "--executor", "ray", "--need-gpu", "make reproduce-cifar100"]) == 2
+    assert tools_main(["where", "--benchmark", "cifar100", "--executor", "ray", "--need-gpu", "make reproduce-cifar100"]) == 2
     assert capsys.readouterr().err == (
         "error: make reproduce-cifar100 needs a CUDA GPU, and --device auto trains on the CPU (the Ray cluster has no "
         "live node with a GPU; Split CIFAR-100's grids take days on the CPU): run it where a GPU is, or train on the "

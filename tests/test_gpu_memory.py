@@ -116,18 +116,18 @@ def test_a_gpu_unit_records_its_peak_memory_and_a_cpu_unit_does_not(monkeypatch)
 
 def test_where_says_how_many_workers_share_this_machines_card(card, monkeypatch, capsys):
     """`where` on a machine with a (16 GB) GPU: the card and the default worker count, which its memory sizes."""
-    from metacl_lite import cli
+    from metacl_lite.tools import main as tools_main
     from metacl_lite.accel import device as D
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
     monkeypatch.setattr(D, "describe", lambda d: f"{d}: GPU X (CUDA 13.0)")
     card(15.0)
-    assert cli.main(["where", "--benchmark", "cub", "--need-gpu", "make reproduce-cub"]) == 0
+    assert tools_main(["where", "--benchmark", "cub", "--need-gpu", "make reproduce-cub"]) == 0
     out, err = capsys.readouterr()
     assert out == "cub: units train on cuda, cuda: GPU X (CUDA 13.0); 2 worker process(es) sharing cuda\n"
     assert "2 worker process(es) share cuda for Split CUB-200: 15.0 GB free" in err
-    assert cli.main(["where", "--benchmark", "pmnist", "--workers", "3"]) == 0  # pmnist: the CPU unless asked
+    assert tools_main(["where", "--benchmark", "pmnist", "--workers", "3"]) == 0  # pmnist: the CPU unless asked
     assert capsys.readouterr().out.startswith("pmnist: units train on cpu, ")
-    assert cli.main(["where", "--benchmark", "pmnist", "--device", "cuda", "--workers", "3"]) == 0
+    assert tools_main(["where", "--benchmark", "pmnist", "--device", "cuda", "--workers", "3"]) == 0
     assert capsys.readouterr().out.endswith("; 3 worker process(es) sharing cuda\n")

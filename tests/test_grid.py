@@ -5,6 +5,7 @@ import json
 import pytest
 
 from metacl_lite.lab import grid as G
+from metacl_lite.lab.checks import effective_options
 from metacl_lite.errors import ConfigMismatch
 from metacl_lite.training import TrainConfig
 
@@ -174,7 +175,7 @@ def test_decided_options_reach_each_regularisers_units_and_a_change_is_refused(h
     assert doc["config"]["method_options"]["pi"] == {"omega_accumulate": "sum", "omega_normalise": "none",
                                                      "pi_xi": 0.001}
     assert "finetune" not in doc["config"]["method_options"]
-    assert G.effective_options(doc["config"], "ewc-metacl-beta")["omega_normalise"] == "minmax"
+    assert effective_options(doc["config"], "ewc-metacl-beta")["omega_normalise"] == "minmax"
     spy.clear()
     G.run_experiment("pmnist", seeds=[0], methods=["ewc"], out=tmp_path / "o.json",
                      options={"omega_normalise": "none"}, **TINY)

@@ -13,6 +13,8 @@ import time
 import pytest
 
 from metacl_lite.cli import main
+from metacl_lite.lab.checks import check_options
+from metacl_lite.tools import main as tools_main
 from metacl_lite.errors import ConfigMismatch, UserError
 from metacl_lite.lab import bench as B
 from metacl_lite.lab import grid as G
@@ -39,7 +41,7 @@ def no_measuring(monkeypatch):
     (["bench", "--suite", "cifar100", "--n-tasks", "11", "--epochs", "1"], "Split CIFAR-100 has 10 tasks"),
 ])
 def test_bad_values_stop_before_any_work(argv, needle, hparams_file, fake_units, tmp_path, capsys):
-    assert main(argv + (["--out", str(tmp_path / "r.json")] if argv[0] == "run" else [])) == 2
+    assert (tools_main if argv[0] == "bench" else main)(argv + (["--out", str(tmp_path / "r.json")] if argv[0] == "run" else [])) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err and fake_units == []
 
@@ -61,7 +63,7 @@ def test_a_partial_bench_does_not_replace_a_fuller_file(tmp_path, no_measuring, 
     full = tmp_path / "bench.json"
     full.write_text(json.dumps({"kind": "bench", "per_method": [{"method": m} for m in ("finetune", "metacl")],
                                 "grids": [{"K": 20, "seeds": 3, "legacy": {}}]}))
-    assert main(["bench", "--skip-grid", "--methods", "finetune", "--no-baseline", "--out", str(full)]) == 2
+    assert tools_main(["bench", "--skip-grid", "--methods", "finetune", "--no-baseline", "--out", str(full)]) == 2
     assert "holds measurements this run would not make again" in capsys.readouterr().err
     assert B.check_bench_out(full, {"per_method": [{"method": "finetune"}, {"method": "metacl"}],
                                     "grids": [{"K": 20, "seeds": 3, "legacy": 1}]}) == full
@@ -72,7 +74,7 @@ def test_a_partial_bench_does_not_replace_a_fuller_file(tmp_path, no_measuring, 
 
 def test_bench_beyond_the_embedded_subset_without_raw_data_stops_at_once(tmp_path, monkeypatch, no_measuring, capsys):
     monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path))
-    assert main(["bench", "--K", "601", "--skip-grid", "--out", str(tmp_path / "b.json")]) == 2
+    assert tools_main(["bench", "--K", "601", "--skip-grid", "--out", str(tmp_path / "b.json")]) == 2
     assert "raw" in capsys.readouterr().err.lower()
 
 
@@ -134,7 +136,7 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
 @pytest.mark.parametrize("xi", [float("inf"), float("nan"), 0.0, -1.0, True])
 def test_library_callers_get_the_finite_pi_xi_check_too(xi):
     with pytest.raises(UserError, match="must be a finite positive number"):
-        G.check_options({"pi_xi": xi})
+        check_options({"pi_xi": xi})
 
 
 def test_the_advice_for_a_file_that_is_not_json_loses_nothing(hparams_file, fake_units, tmp_path, capsys):

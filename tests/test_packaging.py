@@ -32,7 +32,7 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_tables_are_generated_from_results():
-    r = subprocess.run([sys.executable, "-m", "metacl_lite", "readme", "--check"], cwd=ROOT, capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "metacl_lite.tools", "readme", "--check"], cwd=ROOT, capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr
     blocks = re.findall(r"<!-- BEGIN (?:table|summary) (\S+) -->\n(.*?)<!-- END", (ROOT / "README.md").read_text(), re.S)

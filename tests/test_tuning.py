@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from metacl_lite.lab import grid as G
+from metacl_lite.lab import lattice as L
 from metacl_lite.lab import store
 from metacl_lite.lab import tuning as TU
 from metacl_lite.cli import main
@@ -117,9 +118,9 @@ def test_the_default_protocol_writes_hparams_once_a_grid_is_complete(repo, hpara
 
 
 def test_choose_takes_the_argmax_of_its_own_grid_and_flags_edges():
-    assert TU.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [50.0, 61.0, 60.0]}) == {"value": 1.0, "at_edge": False}
-    assert TU.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [50.0, 55.0, 60.0]}) == {"value": 10.0, "at_edge": True}
-    assert TU.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [61.0, 61.0, 60.0]}) == {"value": 0.1, "at_edge": True}
+    assert L.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [50.0, 61.0, 60.0]}) == {"value": 1.0, "at_edge": False}
+    assert L.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [50.0, 55.0, 60.0]}) == {"value": 10.0, "at_edge": True}
+    assert L.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [61.0, 61.0, 60.0]}) == {"value": 0.1, "at_edge": True}
 
 
 def test_the_committed_tuning_file_gives_the_committed_values():
@@ -155,18 +156,18 @@ def test_a_best_value_on_an_edge_extends_the_grid_until_it_is_interior(repo, hpa
 
 
 def test_extension_steps_half_decades_and_stops():
-    g = {"values": list(TU.BETA_GRID), "mean_val_acc": [0.0] * 12 + [1.0]}
-    assert TU.extension(g, TU.BETA_GRID) == [30000.0, 100000.0]
-    g = {"values": list(TU.GAMMA_GRID), "mean_val_acc": [0.0, 1.0] + [0.0] * 12}
-    assert TU.extension(g, TU.GAMMA_GRID) == [0.003, 0.001]  # 0 is searched, but not the half-decades above it
+    g = {"values": list(L.BETA_GRID), "mean_val_acc": [0.0] * 12 + [1.0]}
+    assert L.extension(g, L.BETA_GRID) == [30000.0, 100000.0]
+    g = {"values": list(L.GAMMA_GRID), "mean_val_acc": [0.0, 1.0] + [0.0] * 12}
+    assert L.extension(g, L.GAMMA_GRID) == [0.003, 0.001]  # 0 is searched, but not the half-decades above it
     g = {"values": [0.0, 0.01], "mean_val_acc": [1.0, 0.0]}
-    assert TU.choose(g) == {"value": 0.0, "at_edge": False}  # gamma = 0 is a bound, not an edge
+    assert L.choose(g) == {"value": 0.0, "at_edge": False}  # gamma = 0 is a bound, not an edge
     g = {"values": [0.01, 0.1], "mean_val_acc": [1.0, 0.0]}
-    assert TU.extension(g, [0.01, 0.1]) == [0.003, 0.001]
+    assert L.extension(g, [0.01, 0.1]) == [0.003, 0.001]
     far = [1e-4 * 3 ** 0 / 10 ** k for k in range(4)]  # already far below the protocol's grid: stop
     g = {"values": sorted(far) + [0.01, 0.1], "mean_val_acc": [1.0] + [0.0] * 5}
-    assert TU.extension(g, [0.01, 0.1]) == []
-    assert TU.BETA_GRID == (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
+    assert L.extension(g, [0.01, 0.1]) == []
+    assert L.BETA_GRID == (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
 
 
 def test_reuse_copies_units_made_with_the_same_configuration_and_refuses_others(repo, hparams_file, fake_training):
@@ -193,25 +194,25 @@ def test_reuse_copies_units_made_with_the_same_configuration_and_refuses_others(
 # Windowed search (tune --around K)
 # ----------------------------------------------------------------------------------------------------------------
 def test_window_grids_by_hand():
-    assert TU.window_grid(100.0, "beta") == [10.0, 30.0, 100.0, 300.0, 1000.0]
-    assert TU.window_grid(0.3, "beta", 1) == [0.1, 0.3, 1.0]
-    assert TU.window_grid(0.01, "gamma") == [0.0, 0.001, 0.003, 0.01, 0.03, 0.1]
-    assert TU.window_grid(0.0, "gamma") == [0.0, 0.01, 0.03, 0.1]
-    assert [TU.half_decade_index(v) for v in (0.03, 0.1, 1.0, 3.0, 3000.0)] == [-3, -2, 0, 1, 7]
+    assert L.window_grid(100.0, "beta") == [10.0, 30.0, 100.0, 300.0, 1000.0]
+    assert L.window_grid(0.3, "beta", 1) == [0.1, 0.3, 1.0]
+    assert L.window_grid(0.01, "gamma") == [0.0, 0.001, 0.003, 0.01, 0.03, 0.1]
+    assert L.window_grid(0.0, "gamma") == [0.0, 0.01, 0.03, 0.1]
+    assert [L.half_decade_index(v) for v in (0.03, 0.1, 1.0, 3.0, 3000.0)] == [-3, -2, 0, 1, 7]
     with pytest.raises(TU.UsageError, match="0.5 is not on the half-decade grid"):
-        TU.window_grid(0.5, "beta")
+        L.window_grid(0.5, "beta")
     with pytest.raises(TU.UsageError, match="a beta of 0 cannot centre"):
-        TU.window_grid(0.0, "beta")
+        L.window_grid(0.0, "beta")
 
 
 def test_the_smallest_positive_gamma_is_an_edge_unless_0_is_best():
     """Below the smallest positive gamma only 0 was searched: a best value there is on the edge (the half-decades
     between are unsearched), while gamma = 0 itself cannot go lower."""
     g = {"values": [0.0, 1.0, 3.0, 10.0], "mean_val_acc": [50.0, 60.0, 59.0, 58.0]}
-    assert TU.choose(g) == {"value": 1.0, "at_edge": True}
-    assert TU.choose({**g, "mean_val_acc": [61.0, 60.0, 59.0, 58.0]}) == {"value": 0.0, "at_edge": False}
-    assert TU.choose({**g, "mean_val_acc": [50.0, 59.0, 60.0, 58.0]}) == {"value": 3.0, "at_edge": False}
-    assert TU.extension({**g, "param": "gamma"}, g["values"]) == [0.3, 0.1]
+    assert L.choose(g) == {"value": 1.0, "at_edge": True}
+    assert L.choose({**g, "mean_val_acc": [61.0, 60.0, 59.0, 58.0]}) == {"value": 0.0, "at_edge": False}
+    assert L.choose({**g, "mean_val_acc": [50.0, 59.0, 60.0, 58.0]}) == {"value": 3.0, "at_edge": False}
+    assert L.extension({**g, "param": "gamma"}, g["values"]) == [0.3, 0.1]
 
 
 def _centred(write, values):
@@ -248,8 +249,8 @@ def test_a_windowed_search_trains_the_window_extends_at_an_edge_and_records_it(r
 def test_a_windowed_search_of_the_default_protocol_is_the_default_file(repo, hparams_file, fake_training,
                                                                       monkeypatch):
     _centred(hparams_file, (1.0, 1.0))
-    tiny = {"benchmark": "pmnist", "K": 200, "n_tasks": 2, "epochs": 1, "seeds": [100], "beta_grid": list(TU.BETA_GRID),
-            "gamma_grid": list(TU.GAMMA_GRID), "val_offset": 500, "val_per_class": 100, "options": {},
+    tiny = {"benchmark": "pmnist", "K": 200, "n_tasks": 2, "epochs": 1, "seeds": [100], "beta_grid": list(L.BETA_GRID),
+            "gamma_grid": list(L.GAMMA_GRID), "val_offset": 500, "val_per_class": 100, "options": {},
             "method_options": {m: {} for m in TU.TUNABLE}}
     monkeypatch.setattr(TU, "default_protocol", lambda b, K: dict(tiny, K=K))
     doc = TU.tune("pmnist", K=200, methods=["pi"], n_tasks=2, epochs=1, seeds=(100,), show_progress=False, around=50)
@@ -286,7 +287,7 @@ def test_the_window_finds_the_full_grids_choice_on_the_committed_files():
         full = TU.grid_of(docs[K])
         for m, g in full.items():
             centre = hp_prev[m][g["param"]]
-            assert TU.windowed_choice(g, centre) == TU.choose(g)["value"], (prev, K, m)
+            assert L.windowed_choice(g, centre) == L.choose(g)["value"], (prev, K, m)
 
 
 def test_a_complete_grid_whose_best_is_on_an_edge_is_extended_when_tuning_resumes(repo, hparams_file,

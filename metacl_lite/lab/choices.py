@@ -84,7 +84,7 @@ def variant_file(benchmark: str, K: int, variant: str, method: Optional[str] = N
 
 def around(c: float) -> list[float]:
     """Five half-decades centred on c: c/10, ~c/3, c, ~3c, 10c (on the 1-3-10 ladder)."""
-    from .tuning import _step
+    from .lattice import _step
 
     down = _step(c, up=False)
     up = _step(c, up=True)
@@ -181,6 +181,10 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
     return out
 
 
+#: Why a decision file keeps the base variant (its `kept_base_because` field).
+KEPT_BASE = "{cand} is best at K={K} but not better than base on every tuning seed at every K"
+
+
 def decide(table: dict, Ks: Sequence[int] = DECISION_KS) -> dict:
     """Per regulariser: the candidate (best at the first K, the tuning K) if it beats the base variant at every other
     K too, else base; "undecided" while a score is missing."""
@@ -203,7 +207,7 @@ def decide(table: dict, Ks: Sequence[int] = DECISION_KS) -> dict:
         winner = cand if cand != "base" and all(d > 0 for K in Ks for d in seeds[K]) else "base"
         out[r] = {"decision": winner, "candidate": cand, "margin_over_base": margins, "per_seed_margin": seeds,
                   "kept_base_because": None if winner == cand else
-                  f"{cand} is best at K={first} but not better than base on every tuning seed at every K",
+                  KEPT_BASE.format(cand=cand, K=first),
                   "options": CANDIDATES[winner].options}
     return out
 
@@ -252,32 +256,20 @@ def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[boo
     return tune(benchmark, K, reuse=reuse, plan=tune_plan, show_progress=show_progress, force=True, device=device)
 
 
-def choices_markdown(doc: dict) -> str:
-    """The decision file (results/open-choices-<b>.json) as Markdown: per regulariser, every variant's score at each
-    decision K (best mean validation ACC, averaged over the regulariser's methods tuned at that K), the candidate, the
-    per-seed margins and the decision."""
-    Ks = [str(K) for K in doc["decision_Ks"]]
-    out = [f"Decided by `{doc['provenance']['command']}` on validation data (rule: {doc['rule']})", "",
-           "| regulariser | variant | what | " + " | ".join(f"val. ACC, K = {K}" for K in Ks) + " |",
-           "|---|---|---|" + "---|" * len(Ks)]
+def choices_table(doc: dict):
+    """The decision file (results/open-choices-<b>.json) as a DataFrame, one row per regulariser and variant (index:
+    regulariser, variant): `what` the variant is, its score at each decision K (`K=<K>`: best mean validation ACC,
+    averaged over the regulariser's methods tuned at that K; NaN where not run), whether it is the regulariser's
+    `candidate` and its `decided` variant. The per-seed margins behind each decision are `doc["decisions"]`."""
+    import pandas as pd
+
+    rows = []
     for r, per_k in doc["scores"].items():
         d = doc["decisions"][r]
         for name, v in doc["variants"].items():
-            if r not in v["regularisers"]:
-                continue
-            cells = [f"{per_k[K][name]['score']:.2f}" if name in per_k.get(K, {}) else "–" for K in Ks]
-            mark = " **(decided)**" if d.get("decision") == name else (" (candidate)" if d.get("candidate") == name
-                                                                         else "")
-            out.append(f"| {r.upper()} | `{name}`{mark} | {v['what']} | " + " | ".join(cells) + " |")
-    out.append("")
-    for r, d in doc["decisions"].items():
-        if d["decision"] == "undecided":
-            out.append(f"- {r.upper()}: undecided (missing: {', '.join(d['missing'])}).")
-            continue
-        seeds = "; ".join(f"K = {K}: " + ", ".join(f"{x:+.2f}" for x in xs) for K, xs in d["per_seed_margin"].items())
-        out.append(f"- {r.upper()}: `{d['decision']}`" + (
-            f". The candidate `{d['candidate']}` against base, per tuning seed: {seeds}"
-            + (" (not better on every seed at every K: base kept)." if d["decision"] != d["candidate"] else ".")
-            if d["candidate"] != "base" else ": no variant scores higher than the defaults at K = "
-                                             f"{Ks[0]}."))
-    return "\n".join(out)
+            if r in v["regularisers"]:
+                rows.append({"regulariser": r, "variant": name, "what": v["what"],
+                             **{f"K={K}": per_k.get(str(K), {}).get(name, {}).get("score", float("nan"))
+                                for K in doc["decision_Ks"]},
+                             "candidate": d.get("candidate") == name, "decided": d.get("decision") == name})
+    return pd.DataFrame(rows).set_index(["regulariser", "variant"])

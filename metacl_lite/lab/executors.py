@@ -48,9 +48,9 @@ class Plan:
 MAX_THREADS = 4 * (os.cpu_count() or 1)
 
 #: Units that share one GPU by default (at most; fewer where they do not fit in its memory, `units_per_card`): a unit
-#: of these small-batch streams keeps a GPU's launch queue busy for a small part of the time (measured: `python -m
-#: metacl_lite bench --device cuda`), so several worker processes on one card, or Ray tasks asking for a share of a
-#: GPU each, keep it busy.
+#: of these small-batch streams keeps a GPU's launch queue busy for a small part of the time (measured:
+#: `python -m metacl_lite.tools bench --device cuda`), so several worker processes on one card, or Ray tasks asking
+#: for a share of a GPU each, keep it busy.
 GPU_UNITS_PER_CARD = 8
 
 
@@ -96,7 +96,7 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
         where = resolve(choice)
         return Location(where, accelerator(where))
     if choice == "cpu":
-        return Location("cpu", None, ray_cpus_text())
+        return Location("cpu", None, RAY_CPUS.format(**ray_cpus()))
     if choice.startswith("cuda:"):
         raise UsageError(f"--device {choice}: with --executor ray, Ray places each unit on one of the cluster's GPUs; "
                          f"use --device cuda")
@@ -105,7 +105,7 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
     models = ray_gpu_models()
     if not models:
         if choice == "auto":
-            return Location("cpu", None, ray_cpus_text())
+            return Location("cpu", None, RAY_CPUS.format(**ray_cpus()))
         raise UsageError("--device cuda: the Ray cluster has no live node with a GPU; add GPU nodes (`ray start "
                          "--address HEAD --num-gpus N`) or use --device cpu")
     model = max(sorted(models), key=lambda m: models[m])
@@ -120,8 +120,8 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
     name, memory = ray.get(ray.remote(**ray_options(plan))(_gpu_probe).remote())
     if plan.gpu_request is None and benchmark is not None:
         plan.gpu_share = 1.0 / units_per_card(benchmark, memory, f"each {name}", "Ray units", "memory",
-                                              "each unit asks Ray for that share of a GPU (num_gpus); --gpu-share F "
-                                              "chooses another")
+                                              hint="each unit asks Ray for that share of a GPU (num_gpus); "
+                                                   "--gpu-share F chooses another")
     pinned = f" (units pinned to accelerator_type {model})" if plan.accelerator_type else ""
     return Location("cuda", name, f"ray cluster: {models[model]:g} GPU(s) of {name}{pinned}")
 
@@ -142,11 +142,14 @@ def ray_gpu_models() -> dict[str, float]:
     return models
 
 
-def ray_cpus_text() -> str:
-    """The Ray cluster's CPUs, as a results file's provenance says where CPU units ran: "ray cluster: N CPU(s) on M
-    live node(s)"."""
+#: How a results file's provenance names where CPU units ran on a Ray cluster (`ray_cpus`' figures).
+RAY_CPUS = "ray cluster: {cpus:g} CPU(s) on {nodes} live node(s)"
+
+
+def ray_cpus() -> dict[str, float]:
+    """The Ray cluster's CPUs and live nodes, as numbers: {"cpus": N, "nodes": M}."""
     nodes = _live_resources()
-    return f"ray cluster: {sum(r.get('CPU', 0) for r in nodes):g} CPU(s) on {len(nodes)} live node(s)"
+    return {"cpus": sum(r.get("CPU", 0) for r in nodes), "nodes": len(nodes)}
 
 
 def _live_resources() -> list[dict]:
@@ -191,7 +194,7 @@ def gpu_fit(benchmark: str, device: str = "cuda") -> int:
     import torch
 
     free = torch.cuda.mem_get_info(torch.device(device))[0]
-    return units_per_card(benchmark, free, device, "worker process(es)", "free", "--workers N chooses another number")
+    return units_per_card(benchmark, free, device, "worker process(es)", "free", hint="--workers N chooses another number")
 
 
 def units_per_card(benchmark: str, memory: int, card: str, who: str, what: str, hint: str) -> int:

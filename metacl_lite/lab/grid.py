@@ -4,7 +4,6 @@ saves each one as it finishes (`store.UnitFile`: locked, merged, atomic), so a k
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,18 +19,17 @@ from .atomic import check_writable
 from .commands import option_flags, out_flag
 from ..accel.device import accelerator, cpu_name, deterministic, kind
 from ..errors import UnitsFailed, UsageError, UserError
+from .checks import (check_epochs, check_gamma_control, check_methods, check_n_tasks, check_options, check_seeds,
+                     effective_options, model_options, option_values)
 from .executors import Plan, check_plan, locate, run_all, unit_device
 from .provenance import relative_to_repo
 from .summary import summarize
 from ..data.specs import BenchmarkSpec, get_spec
 from .store import UnitFile, load, load_results
-from ..importance import OMEGA_OPTIONS
 from ..accel.progress import progress
 from ..training import METHODS, TrainConfig, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
-#: The largest seed plus one (torch.manual_seed and torch.Generator take seeds below 2^64; numpy's below 2^128).
-MAX_SEED = 2 ** 63
 #: "accelerator": the GPU model (None on the CPU; files made before it was recorded are CPU files). "threads": the
 #: intra-op threads of each CPU unit (another count sums the same products in another order: the numbers differ in
 #: rounding, so a CPU file refuses units made with another count; files made before it was recorded used 1).
@@ -61,10 +59,6 @@ def default_out(benchmark: str, K: int, gamma: Optional[str] = None) -> Path:
     return REPO_ROOT / "results" / (f"{benchmark}-K{K}.json" if gamma is None else control_file(benchmark, K, gamma))
 
 
-#: The gamma controls of MetaCL-lambda (claim 7 of the book): gamma set to the beta tuned for the same regulariser's
-#: MetaCL-beta ("beta": the same strength, plus the projection onto <g_x, g2> >= 0), or gamma = 0 ("0": the pure
-#: projection, no fixed penalty at all).
-GAMMA_CONTROLS = ("beta", "0")
 
 
 def control_file(benchmark: str, K: int, gamma: str) -> str:
@@ -100,119 +94,6 @@ def run_command(config: dict, out: Path, spec: Optional[BenchmarkSpec] = None) -
     if model.get("random_init"):
         cmd += " --random-init"
     return cmd + out_flag(out, default_out(b, config["K"], config.get("gamma_control")))
-
-
-def check_gamma_control(gamma: Optional[str], methods: Sequence[str]) -> None:
-    if gamma is None:
-        return
-    if gamma not in GAMMA_CONTROLS:
-        raise UsageError(f"--gamma {gamma!r}: choose beta (gamma = the MetaCL-beta counterpart's beta) or 0")
-    bad = [m for m in methods if not m.endswith("-metacl-lambda")]
-    if bad:
-        raise UsageError(f"--gamma {gamma} applies to MetaCL-lambda methods only, not {', '.join(bad)}; e.g. "
-                         f"--methods mas-metacl-lambda,pi-metacl-lambda,ewc-metacl-lambda")
-
-
-def _distinct(items: Sequence, what: str, check: Callable) -> list:
-    """`items` after `check(item)` on each, refusing an empty list and any item given twice."""
-    out = []
-    for x in items:
-        check(x)
-        if x in out:
-            raise UsageError(f"{what} {x!r} is given twice")
-        out.append(x)
-    return out
-
-
-def check_seeds(seeds: Sequence) -> list[int]:
-    """Seeds: a non-empty list of distinct integers 0 <= s < 2^63 (torch's generators take no larger seed)."""
-    def check(s):
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise UsageError(f"seed {s!r} is not a non-negative integer")
-        if s >= MAX_SEED:
-            raise UsageError(f"seed {s} is too large: seeds go up to 2^63 - 1 ({MAX_SEED - 1})")
-
-    out = _distinct(seeds, "seed", check)
-    if not out:
-        raise UsageError("no seeds given; need at least one")
-    return out
-
-
-def check_methods(methods: Optional[Sequence[str]], allowed: Optional[Sequence[str]] = None) -> list[str]:
-    """Methods: None means all (of `allowed`, default the eleven); otherwise a non-empty list of distinct names."""
-    if methods is None:
-        return list(allowed or METHODS)
-
-    def check(m):
-        if m not in METHODS:
-            raise UsageError(f"unknown method {m!r}; choose from: {', '.join(METHODS)}")
-        if allowed is not None and m not in allowed:
-            raise UsageError(f"method {m!r} is not allowed here; choose from {', '.join(allowed)}")
-
-    out = _distinct(methods, "method", check)
-    if not out:
-        raise UsageError("the list of methods is empty; leave it out to run all eleven")
-    return out
-
-
-def check_n_tasks(benchmark: str | BenchmarkSpec, n_tasks: Optional[int]) -> int:
-    spec = get_spec(benchmark)
-    n = spec.n_tasks if n_tasks is None else n_tasks
-    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise UsageError(f"n_tasks={n_tasks!r}: a stream needs at least 2 tasks (backward transfer compares a task "
-                         f"before and after the next ones)")
-    if n > spec.max_tasks:
-        raise UsageError(f"n_tasks={n}: {spec.title} has at most {spec.max_tasks} tasks")
-    return n
-
-
-def check_epochs(epochs: Optional[int]) -> None:
-    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs <= 0):
-        raise UsageError(f"epochs={epochs!r} must be a positive integer")
-
-
-#: The open choices a run may set (`TrainConfig` fields; see importance.accumulate_importance).
-OPTIONS = OMEGA_OPTIONS
-
-
-def check_options(options: Optional[dict]) -> dict:
-    """Only the open-choice fields of TrainConfig, with values TrainConfig accepts."""
-    options = dict(options or {})
-    bad = sorted(set(options) - set(OPTIONS))
-    if bad:
-        raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OPTIONS)}")
-    if "pi_xi" in options and not (isinstance(options["pi_xi"], (int, float)) and not isinstance(options["pi_xi"], bool)
-                                   and math.isfinite(options["pi_xi"]) and options["pi_xi"] > 0):
-        raise UsageError(f"pi_xi={options['pi_xi']!r} must be a finite positive number (a results file holds no inf)")
-    TrainConfig(**options)  # raises UsageError for a value that is not a choice
-    return options
-
-
-def option_values(train: dict) -> dict:
-    """The open-choice fields of a TrainConfig dict (defaults filled in)."""
-    full = {**TrainConfig().to_dict(), **train}
-    return {k: full[k] for k in OPTIONS}
-
-
-def effective_options(config: dict, method: str) -> dict:
-    """The open choices a results file's `method` trained with: config["method_options"][method] (files since the
-    choices are decided per regulariser), else the file-wide config["train"] (older files)."""
-    per = config.get("method_options", {})
-    return dict(per[method]) if method in per else option_values(config.get("train", {}))
-
-
-def model_options(benchmark: str | BenchmarkSpec, weights: Optional[str] = None, random_init: bool = False) -> dict:
-    """Model options recorded in the config; for ResNet-18 (CUB), checks now (before any work) that the weights are
-    there."""
-    if get_spec(benchmark).model != "resnet18":
-        if weights or random_init:
-            raise UsageError("the weights and random-init options apply to the ResNet-18 (cub) benchmark only")
-        return {}
-    if random_init:
-        return {"weights": None, "random_init": True}
-    from ..models import find_resnet18_weights
-
-    return {"weights": str(find_resnet18_weights(weights)), "random_init": False}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -283,8 +164,9 @@ def checked_units(save: Callable[[Job, dict], None], expected: Optional[str], wr
     def on_result(job: Job, r: dict) -> None:
         got = r.get("accelerator", expected)
         if got != expected:
-            wrong.append((label(job), f"trained on {got or 'the CPU'}, but this file's units train on "
-                                      f"{expected or 'the CPU'}: not saved"))
+            msg = (f"trained on {got or 'the CPU'}, but this file's units train on {expected or 'the CPU'}: "
+                   f"not saved")
+            wrong.append((label(job), msg))
             return
         if machine is not None and r.get("machine"):
             machine(r["machine"])
@@ -344,6 +226,10 @@ def _filled(config: dict) -> dict:
     return c
 
 
+#: One field in which a file's configuration differs from a run's, in the message that refuses the run.
+DIFFERS = "{}: {!r} in the file, {!r} here"
+
+
 def _compat_diff(old_config: dict, config: dict) -> list[str]:
     """The `COMPAT_KEYS` in which a file's config (`_filled`) differs from `config`; for the training configuration,
     each field that differs, with the file's value and this run's (e.g. "train.device: cpu in the file, cuda here")."""
@@ -353,10 +239,9 @@ def _compat_diff(old_config: dict, config: dict) -> list[str]:
         if old == new:
             continue
         if k == "train" and isinstance(old, dict):
-            out += [f"train.{f}: {old.get(f)!r} in the file, {new.get(f)!r} here" for f in new if old.get(f) != new[f]]
+            out += [DIFFERS.format(f"train.{f}", old.get(f), new.get(f)) for f in new if old.get(f) != new[f]]
         else:
-            out.append(f"{k}: {old!r} in the file, {new!r} here" if k in ("accelerator", "K", "n_tasks", "threads")
-                       else k)
+            out.append(DIFFERS.format(k, old, new) if k in ("accelerator", "K", "n_tasks", "threads") else k)
     return out
 
 

@@ -1,5 +1,6 @@
-"""How long things take, in words: what a committed speed-benchmark file says a full grid of a benchmark costs, and
-the book's page execution times (results/book-timings.json, made by data_scripts/book_timings.py), page by page of
+"""How long things take, as numbers and records (the book's pages say what they mean): what a committed
+speed-benchmark file says a full grid of a benchmark costs, the CPU and GPU figures side by side, the GPU tests' check,
+and the book's page execution times (results/book-timings.json, made by data_scripts/book_timings.py), page by page of
 the current table of contents.
 """
 from __future__ import annotations
@@ -15,9 +16,11 @@ from ..data.specs import SPECS
 
 
 def bench_estimate(bench: dict, seeds: int) -> dict[str, Any]:
-    """What a committed speed-benchmark file (python -m metacl_lite bench --suite ...) says a full grid costs: the
-    device, whether it is an extrapolation from a reduced run, the methods it timed, the per-run estimate (mean over
-    them), and the grid of `seeds` seeds over those methods (the file's own estimate is for 3 seeds)."""
+    """What a committed speed-benchmark file (python -m metacl_lite.tools bench --suite ...) says a full grid costs:
+    the device, whether it is an extrapolation from a reduced run, the methods it timed, the per-run estimate (mean
+    over them), the grid of `seeds` seeds over those methods (the file's own estimate is for 3 seeds), the methods of
+    the paper's table (`n_table_methods`: the whole grid is n_table_methods / n_methods times that) and the paper's
+    largest K (training steps grow in proportion to K)."""
     per = bench["per_method"]
     mean_run = sum(r["full_run_s_estimate"] for r in per) / len(per)
     return {"suite": bench["suite"], "device": bench["device"],
@@ -25,46 +28,20 @@ def bench_estimate(bench: dict, seeds: int) -> dict[str, Any]:
             "reduced": bool(bench["reduced"]), "methods": [r["method"] for r in per], "n_methods": len(per),
             "mean_run_s": mean_run, "grid_s": bench["grid_s_estimate"] / 3 * seeds,
             "command": relative_command((bench.get("provenance") or {}).get("command")),
-            "K": SPECS[bench["suite"]].tuning_K}
+            "K": SPECS[bench["suite"]].tuning_K, "n_table_methods": len(_table_methods(bench["suite"])),
+            "max_paper_K": max(SPECS[bench["suite"]].paper_Ks), "cpu": bench["device"] == "cpu"}
 
 
-def bench_markdown(est: dict[str, Any], seeds: int) -> str:
-    """The estimate in words, saying what kind of estimate it is."""
+def _table_methods(suite: str) -> list[str]:
+    """The methods of the paper's table of `suite` at its tuning K (all eleven where it has none)."""
     from ..training import METHODS
 
-    spec = SPECS[est["suite"]]
-    kind = ("a rough linear extrapolation from a reduced run (fewer epochs and tasks) on the "
-            f"{'CPU' if est['device'] == 'cpu' else est['device']}" if est["reduced"]
-            else f"measured on {est['device']}")
-    text = (f"**Time.** `{est['command']}` ({est['device_long']}; {kind}) puts one full run at about "
-            f"{est['mean_run_s'] / 60:.0f} min on average at K = {est['K']}, and the {est['n_methods']} method(s) "
-            f"it timed × {seeds} seeds at about {est['grid_s'] / 3600:.0f} h, without the references and the oracle")
-    table = [m for m in (paper_table(est["suite"], est["K"]) or {}) if m in METHODS] or list(METHODS)
-    if est["n_methods"] < len(table):
-        text += (f"; the paper's table has {len(table)} methods, so the whole grid takes about "
-                 f"{len(table) / est['n_methods']:.1f} times that")
-    text += "."
-    if max(spec.paper_Ks) > est["K"]:
-        text += (f" Training steps grow in proportion to K (evaluation does not), so a larger K takes up to "
-                 f"K/{est['K']} times as long.")
-    if est["device"] == "cpu":
-        text += (" These are CPU numbers; `python -m metacl_lite bench --suite "
-                 f"{est['suite']} --device cuda` times the whole grid on a GPU.")
-    return text
+    return [m for m in (paper_table(suite, SPECS[suite].tuning_K) or {}) if m in METHODS] or list(METHODS)
 
 
 def duration(s: float) -> str:
     """Seconds as a reader reads them: "44.7 s" under five minutes, else "7.9 min"."""
     return f"{s:.1f} s" if s < 300 else f"{s / 60:.1f} min"
-
-
-def scaled_note(doc: dict) -> str:
-    """" (scaled from N timed seed(s), T: every seed is the same work)" for a GPU bench file that timed fewer seeds
-    than its grid has; "" when every seed was timed."""
-    if doc["measured_seeds"] >= doc["seeds"]:
-        return ""
-    return (f" (scaled from {doc['measured_seeds']} timed seed(s), {duration(doc['wall_s_measured'])}: every seed is "
-            f"the same work)")
 
 
 #: How a provenance note names the commit whose code ran when git_commit/git_dirty record another (a device copy of a
@@ -79,45 +56,90 @@ def provenance_note(prov: dict) -> str:
     return prov.get("note") or (invs[-1]["note"] if invs else "")
 
 
-def ran_commit(prov: dict, noted: bool = False) -> str:
-    """The commit whose code made a file, in Markdown: the one its provenance note names ("The code that ran is commit
-    X") where it names one, with the commit that git_commit records beside it (`noted`: the text quotes the note
-    right after, which says so: the commit alone); else git_commit (10 characters), "with uncommitted changes" where
-    git_dirty says so."""
-    recorded = f"`{(prov.get('git_commit') or '?')[:10]}`"
+def ran_commit(prov: dict) -> dict[str, Any]:
+    """The commit whose code made a file: `commit`, the one its provenance note names ("The code that ran is commit
+    X") where it names one (`from_note`), else git_commit (10 characters); `recorded`, what git_commit records; `dirty`,
+    git_dirty (a device copy of a working tree reports its base commit with the tree's changes as uncommitted)."""
+    recorded = (prov.get("git_commit") or "?")[:10]
     mo = RAN_COMMIT.search(provenance_note(prov))
-    if mo and noted:
-        return f"commit `{mo.group(1)}`"
-    if mo:
-        return (f"commit `{mo.group(1)}`, the code that ran; its provenance records {recorded} with uncommitted "
-                f"changes, the base of the tree that ran")
-    return f"commit {recorded}" + (" with uncommitted changes" if prov.get("git_dirty") else "")
+    return {"commit": mo.group(1) if mo else recorded, "recorded": recorded, "from_note": bool(mo),
+            "dirty": bool(prov.get("git_dirty"))}
 
 
-def target_mark(doc: dict, met: str = "✓", missed: str = "✗") -> str:
-    """A GPU bench file's verdict against its target (`met` or `missed`), saying when the grid time it rests on was
-    scaled from fewer timed seeds than the grid has (`grid_s` = measured wall × seeds / measured seeds)."""
-    mark = met if doc["grid_s"] <= doc["target_s"] else missed
-    if doc["measured_seeds"] < doc["seeds"]:
-        mark += f" (scaled from {doc['measured_seeds']} timed seed{'s' if doc['measured_seeds'] > 1 else ''})"
-    return mark
-
-
-def mps_note(doc: dict) -> str:
-    """", under NVIDIA MPS" where a GPU bench ran with the Multi-Process Service (its workers' kernels side by side)."""
-    return ", under NVIDIA MPS" if doc.get("mps") else ""
-
-
-def gpu_grid_markdown(doc: dict) -> str:
-    """What a GPU speed-benchmark file (`bench --device cuda`, results/bench-<suite>-cuda.json) measured, in words:
-    the whole grid's wall time beside its target, how many seeds were timed, the data and the workers."""
+def gpu_grid(doc: dict) -> dict[str, Any]:
+    """What a GPU speed-benchmark file (`bench --device cuda`, results/bench-<suite>-cuda.json) measured: the whole
+    grid's wall time (`grid_s`, scaled to every seed from `measured_seeds` timed ones when `scaled`) beside its target
+    (`met`), with the command, device, commit (`ran_commit`), data, workers, MPS, compile and precision, and the
+    provenance note (`provenance_note`)."""
     prov = doc.get("provenance") or {}
-    grid = f"{doc['seeds']} seeds took {duration(doc['grid_s'])}" + scaled_note(doc)
-    return (f"**On a GPU.** `{relative_command(prov.get('command'))}` ({doc['device']}, {ran_commit(prov)}): the "
-            f"whole grid at K = {doc['K']} (every method, the references and the oracle, at full size: "
-            f"{doc['n_tasks']} tasks × {doc['epochs']} epochs) on {doc['data']}, {doc['workers']} worker processes "
-            f"sharing the card{mps_note(doc)}: {grid}; the target for one H100 is {duration(doc['target_s'])}: "
-            f"{target_mark(doc, 'met', 'missed')}.")
+    return {"command": relative_command(prov.get("command")), "device": doc["device"], **ran_commit(prov),
+            "K": doc["K"], "n_methods": len(doc.get("methods") or ()), "n_tasks": doc["n_tasks"],
+            "epochs": doc["epochs"], "data": doc["data"], "workers": doc["workers"], "mps": bool(doc.get("mps")),
+            "compile": doc.get("compile", "off"), "precision": doc.get("precision", "float32"),
+            "seeds": doc["seeds"], "grid_s": doc["grid_s"], "measured_seeds": doc["measured_seeds"],
+            "wall_s_measured": doc.get("wall_s_measured"), "scaled": doc["measured_seeds"] < doc["seeds"],
+            "target_s": doc["target_s"], "met": doc["grid_s"] <= doc["target_s"], "note": provenance_note(prov)}
+
+
+def gpu_units(doc: dict):
+    """A GPU bench file's units as a DataFrame (index: the method, "references" or "oracle"), each kind's mean wall
+    time per unit while the units share the card (`wall_s`) and its largest peak GPU memory in GB (`peak_gb`; NaN in
+    files made before units recorded it), in the methods' order."""
+    import pandas as pd
+
+    from ..training import METHODS
+
+    rows = []
+    for u in doc["units"]:
+        section, key = u["unit"].split("/", 1)
+        rows.append({"unit": key.rsplit("/", 1)[0] if section == "runs" else section, "wall_s": u["wall_s"],
+                     "peak_gb": u.get("peak_gpu_mb", float("nan")) / 1024})
+    df = pd.DataFrame(rows).groupby("unit", sort=False).agg(wall_s=("wall_s", "mean"), peak_gb=("peak_gb", "max"))
+    order = [m for m in METHODS if m in df.index] + [k for k in df.index if k not in METHODS]
+    return df.loc[order]
+
+
+def gpu_check(doc: dict, current: Optional[Sequence[str]] = None):
+    """The GPU tests' outcome (results/gpu-check.json, written by data_scripts/gpu_check.py) as a DataFrame (index:
+    the test id; outcome, time_s), with `current` (the ids of the checkout's GPU tests, `gpu_test_ids`) the tests the
+    check did not run (added or reparametrised since) as outcome "not run". `attrs` holds the figures: passed, failed,
+    not_run, device, command and the commit (`ran_commit`)."""
+    import pandas as pd
+
+    ran = {t["test"] for t in doc["tests"]}
+    rows = [{"test": t["test"], "outcome": t["outcome"], "time_s": t["time_s"]} for t in doc["tests"]]
+    rows += [{"test": t, "outcome": "not run", "time_s": float("nan")} for t in current or [] if t not in ran]
+    df = pd.DataFrame(rows, columns=["test", "outcome", "time_s"]).set_index("test")
+    prov = doc["provenance"]
+    df.attrs = {"passed": doc["passed"], "failed": doc["failed"], "not_run": int((df["outcome"] == "not run").sum()),
+                "device": doc["device"], "command": prov["command"], **ran_commit(prov), "note": provenance_note(prov)}
+    return df
+
+
+def gpu_test_ids(path: Path) -> Optional[list[str]]:
+    """The test ids pytest gives the tests of a GPU test file (`tests/test_gpu.py`), read with `ast` without importing
+    it: each `test_*` function, and for a `pytest.mark.parametrize` with literal values one id per value set, the
+    values joined by "-" as pytest joins string parameters. None where the file is absent (an installed package) or a
+    parametrisation is not a literal (then the ids cannot be known without pytest)."""
+    import ast
+
+    if not path.exists():
+        return None
+    ids = []
+    for node in ast.parse(path.read_text()).body:
+        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
+            continue
+        cases = [""]
+        for dec in node.decorator_list:
+            if isinstance(dec, ast.Call) and getattr(dec.func, "attr", "") == "parametrize":
+                try:
+                    values = ast.literal_eval(dec.args[1])
+                except ValueError:
+                    return None
+                labels = ["-".join(map(str, v)) if isinstance(v, tuple) else str(v) for v in values]
+                cases = [f"{c}-{lab}" if c else lab for c in cases for lab in labels]
+        ids += [f"{node.name}[{c}]" if c else node.name for c in cases]
+    return ids
 
 
 #: The speed-benchmark files that "Running this book" sets side by side: the CPU one and the GPU one of each benchmark.
@@ -126,39 +148,96 @@ DEVICE_FILES = {"pmnist": ("bench-pmnist-K20.json", "bench-pmnist-cuda.json"),
                 "cub": ("bench-cub.json", "bench-cub-cuda.json")}
 
 
-def device_table(docs: dict[str, dict]) -> str:
+def cpu_bench(b: dict) -> dict[str, Any]:
+    """A CPU speed-benchmark file's figures (`bench` without --device): the command, machine and commit, and
+    `methods`, a DataFrame (index: method) of each timed run: `wall_s`, and for Permuted MNIST `peak_mb` and
+    `x_bound` (wall time over the evaluation bound of one run, on one thread where the file measured that rate), for
+    CIFAR-100/CUB `full_run_min` (`extrapolated` from a reduced run); Permuted MNIST's `gemm_gflops` (all cores,
+    `gemm_gflops_1thread`), the evaluation's TFLOP and bounds, and `grids`, a DataFrame (index: K) of its whole grids:
+    seeds, runs, references, oracle, `new_min` (today's defaults), `x_bound`, `legacy_min`, `speedup`; CIFAR-100/CUB's
+    `grid_h` (3 seeds, without references and oracle)."""
+    import pandas as pd
+
+    prov = b["provenance"]
+    out: dict[str, Any] = {"command": relative_command(prov["command"]), "device": prov["device"],
+                           "commit": (prov.get("git_commit") or "?")[:10], "compile": b.get("compile", "off")}
+    if "suite" in b:  # multi-head synthetic
+        out["methods"] = pd.DataFrame([{"method": r["method"], "wall_s": r["wall_s"], "extrapolated": r["extrapolated"],
+                                        "full_run_min": r["full_run_s_estimate"] / 60} for r in b["per_method"]],
+                                      columns=["method", "wall_s", "extrapolated", "full_run_min"]).set_index("method")
+        out.update(suite=b["suite"], n_tasks=b["n_tasks"], epochs=b["epochs"], reduced=bool(b["reduced"]),
+                   grid_h=b["grid_s_estimate"] / 3600)
+        return out
+    bound = b.get("lower_bound_s_per_run_1thread") or b["lower_bound_s_per_run"]
+    out["methods"] = pd.DataFrame([{"method": r["method"], "wall_s": r["wall_s"], "peak_mb": r["peak_mb"],
+                                    "x_bound": r["wall_s"] / bound} for r in b["per_method"]],
+                                  columns=["method", "wall_s", "peak_mb", "x_bound"]).set_index("method")
+    out.update(gemm_gflops=b["gemm_gflops"], gemm_gflops_1thread=b.get("gemm_gflops_1thread"),
+               eval_tflop=b["eval_tflop_per_run"], bound_s=b["lower_bound_s_per_run"],
+               bound_s_1thread=b.get("lower_bound_s_per_run_1thread"))
+    out["grids"] = pd.DataFrame([{"K": g["K"], "seeds": g["seeds"], "runs": g["runs"], "references": g["references"],
+                                  "oracle": g["oracle"], "new_min": g["new"]["wall_s"] / 60,
+                                  "x_bound": g["new"]["wall_s"] / g["lower_bound_s"],
+                                  "legacy_min": g["legacy"]["wall_s"] / 60 if g.get("legacy") else float("nan"),
+                                  "speedup": g.get("speedup", float("nan"))} for g in b.get("grids") or []],
+                                columns=["K", "seeds", "runs", "references", "oracle", "new_min", "x_bound",
+                                         "legacy_min", "speedup"]).set_index("K")
+    return out
+
+
+def elapsed(doc: dict, name: str) -> dict[str, Any]:
+    """How long a results or tuning file took to make, from its provenance: over the invocations that computed units,
+    `units`, `span_min` (each invocation's start to its last saved unit, summed: on a pool of workers the wall time),
+    `unit_min` (the units' own wall times, about the workers times as much), `runs`, and the last one's device and
+    commit."""
+    from datetime import datetime
+
+    from ..errors import FileFormatError
+    from ..lab.store import upgrade
+
+    invs = [i for i in upgrade(doc, "results").get("provenance", {}).get("invocations", [])
+            if isinstance(i.get("units"), list) and i["units"] and i.get("started") and i.get("finished")]
+    if not invs:
+        raise FileFormatError(f"{name}: its provenance records no run with its start, end and units (files made "
+                              f"before each run was recorded, schema 1, have none)")
+    span = sum((datetime.fromisoformat(i["finished"]) - datetime.fromisoformat(i["started"])).total_seconds()
+               for i in invs)
+    return {"file": name, "units": sum(len(i["units"]) for i in invs), "span_min": span / 60, "runs": len(invs),
+            "unit_min": sum(float(i["wall_s"]) for i in invs) / 60, "device": invs[-1]["device"],
+            "commit": (invs[-1].get("git_commit") or "?")[:10]}
+
+
+def device_table(docs: dict[str, dict]):
     """Each benchmark's whole grid on the CPU beside one GPU, from the committed speed-benchmark files (`docs`: file
-    name -> document; a missing file shows as "not measured"), saying what each figure is: measured or scaled or
-    extrapolated, and on which data (a GPU file's `synthetic`/`data` fields; the CPU files of CIFAR-100 and CUB are
-    always synthetic tensors of the real shapes)."""
-    lines = ["| Benchmark | CPU | GPU |", "|---|---|---|"]
+    name -> document), as a DataFrame (index: the benchmark's title): `cpu_s` (Permuted MNIST: a whole grid timed
+    with references and oracle, `cpu_seeds` seeds; CIFAR-100 and CUB: the mean timed run × the eleven methods × 5
+    seeds, without them, on synthetic tensors, `cpu_extrapolated` where from a reduced run), `cpu_device`; `gpu_s`
+    for `gpu_seeds` seeds with references and oracle, `gpu_scaled` (from fewer timed seeds), `gpu_synthetic` (else
+    `gpu_data`), `gpu_device`. A missing file gives NaN/None."""
+    import pandas as pd
+
+    from ..training import METHODS
+
+    rows = {}
     for b, (cpu_name, gpu_name) in DEVICE_FILES.items():
         cpu, gpu = docs.get(cpu_name), docs.get(gpu_name)
-        if cpu is None:
-            c = "not measured"
-        elif "grids" in cpu:  # Permuted MNIST: whole grids timed
+        r: dict[str, Any] = {"cpu_s": float("nan"), "cpu_seeds": None, "cpu_whole_grid": None,
+                             "cpu_extrapolated": None, "cpu_device": None, "gpu_s": float("nan"), "gpu_seeds": None,
+                             "gpu_scaled": None, "gpu_synthetic": None, "gpu_data": None, "gpu_device": None}
+        if cpu is not None and "grids" in cpu:  # Permuted MNIST: whole grids timed
             g = cpu["grids"][0]
-            c = (f"{duration(g['new']['wall_s'])} for {g['seeds']} seeds with references and oracle, measured "
-                 f"({cpu['provenance']['device']})")
-        else:  # the mean run of the methods it timed, times all eleven methods and five seeds
-            from ..training import METHODS
-
+            r.update(cpu_s=g["new"]["wall_s"], cpu_seeds=g["seeds"], cpu_whole_grid=True, cpu_extrapolated=False,
+                     cpu_device=cpu["provenance"]["device"])
+        elif cpu is not None:  # the mean run of the methods it timed, times all eleven methods and five seeds
             est = bench_estimate(cpu, 5)
-            c = (f"~{est['mean_run_s'] * len(METHODS) * 5 / 3600:.0f} h for 5 seeds without references and oracle "
-                 f"(the mean of {est['n_methods']} timed method(s) × {len(METHODS)}), on synthetic tensors of the real "
-                 f"shapes, {'extrapolated from a reduced run' if est['reduced'] else 'measured'} "
-                 f"({est['device_long']})")
-        if gpu is None:
-            g_text = "not measured"
-        else:
-            scaled = gpu["measured_seeds"] < gpu["seeds"]
-            g_text = (f"{duration(gpu['grid_s'])} for {gpu['seeds']} seeds with references and oracle"
-                      + (" on synthetic tensors of the exact shapes (not the dataset's images)" if gpu.get("synthetic")
-                         else f" on {gpu['data'].split(',')[0]}") + ", "
-                      + (f"scaled from {gpu['measured_seeds']} measured" if scaled else "measured")
-                      + f" ({gpu['device'].split(' (')[0]})")
-        lines.append(f"| {SPECS[b].title} | {c} | {g_text} |")
-    return "\n".join(lines)
+            r.update(cpu_s=est["mean_run_s"] * len(METHODS) * 5, cpu_seeds=5, cpu_whole_grid=False,
+                     cpu_extrapolated=est["reduced"], cpu_device=est["device_long"])
+        if gpu is not None:
+            r.update(gpu_s=gpu["grid_s"], gpu_seeds=gpu["seeds"], gpu_scaled=gpu["measured_seeds"] < gpu["seeds"],
+                     gpu_synthetic=bool(gpu.get("synthetic")), gpu_data=gpu["data"].split(",")[0],
+                     gpu_device=gpu["device"].split(" (")[0])
+        rows[SPECS[b].title] = r
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("benchmark")
 
 
 def toc_pages(book: Path) -> list[str]:
@@ -223,31 +302,17 @@ def overlapping_runs(rows: list[dict], slack_s: float = 1.0) -> dict[str, list[s
     return out
 
 
-def _page_link(page: str) -> str:
-    """A page of the book as a MyST link that shows its title (titles wrap in a narrow column; paths do not)."""
-    return f"{{doc}}`/{page}`"
-
-
-def _status_words(row: dict) -> str:
-    status = row.get("status") or ""
-    if status == "cached":
-        return ""
-    if status.startswith("force"):
-        return "runs on every build: see the table at the end"
-    if status.startswith("not executed"):
-        return "not executed (excluded)"
-    if status == "no cached run of the current code":
-        return "not timed: no run of its current code"
-    return status
-
-
-def timings_markdown(doc: dict, pages: Optional[Sequence[str]] = None) -> str:
+def timings_table(doc: dict, pages: Optional[Sequence[str]] = None):
     """The committed per-page execution times (results/book-timings.json, written by data_scripts/book_timings.py)
-    as a Markdown table: one row per page of `pages` (the pages with code of the current table of contents,
-    `code_pages`; default: the file's own pages), in that order, the pages that the build did not execute
-    (execute.exclude_patterns) in one row per pattern. A page the file does not list is shown as not timed (added to
-    the book after that build); a page whose run overlapped other pages' runs (`overlapping_runs`) says so. The
-    text above the table says where the figures come from and what they add up to."""
+    as a DataFrame: one row per page of `pages` (the pages with code of the current table of contents, `code_pages`;
+    default: the file's own pages), in that order, the pages that the build did not execute (execute.exclude_patterns)
+    in one row per pattern (`excluded`: how many pages). Columns: `execution_s` (NaN: not timed), `status` (the
+    cache's: "cached", "force…", "not executed…", "no cached run of the current code"; "absent" for a page
+    the file does not list (added to the book after that build)), `overlapped` (how many other pages' runs overlapped its run, `overlapping_runs`).
+    `attrs` holds the figures above the table: device, commit, command, date, n_timed, total_s, untimed,
+    n_overlapped, note."""
+    import pandas as pd
+
     prov = doc.get("provenance") or {}
     by_page = {r["page"]: r for r in doc["pages"]}
     order = list(pages) if pages is not None else list(by_page)
@@ -257,31 +322,26 @@ def timings_markdown(doc: dict, pages: Optional[Sequence[str]] = None) -> str:
         status = by_page.get(page, {}).get("status") or ""
         if status.startswith("not executed"):
             excluded.setdefault(status.split(": ", 1)[-1].rstrip(")"), []).append(page)
-    lines = ["| Page | Time | Note |", "|---|---|---|"]
+    rows = []
     for page in order:
         r = by_page.get(page)
         pattern = next((pat for pat, group in excluded.items() if page in group), None)
         if pattern is not None:
             if page == excluded[pattern][0]:  # one row for all the pages of a pattern
-                lines.append(f"| `{pattern}` | – | {len(excluded[pattern])} page(s), not executed |")
+                rows.append({"page": pattern, "execution_s": float("nan"), "status": "not executed",
+                             "overlapped": 0, "excluded": len(excluded[pattern])})
         elif r is None:
-            lines.append(f"| {_page_link(page)} | – | not timed: not in the book then |")
+            rows.append({"page": page, "execution_s": float("nan"), "status": "absent",
+                         "overlapped": 0, "excluded": 0})
         else:
-            t = duration(r["execution_s"]) if r.get("execution_s") is not None else "–"
-            note = f"overlapped {len(overlaps[page])} other run(s)" if page in overlaps else _status_words(r)
-            lines.append(f"| {_page_link(page)} | {t} | {note} |")
-    text = "\n".join(lines)
+            rows.append({"page": page, "execution_s": r.get("execution_s", float("nan")),
+                         "status": r.get("status") or "", "overlapped": len(overlaps.get(page, ())), "excluded": 0})
+    df = pd.DataFrame(rows, columns=["page", "execution_s", "status", "overlapped", "excluded"]).set_index("page")
     timed = [r for r in doc["pages"] if r.get("execution_s") is not None and r["page"] in order]
-    untimed = len(order) - len(timed) - sum(len(g) for g in excluded.values())
-    command = relative_command(prov.get("command")).split(" --note ")[0]  # the note is quoted below
-    head = (f"From one full build of the book on {prov.get('device', '?')}, at commit "
-            f"`{(prov.get('git_commit') or '?')[:10]}`, read from its execution cache by `{command}` on "
-            f"{(prov.get('started') or '?')[:10]}: each figure is the wall time of the page's last full run in that "
-            f"build. The {len(timed)} timed pages took {sum(r['execution_s'] for r in timed) / 60:.0f} min "
-            f"together; {untimed} executed page(s) have no figure.")
-    if overlaps:
-        head += (f" A build runs one page at a time, yet the runs of {len(overlaps)} pages overlapped other pages' "
-                 f"runs: another build shared the machine, and those figures may include time spent waiting.")
-    if prov.get("note"):
-        head += f" Conditions of the build, as recorded: {prov['note']}"
-    return head + "\n\n" + text
+    df.attrs = {"device": prov.get("device", "?"), "commit": (prov.get("git_commit") or "?")[:10],
+                "command": relative_command(prov.get("command")).split(" --note ")[0],  # the note is its own field
+                "date": (prov.get("started") or "?")[:10], "n_timed": len(timed),
+                "total_s": sum(r["execution_s"] for r in timed),
+                "untimed": len(order) - len(timed) - sum(len(g) for g in excluded.values()),
+                "n_overlapped": len(overlaps), "note": prov.get("note") or ""}
+    return df

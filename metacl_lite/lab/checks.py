@@ -1,0 +1,133 @@
+"""The checks of a grid's options, before any work (`grid.run_experiment` and `tuning.tune` call them): seeds,
+methods, task and epoch counts, the open choices about Omega (`importance.OMEGA_OPTIONS`), the gamma controls of
+MetaCL-lambda (claim 7 of the book) and the model's options; each bad value raises `UsageError` naming it."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Sequence
+
+from ..data.specs import BenchmarkSpec, get_spec
+from ..errors import UsageError
+from ..importance import OMEGA_OPTIONS
+from ..training import METHODS, TrainConfig
+
+#: The largest seed plus one (torch.manual_seed and torch.Generator take seeds below 2^64; numpy's below 2^128).
+MAX_SEED = 2 ** 63
+
+#: The gamma controls of MetaCL-lambda (claim 7 of the book): gamma set to the beta tuned for the same regulariser's
+#: MetaCL-beta ("beta": the same strength, plus the projection onto <g_x, g2> >= 0), or gamma = 0 ("0": the pure
+#: projection, no fixed penalty at all).
+GAMMA_CONTROLS = ("beta", "0")
+
+
+def check_gamma_control(gamma: Optional[str], methods: Sequence[str]) -> None:
+    if gamma is None:
+        return
+    if gamma not in GAMMA_CONTROLS:
+        raise UsageError(f"--gamma {gamma!r}: choose beta (gamma = the MetaCL-beta counterpart's beta) or 0")
+    bad = [m for m in methods if not m.endswith("-metacl-lambda")]
+    if bad:
+        raise UsageError(f"--gamma {gamma} applies to MetaCL-lambda methods only, not {', '.join(bad)}; e.g. "
+                         f"--methods mas-metacl-lambda,pi-metacl-lambda,ewc-metacl-lambda")
+
+
+def _distinct(items: Sequence, what: str, check: Callable) -> list:
+    """`items` after `check(item)` on each, refusing an empty list and any item given twice."""
+    out = []
+    for x in items:
+        check(x)
+        if x in out:
+            raise UsageError(f"{what} {x!r} is given twice")
+        out.append(x)
+    return out
+
+
+def check_seeds(seeds: Sequence) -> list[int]:
+    """Seeds: a non-empty list of distinct integers 0 <= s < 2^63 (torch's generators take no larger seed)."""
+    def check(s):
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise UsageError(f"seed {s!r} is not a non-negative integer")
+        if s >= MAX_SEED:
+            raise UsageError(f"seed {s} is too large: seeds go up to 2^63 - 1 ({MAX_SEED - 1})")
+
+    out = _distinct(seeds, "seed", check)
+    if not out:
+        raise UsageError("no seeds given; need at least one")
+    return out
+
+
+def check_methods(methods: Optional[Sequence[str]], allowed: Optional[Sequence[str]] = None) -> list[str]:
+    """Methods: None means all (of `allowed`, default the eleven); otherwise a non-empty list of distinct names."""
+    if methods is None:
+        return list(allowed or METHODS)
+
+    def check(m):
+        if m not in METHODS:
+            raise UsageError(f"unknown method {m!r}; choose from: {', '.join(METHODS)}")
+        if allowed is not None and m not in allowed:
+            raise UsageError(f"method {m!r} is not allowed here; choose from {', '.join(allowed)}")
+
+    out = _distinct(methods, "method", check)
+    if not out:
+        raise UsageError("the list of methods is empty; leave it out to run all eleven")
+    return out
+
+
+def check_n_tasks(benchmark: str | BenchmarkSpec, n_tasks: Optional[int]) -> int:
+    spec = get_spec(benchmark)
+    n = spec.n_tasks if n_tasks is None else n_tasks
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise UsageError(f"n_tasks={n_tasks!r}: a stream needs at least 2 tasks (backward transfer compares a task "
+                         f"before and after the next ones)")
+    if n > spec.max_tasks:
+        raise UsageError(f"n_tasks={n}: {spec.title} has at most {spec.max_tasks} tasks")
+    return n
+
+
+def check_epochs(epochs: Optional[int]) -> None:
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs <= 0):
+        raise UsageError(f"epochs={epochs!r} must be a positive integer")
+
+
+#: The open choices a run may set (`TrainConfig` fields; see importance.accumulate_importance).
+OPTIONS = OMEGA_OPTIONS
+
+
+def check_options(options: Optional[dict]) -> dict:
+    """Only the open-choice fields of TrainConfig, with values TrainConfig accepts."""
+    options = dict(options or {})
+    bad = sorted(set(options) - set(OPTIONS))
+    if bad:
+        raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OPTIONS)}")
+    if "pi_xi" in options and not (isinstance(options["pi_xi"], (int, float)) and not isinstance(options["pi_xi"], bool)
+                                   and math.isfinite(options["pi_xi"]) and options["pi_xi"] > 0):
+        raise UsageError(f"pi_xi={options['pi_xi']!r} must be a finite positive number (a results file holds no inf)")
+    TrainConfig(**options)  # raises UsageError for a value that is not a choice
+    return options
+
+
+def option_values(train: dict) -> dict:
+    """The open-choice fields of a TrainConfig dict (defaults filled in)."""
+    full = {**TrainConfig().to_dict(), **train}
+    return {k: full[k] for k in OPTIONS}
+
+
+def effective_options(config: dict, method: str) -> dict:
+    """The open choices a results file's `method` trained with: config["method_options"][method] (files since the
+    choices are decided per regulariser), else the file-wide config["train"] (older files)."""
+    per = config.get("method_options", {})
+    return dict(per[method]) if method in per else option_values(config.get("train", {}))
+
+
+def model_options(benchmark: str | BenchmarkSpec, weights: Optional[str] = None, random_init: bool = False) -> dict:
+    """Model options recorded in the config; for ResNet-18 (CUB), checks now (before any work) that the weights are
+    there."""
+    if get_spec(benchmark).model != "resnet18":
+        if weights or random_init:
+            raise UsageError("the weights and random-init options apply to the ResNet-18 (cub) benchmark only")
+        return {}
+    if random_init:
+        return {"weights": None, "random_init": True}
+    from ..models import find_resnet18_weights
+
+    return {"weights": str(find_resnet18_weights(weights)), "random_init": False}

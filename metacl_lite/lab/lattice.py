@@ -1,0 +1,127 @@
+"""The half-decade lattice of the beta/gamma grids (…, 0.1, 0.3, 1, 3, 10, …; `tuning.PROTOCOL`): the grids searched,
+the value chosen and whether it lies on an edge, the half-decades that extend a grid beyond that edge, and the windows
+of a search centred on a value tuned at another K (`tune --around`). Numbers only; `tuning` runs the units."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..errors import UsageError
+
+
+#: The grids searched (the same decades for every regulariser; gamma also tries 0).
+def half_decades(lo: float, hi: float) -> tuple[float, ...]:
+    """1, 3, 10, 30, ... between lo and hi (both powers of ten): the half-decade grid (…, 0.1, 0.3, 1, 3, 10, …)."""
+    out, e = [], round(math.log10(lo))
+    while 10.0 ** e <= hi * 1.0001:
+        out += [float(f"1e{e}"), float(f"3e{e}")]
+        e += 1
+    return tuple(v for v in out if v <= hi * 1.0001)
+
+
+BETA_GRID = half_decades(1e-2, 1e4)
+GAMMA_GRID = (0.0,) + BETA_GRID
+#: How far `tune` extends a grid whose best value lies on an edge (half-decades beyond it, at most).
+MAX_EXTENSION = 6
+#: Half-decades searched on each side of the centre by a windowed search (`tune(around=K')`).
+WINDOW = 2
+
+
+def check_grid(name: str, values: Sequence[float]) -> list[float]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise UsageError(f"{name}: {v!r} is not a finite number >= 0")
+        if float(v) in out:
+            raise UsageError(f"{name}: {v!r} is given twice")
+        out.append(float(v))
+    if not out:
+        raise UsageError(f"{name} is empty")
+    return sorted(out)
+
+
+def half_decade_index(v: float) -> int:
+    """The position of v on the half-decade lattice (..., 0.1 -> -2, 0.3 -> -1, 1 -> 0, 3 -> 1, 10 -> 2, ...)."""
+    e = math.floor(math.log10(v) + 1e-9)
+    mant = v / 10 ** e
+    for r, m in ((0, 1.0), (1, 3.0)):
+        if abs(mant - m) < 1e-6:
+            return 2 * e + r
+    raise UsageError(f"{v:g} is not on the half-decade grid (1, 3, 10, 30, ... times a power of ten)")
+
+
+def half_decade(i: int) -> float:
+    """The lattice value at position i (`half_decade_index`'s inverse), written as the grids write it (3e-2 = 0.03)."""
+    e, r = divmod(i, 2)
+    return float(f"{3 if r else 1}e{e}")
+
+
+def window_grid(centre: float, param: str, half_decades: int = WINDOW) -> list[float]:
+    """A windowed search's grid: the half-decade values within `half_decades` steps of `centre` on either side; a
+    gamma grid also holds 0 (the pure projection), and a gamma centred on 0 searches 0 and the `half_decades` + 1
+    smallest values of GAMMA_GRID."""
+    if centre == 0:
+        if param != "gamma":
+            raise UsageError("a beta of 0 cannot centre a windowed search (it is not a penalty); search the full grid")
+        return [0.0] + [v for v in GAMMA_GRID if v > 0][: half_decades + 1]
+    i = half_decade_index(centre)
+    values = [half_decade(j) for j in range(i - half_decades, i + half_decades + 1)]
+    return ([0.0] if param == "gamma" else []) + values
+
+
+def windowed_choice(full: dict, centre: float, half_decades: int = WINDOW) -> Optional[float]:
+    """What a windowed search centred on `centre` would choose, replayed on a complete full-grid search of the same
+    protocol (`grid_of`'s entry of one method): the window, extended as `tune` extends it, scored by the same units.
+    None when the replay needs a value the full grid did not search. This is the evidence that a windowed search finds
+    the full grid's choice (`tune(around=...)`)."""
+    known = dict(zip(full["values"], full["mean_val_acc"]))
+    base = window_grid(centre, full["param"], half_decades)
+    values = sorted(base)
+    while True:
+        if any(v not in known for v in values):
+            return None
+        g = {"values": values, "mean_val_acc": [known[v] for v in values]}
+        more = extension(g, base)
+        if not more:
+            return choose(g)["value"]
+        values = sorted(set(values) | set(more))
+
+
+def choose(g: dict) -> dict:
+    """The value with the best mean validation ACC (ties: the smaller value, np.argmax takes the first), and whether
+    it lies on an edge of the searched range: the largest value, or the smallest positive one. gamma = 0 (the pure
+    projection of Eq. 5) is a natural lower bound, not an edge, when it is itself the best; when the smallest
+    positive gamma is best, the half-decades between it and 0 were not searched, so it is an edge."""
+    best = int(np.argmax(g["mean_val_acc"]))
+    v, values = g["values"][best], g["values"]
+    lowest_positive = min((x for x in values if x > 0), default=None)
+    return {"value": v, "at_edge": (v > 0 and v == lowest_positive) or best == len(values) - 1}
+
+
+def _step(v: float, up: bool) -> float:
+    """The next half-decade value above (or below) v (1 -> 3 -> 10 -> 30 ...)."""
+    e = math.floor(math.log10(v) + 1e-9)
+    mant = v / 10 ** e
+    if up:
+        return float(f"3e{e}") if mant < 2 else float(f"1e{e + 1}")
+    return float(f"1e{e}") if mant > 2 else float(f"3e{e - 1}")
+
+
+def extension(g: dict, base: Sequence[float]) -> list[float]:
+    """Two more half-decades beyond the edge where the best value lies (none when it is interior, or when the grid
+    was already extended MAX_EXTENSION half-decades beyond the protocol's grid on that side)."""
+    c = choose(g)
+    if not c["at_edge"]:
+        return []
+    v, up = c["value"], c["value"] == g["values"][-1]
+    positive = [b for b in base if b > 0]
+    limit = max(positive) if up else min(positive)
+    steps, x = 0, limit
+    while x != v and steps <= MAX_EXTENSION:
+        x, steps = _step(x, up), steps + 1
+    if steps >= MAX_EXTENSION:
+        return []
+    new = [_step(v, up)]
+    return new + [_step(new[0], up)]

@@ -1,0 +1,124 @@
+"""The maintainers' commands (`python -m metacl_lite.tools`, parsed in `__init__`): each returns an exit status;
+a user's error raises `UserError` (exit 2, one line, no traceback)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any, Callable
+
+from ..cli import _plan, _where
+from ..data.datafiles import REPO_ROOT
+from ..data.specs import get_spec
+from ..errors import UserError
+
+
+def _where_cmd(a) -> int:
+    """Where the units of `run`/`tune`/`choices` with these options would train (`executors.locate`: on a Ray
+    cluster, its GPUs), and how many share a GPU, on stdout; `--need-gpu WHO`: exit 2 (before anything else, as the
+    make targets use it) where that is the CPU."""
+    from ..accel.device import cpu_name, describe, kind
+    from ..errors import UsageError
+    from ..lab.executors import locate
+
+    spec = get_spec(a.benchmark)
+    choice = a.device or spec.device
+
+    def check(where: Callable[[], Any]) -> Any:
+        try:
+            return where()
+        except UsageError as e:  # a device that is not there
+            raise UsageError(f"{a.need_gpu} needs a CUDA GPU: {e}") if a.need_gpu else e from None
+
+    if a.executor != "ray":
+        check(lambda: _where(a))  # before the plan, which sizes itself by the GPU
+    plan = _plan(a)  # an executor that cannot start is its own error, not a missing GPU
+    loc = check(lambda: locate(plan, choice, spec.name))
+    if a.need_gpu and kind(loc.device) != "cuda":
+        raise UsageError(
+            f"{a.need_gpu} needs a CUDA GPU, and --device {choice} trains on the CPU ("
+            + ("you chose it" if a.device == "cpu" else f"{spec.title}'s default" if choice == "cpu"
+               else "the Ray cluster has no live node with a GPU" if a.executor == "ray"
+               else "no CUDA GPU is usable here")
+            + (f"; {spec.title}'s grids take days on the CPU" if spec.device == "auto" else "")  # CIFAR-100, CUB
+            + "): run it where a GPU is, or train on the CPU anyway with --device cpu (make: DEVICE=cpu)")
+    gpu = kind(loc.device) == "cuda"
+    place = loc.text or (describe(loc.device) if gpu else f"{cpu_name()}, {os.cpu_count()} cores")
+    print(f"{spec.name}: units train on {loc.device}, {place}; "
+          + ((f"each unit asks Ray for {plan.gpu_share:.4g} of a GPU" if gpu else "each unit asks Ray for one CPU")
+             if a.executor == "ray" else
+             f"{plan.workers} worker process(es)" + (f" sharing {loc.device}" if gpu
+                                                     else f", {plan.threads} thread(s) each")))
+    return 0
+
+
+def _pages(a) -> int:
+    # report.pages.write_pages once the pages module lands (issue 29): this import is the only place to change
+    from ..report.notebooks import write_variants as write_pages
+
+    stale = write_pages(check=a.check)
+    for p in stale:
+        print(("stale: " if a.check else "wrote ") + str(p))
+    return 1 if a.check and stale else 0
+
+
+def _readme(a) -> int:
+    from ..report.readme import update_readme
+
+    stale = update_readme(check=a.check)
+    if a.check and stale:
+        print("README.md tables are out of date; run `python -m metacl_lite.tools readme`", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _bench(a) -> int:
+    from ..lab.bench import bench_gpu, bench_multihead, bench_pmnist
+
+    if a.device not in (None, "cpu"):
+        for flag, given in (("--epochs", a.epochs), ("--n-tasks", a.n_tasks), ("--skip-grid", a.skip_grid),
+                            ("--grids", a.grids is not None), ("--no-baseline", a.no_baseline),
+                            ("--K", a.K is not None), ("--skip-methods", a.skip_methods)):
+            if given:  # each is a CPU-bench option; the GPU bench would ignore it
+                raise UserError(f"{flag} does not apply with --device {a.device} (the GPU bench times the whole grid "
+                                f"of --suite at its paper K, at full size); drop it")
+        bench_gpu(a.suite, a.device, seeds=a.grid_seeds or 5,
+                  measured_seeds=a.measured_seeds, workers=a.workers, methods=a.methods, compile=a.compile,
+                  out=a.out, precision=a.precision)
+        return 0
+    for flag, given in (("--workers", a.workers), ("--measured-seeds", a.measured_seeds),
+                        ("--precision", a.precision != "float32")):
+        if given:
+            raise UserError(f"{flag} applies to bench --device cuda only; drop it")
+    if a.suite == "pmnist":
+        for flag, given in (("--epochs", a.epochs), ("--n-tasks", a.n_tasks)):
+            if given:  # the Table 1 grid is timed at full size on the CPU too
+                raise UserError(f"{flag} applies to --suite cifar100/cub only (--suite pmnist times full runs); "
+                                f"drop it")
+        return bench_pmnist(a.K or 20, a.methods, skip_grid=a.skip_grid, grids=a.grids or [20],
+                            grid_seeds=a.grid_seeds or 3,
+                            baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods, out=a.out)
+    for flag, given in (("--skip-methods", a.skip_methods), ("--compile", a.compile != "off")):
+        if given:
+            raise UserError(f"{flag} applies to --suite pmnist only (the {a.suite} suite times synthetic tensors "
+                            f"per method); drop it")
+    for flag, given in (("--K", a.K is not None), ("--grids", a.grids is not None), ("--grid-seeds", a.grid_seeds),
+                        ("--skip-grid", a.skip_grid), ("--no-baseline", a.no_baseline)):
+        if given:  # the multi-head CPU bench would ignore each
+            raise UserError(f"{flag} does not apply to bench --suite {a.suite} on the CPU (it times each method on "
+                            f"synthetic tensors); drop it")
+    return bench_multihead(a.suite, a.epochs, a.n_tasks, a.methods, out=a.out)
+
+
+def _script(name: str) -> Callable[[Any], int]:
+    """A subcommand that runs data_scripts/`name` in this interpreter with the options that follow it."""
+    def run(a) -> int:
+        path = REPO_ROOT / "data_scripts" / name
+        if not path.exists():
+            raise UserError(f"{path} is not here: the checks run from a checkout of the repository")
+        return subprocess.call([sys.executable, str(path), *a.args], cwd=REPO_ROOT)
+    return run
+
+
+COMMANDS = {"where": _where_cmd, "pages": _pages, "readme": _readme, "bench": _bench,
+            "gpu-check": _script("gpu_check.py"), "browser-check": _script("check_book_browser.py")}
