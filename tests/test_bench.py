@@ -38,7 +38,8 @@ def test_summary_of_side_by_side_grids():
     g = f["grids"].loc[20]
     assert (g.seeds, g.runs, g.references, g.oracle, g.new_min, g.x_bound, g.legacy_min, g.speedup) == \
         (3, 33, 60, 3, 4.95, 1.2, 9.9, 2.0)
-    assert (f["command"], f["commit"], f["device"]) == ("python -m metacl_lite bench --K 20", "0123456789",
+    # a file made before the tools moved out of the users' CLI: its command as it runs today
+    assert (f["command"], f["commit"], f["device"]) == ("python -m metacl_lite.tools bench --K 20", "0123456789",
                                                         "cpu: X (2 cores)")
 
 
@@ -61,7 +62,7 @@ def test_grids_only_and_compiled_today_path_are_wired_and_recorded(monkeypatch, 
 
     b = json.loads((tmp_path / "results" / "bench-pmnist-K500.json").read_text())
     assert b["per_method"] == [] and b["compile"] == "auto" and b["grids"][0]["speedup"] == 2.0
-    assert b["provenance"]["command"] == ("python -m metacl_lite bench --K 500 --grids 500 --grid-seeds 1 "
+    assert b["provenance"]["command"] == ("python -m metacl_lite.tools bench --K 500 --grids 500 --grid-seeds 1 "
                                           "--compile auto --skip-methods")
     f = cpu_bench(b)
     assert f["methods"].empty and f["compile"] == "auto"

@@ -288,7 +288,7 @@ def test_a_partial_multihead_bench_keeps_the_committed_figures_and_writes_where_
                  str(out)]) == 0
     doc = json.loads(out.read_text())
     assert [r["method"] for r in doc["per_method"]] == ["finetune"] and committed.read_bytes() == before
-    assert doc["provenance"]["command"] == ("python -m metacl_lite bench --suite cub --epochs 1 --n-tasks 1 "
+    assert doc["provenance"]["command"] == ("python -m metacl_lite.tools bench --suite cub --epochs 1 --n-tasks 1 "
                                             f"--methods finetune --out {out}")
 
 
@@ -316,9 +316,9 @@ def test_the_tools_exit_2_without_a_traceback_on_a_users_error(capsys, monkeypat
 
 
 def test_the_pages_tool_calls_the_page_writer_with_check(monkeypatch, capsys, tmp_path):
-    from metacl_lite.report import notebooks
+    from metacl_lite.report import pages
 
     seen = []
-    monkeypatch.setattr(notebooks, "write_variants", lambda check: seen.append(check) or [tmp_path / "p.md"])
+    monkeypatch.setattr(pages, "write_pages", lambda check: seen.append(check) or [tmp_path / "p.md"])
     assert tools_main(["pages", "--check"]) == 1 and seen == [True]
     assert tools_main(["pages"]) == 0 and seen == [True, False]

@@ -16,6 +16,7 @@ from metacl_lite.cli import main
 from metacl_lite.errors import ConfigMismatch, UsageError
 from metacl_lite.lab import grid as G
 from metacl_lite.lab import provenance
+from metacl_lite.tools import main as tools_main
 
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 
@@ -34,9 +35,9 @@ def test_cuda_without_a_gpu_exits_2_before_any_work(no_gpu, hparams_file, fake_u
                  "--seeds", "1", "--out", str(out), "--no-progress"]) == 2
     assert "--device cuda: no CUDA GPU is usable here" in capsys.readouterr().err
     assert fake_units == [] and not out.exists()
-    for argv in (["tune", "--benchmark", "pmnist", "--K", "5", "--device", "cuda", "--out", str(out)],
-                 ["bench", "--suite", "cifar100", "--device", "cuda"]):
-        assert main(argv) == 2 and not out.exists()
+    assert main(["tune", "--benchmark", "pmnist", "--K", "5", "--device", "cuda", "--out", str(out)]) == 2
+    assert tools_main(["bench", "--suite", "cifar100", "--device", "cuda", "--out", str(out)]) == 2
+    assert not out.exists()
 
 
 def test_auto_resolves_and_is_recorded_and_the_default_is_the_benchmarks(no_gpu, hparams_file, fake_units, tmp_path):
@@ -262,7 +263,7 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
     default = bench.REPO_ROOT / "results" / "bench-cifar100-cuda.json"
     before = default.read_bytes()
     out = tmp_path / "bench-cifar100-cuda-compile-on.json"
-    assert main(["bench", "--suite", "cifar100", "--device", "cuda", "--compile", "on", "--grid-seeds", "2",
+    assert tools_main(["bench", "--suite", "cifar100", "--device", "cuda", "--compile", "on", "--grid-seeds", "2",
                  "--measured-seeds", "1", "--methods", "finetune,metacl", "--workers", "1", "--out", str(out)]) == 0
     assert default.read_bytes() == before
     doc = json.loads(out.read_text())
@@ -270,7 +271,7 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
     assert doc["compile"] == "on" and doc["complete"] and doc["grid_s"] == 2 * doc["wall_s_measured"]
     assert [u["peak_gpu_mb"] for u in doc["units"]] == [900.0] * 4  # each unit's measured peak, kept
     assert doc["provenance"]["command"] == (
-        "python -m metacl_lite bench --suite cifar100 --device cuda --grid-seeds 2 --measured-seeds 1 --workers 1 "
+        "python -m metacl_lite.tools bench --suite cifar100 --device cuda --grid-seeds 2 --measured-seeds 1 --workers 1 "
         f"--compile on --methods finetune,metacl --out {out}")
     assert doc["provenance"]["device"] == "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)"
 

@@ -335,21 +335,19 @@ def _bench(n_methods: int, reduced=True, device="cpu", suite="cub") -> dict:
                            "device": "cpu: Z (2 cores)"}}
 
 
-def test_bench_estimate_scales_to_the_seeds_and_says_what_it_is():
+def test_bench_estimate_scales_to_the_seeds():
     est = Ti.bench_estimate(_bench(4), seeds=5)
     assert est["mean_run_s"] == pytest.approx(600.0 * (1 + 2 + 3 + 4) / 4)
     assert est["grid_s"] == pytest.approx(5 * 600.0 * 10)  # 5 seeds x the four runs
-    text = Ti.bench_markdown(est, 5)
-    assert "a rough linear extrapolation from a reduced run" in text and "on the CPU" in text
-    assert "the 4 method(s) it timed × 5 seeds at about 8 h" in text
-    assert "the paper's table has 11 methods, so the whole grid takes about 2.8 times that" in text
-    assert "These are CPU numbers; `python -m metacl_lite bench --suite cub --device cuda` times the whole grid on a " \
-           "GPU." in text and str(REPO_ROOT) not in text
-    assert "up to K/" not in text  # CUB: the paper has only K = 10, the bench's K
-    cifar = Ti.bench_markdown(Ti.bench_estimate(_bench(11, suite="cifar100"), 3), 3)
-    assert "times that" not in cifar and "up to K/20 times as long" in cifar
-    gpu = Ti.bench_markdown(Ti.bench_estimate(_bench(11, reduced=False, device="cuda"), 3), 3)
-    assert "measured on cuda" in gpu and "extrapolation" not in gpu and "No GPU figure" not in gpu
+    assert (est["reduced"], est["cpu"], est["n_methods"], est["n_table_methods"]) == (True, True, 4, 11)
+    assert est["methods"] == list(METHODS)[:4] and (est["K"], est["max_paper_K"]) == (10, 10)  # CUB: only K = 10
+    # no local path, and the command as it runs today (the file was made before the tools left the users' CLI)
+    assert est["command"] == "python -m metacl_lite.tools bench --suite cub --out results/b.json"
+    cifar = Ti.bench_estimate(_bench(11, suite="cifar100"), 3)
+    assert (cifar["n_methods"], cifar["K"], cifar["max_paper_K"]) == (11, 20, 500)
+    gpu = Ti.bench_estimate(_bench(11, reduced=False, device="cuda"), 3)
+    assert (gpu["reduced"], gpu["cpu"], gpu["device"]) == (False, False, "cuda")
+    assert gpu["grid_s"] == pytest.approx(3 * 600.0 * sum(range(1, 12)))
 
 
 def test_setting_commands_fetch_tune_and_run_each_paper_K():
@@ -360,10 +358,11 @@ def test_setting_commands_fetch_tune_and_run_each_paper_K():
                                                  "python -m metacl_lite run --benchmark cub --K 10 --seeds 3"]
 
 
-def test_timings_markdown():
-    """Every page of the current table of contents has a row, in its order: a page the file lacks is "not in the book
-    then", the excluded pages share one row, an overlapping run says so; the figures are durations as a reader reads
-    them and the text says where they come from."""
+def test_timings_table():
+    """Every page of `pages` has a row, in its order: a page the file lacks is "absent", the excluded pages share one
+    row, an overlapping run is counted; the figures above the table come from the provenance."""
+    import math
+
     doc = {"pages": [{"page": "chapters/01_problem", "execution_s": 90.0, "status": "cached",
                       "executed": "2026-01-01T10:01:30"},
                      {"page": "running", "execution_s": None, "status": "force (executed on every build; not cached)"},
@@ -378,23 +377,20 @@ def test_timings_markdown():
                           "note": "x"}}
     pages = ["chapters/01_problem", "reproduce/benchmark", "reproduce/pmnist-K1", "assignments/a1", "assignments/a2",
              "running"]
-    text = Ti.timings_markdown(doc, pages)
-    assert "on cpu: Q, at commit `0123456789`, read from its execution cache by " \
-           "`python data_scripts/book_timings.py --out results/t.json` on 2026-01-01" in text
-    assert "The 2 timed pages took 25 min together; 2 executed page(s) have no figure." in text
-    assert "Conditions of the build, as recorded: x" in text and "--note" not in text
-    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Page")]
-    assert rows == ["| {doc}`/chapters/01_problem` | 90.0 s |  |", "| {doc}`/reproduce/benchmark` | 23.5 min |  |",
-                    "| {doc}`/reproduce/pmnist-K1` | – | not timed: not in the book then |",
-                    "| `assignments/*` | – | 2 page(s), not executed |",
-                    "| {doc}`/running` | – | runs on every build: see the table at the end |"]
-    assert "overlapped" not in text
+    t = Ti.timings_table(doc, pages)
+    assert t.attrs == {"device": "cpu: Q", "commit": "0123456789", "command":
+                       "python data_scripts/book_timings.py --out results/t.json", "date": "2026-01-01",
+                       "n_timed": 2, "total_s": 1500.0, "untimed": 2, "n_overlapped": 0, "note": "x"}
+    assert list(t.index) == ["chapters/01_problem", "reproduce/benchmark", "reproduce/pmnist-K1", "assignments/*",
+                             "running"]
+    assert t["execution_s"].tolist()[:2] == [90.0, 1410.0] and math.isnan(t.loc["reproduce/pmnist-K1", "execution_s"])
+    assert t["status"].tolist() == ["cached", "cached", "absent", "not executed",
+                                    "force (executed on every build; not cached)"]
+    assert t["excluded"].tolist() == [0, 0, 0, 2, 0] and t["overlapped"].tolist() == [0, 0, 0, 0, 0]
     # the benchmark page's run (10:01:30 to 10:25:00) began before the first chapter's ended: two builds at once
     doc["pages"][0]["executed"] = "2026-01-01T10:03:00"
-    text = Ti.timings_markdown(doc, pages)
-    assert "| {doc}`/chapters/01_problem` | 90.0 s | overlapped 1 other run(s) |" in text
-    assert "| {doc}`/reproduce/benchmark` | 23.5 min | overlapped 1 other run(s) |" in text
-    assert "the runs of 2 pages overlapped other pages' runs" in text
+    t = Ti.timings_table(doc, pages)
+    assert t["overlapped"].tolist() == [1, 1, 0, 0, 0] and t.attrs["n_overlapped"] == 2
     assert Ti.overlapping_runs(doc["pages"]) == {"chapters/01_problem": ["reproduce/benchmark"],
                                                  "reproduce/benchmark": ["chapters/01_problem"]}
 
@@ -407,9 +403,9 @@ def test_timings_cover_every_page_of_the_book_with_code():
     pages = Ti.code_pages(REPO_ROOT / "book")
     assert {"chapters/03_dynamic_balance", "reproduce/pmnist-K1", "reproduce/pmnist-K5", "reproduce/pmnist-K10",
             "running", "intro"} <= set(pages)  # the intro computes its findings
-    text = Ti.timings_markdown(json.loads((REPO_ROOT / "results" / "book-timings.json").read_text()), pages)
+    t = Ti.timings_table(json.loads((REPO_ROOT / "results" / "book-timings.json").read_text()), pages)
     for page in pages:
-        assert f"| {{doc}}`/{page}` |" in text or page.startswith("assignments/"), page
+        assert page in t.index or page.startswith("assignments/"), page
 
 
 def test_page_stamp_follows_the_results_file(tmp_path):

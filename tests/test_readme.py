@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from metacl_lite.report import claims, readme as R
+from metacl_lite.report import claims, evidence, readme as R
 from metacl_lite.data.datafiles import REPO_ROOT
 
 #: Hand-made records of the shape `claims.headline` gives (issue 29).
@@ -31,6 +31,20 @@ def test_the_claims_cells_give_the_verdict_the_pair_and_the_signed_mean_with_its
     assert table[-1].endswith("| 50 | – |")  # a claim whose test did not run: no number
 
 
+def test_the_tests_name_gives_the_control_and_the_measure_in_full():
+    """A record with its test's name ("a − b, measure"): a control's γ stays beside its method, the measure is said
+    in full (a label with a comma in it is not cut), and a test over several K says so."""
+    recs = [{**RECORDS[0], "test": "MetaCL, w/o reg − Fine tune, ACC"},
+            {**RECORDS[2], "mean": -12.77, "test": "EWC-MetaCL-λ (γ = 0) − EWC-MetaCL-β, ACC"},
+            {**RECORDS[0], "K": None, "a": "mas-metacl-lambda", "b": "mas", "mean": 0.96,
+             "test": "MAS-MetaCL-λ − MAS, ACC: K 20, 50 minus K 200, 500"}]
+    cells = R.headline_cells(recs)
+    assert [(c["difference"], c["metric"], c["K"], c["mean"]) for c in cells] == [
+        ("MetaCL, w/o reg − Fine tune", "ACC", 20, "-0.4 pts"),
+        ("EWC-MetaCL-λ (γ = 0) − EWC-MetaCL-β", "ACC", 50, "-12.8 pts"),
+        ("MAS-MetaCL-λ − MAS", "ACC: K 20, 50 minus K 200, 500", "across K", "+1.0 pts")]
+
+
 def test_a_record_without_a_field_of_the_headline_shape_is_refused():
     with pytest.raises(ValueError, match=r"lacks \['mean'\]"):
         R.headline_cells([{k: v for k, v in RECORDS[0].items() if k != "mean"}])
@@ -48,21 +62,15 @@ def _readme(tmp_path, body="old\n"):
 
 def test_the_claims_block_is_rendered_from_the_headline_and_check_finds_it_stale(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(claims, "load_evidence", lambda b: seen.append(b) or "EV", raising=True)
+    monkeypatch.setattr(evidence, "load_evidence", lambda b: seen.append(b) or "EV", raising=True)
     monkeypatch.setattr(claims, "verdict_rows", lambda ev: [ev], raising=True)
-    monkeypatch.setattr(claims, "headline", lambda rows: RECORDS if rows == ["EV"] else [], raising=False)
+    monkeypatch.setattr(claims, "headline", lambda rows: RECORDS if rows == ["EV"] else [], raising=True)
     path = _readme(tmp_path)
     assert R.update_readme(path, check=True) and "old" in path.read_text()  # check: nothing written
     assert R.update_readme(path) and seen == ["pmnist", "pmnist"]
     body = path.read_text().split("<!-- BEGIN claims pmnist -->\n")[1].split("<!-- END claims -->")[0]
     assert body == R.markdown_table(R.headline_cells(RECORDS), R.HEADLINE_COLUMNS) + "\n"
     assert not R.update_readme(path, check=True)  # up to date now
-
-
-def test_without_claims_headline_the_block_keeps_its_body(tmp_path, monkeypatch):
-    monkeypatch.delattr(claims, "headline", raising=False)
-    path = _readme(tmp_path, "a stand-in\n")
-    assert not R.update_readme(path) and "a stand-in" in path.read_text()
 
 
 def test_a_stale_table_is_found_and_a_missing_file_gives_the_commands_that_make_it(tmp_path):

@@ -69,22 +69,15 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
     res["provenance"] = {"command": f"python -m metacl_lite run --out {tmp_path}/results/x.json"}
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "x.json").write_text(json.dumps(res))
-    bench = {"suite": "cub", "device": "cpu", "epochs": 1, "n_tasks": 1, "reduced": True, "grid_s_estimate": 3600.0,
-             "per_method": [{"method": "finetune", "wall_s": 1.0, "full_run_s_estimate": 600.0, "extrapolated": True}],
-             "provenance": {"command": f"python -m metacl_lite bench --suite cub --out {tmp_path}/results/b.json",
-                            "device": "cpu: X", "git_commit": "abc"}}
-    (tmp_path / "results" / "b.json").write_text(json.dumps(bench))
     readme = tmp_path / "README.md"
-    stale = ("<!-- BEGIN table results/x.json -->\nold\n<!-- END table -->\n"
-             "<!-- BEGIN bench results/b.json -->\nold\n<!-- END bench -->\n")
+    stale = "<!-- BEGIN table results/x.json -->\nold\n<!-- END table -->\n"
     readme.write_text(stale)
     monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
     monkeypatch.setattr("metacl_lite.report.commands.REPO_ROOT", tmp_path)
     assert reports.update_readme(readme, check=True) and readme.read_text() == stale
     assert reports.update_readme(readme)
     text = readme.read_text()
-    assert "| PI-MetaCL-λ | 2 |" in text
-    assert "Measured by `python -m metacl_lite bench --suite cub --out results/b.json`" in text
+    assert "| PI-MetaCL-λ | 2 |" in text and "old" not in text
     assert str(tmp_path) not in text
     assert not reports.update_readme(readme, check=True)
 
@@ -97,8 +90,7 @@ def test_a_block_of_a_results_file_not_made_yet_says_how_to_make_it(tmp_path, mo
     readme.write_text("<!-- BEGIN table results/pmnist-K5.json -->\nold\n<!-- END table -->\n")
     monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
     assert reports.update_readme(readme)
-    assert readme.read_text() == ("<!-- BEGIN table results/pmnist-K5.json -->\nNo results file yet "
-                                  "(`results/pmnist-K5.json`); these commands make it:\n\n```bash\n"
+    assert readme.read_text() == ("<!-- BEGIN table results/pmnist-K5.json -->\n```bash\n"
                                   "python -m metacl_lite tune --benchmark pmnist --K 5\n"
                                   "python -m metacl_lite run --benchmark pmnist --K 5 --seeds 5\n```\n<!-- END table -->\n")
     for name in ("pmnsit-K5.json", "notes.json"):  # a typo is an error, not a file to come
@@ -128,47 +120,28 @@ def test_a_method_without_any_finished_seed_still_gets_a_row():
     assert rows["mas"]["Seeds"] == "0 of 1 (incomplete)" and rows["mas"]["ACC ours"] == "–"
 
 
-def test_an_elapsed_block_gives_each_runs_start_to_last_unit(tmp_path, monkeypatch):
-    """`<!-- BEGIN elapsed results/X.json -->`: the time a file took, from its provenance (invocations that computed
-    nothing do not count)."""
-    import json
-
-    from metacl_lite.report import readme as reports
+def test_elapsed_gives_each_runs_start_to_last_unit():
+    """`timings.elapsed`: the time a file took, from its provenance (invocations that computed nothing do not
+    count), as numbers."""
+    from metacl_lite.report import timings as Ti
 
     inv = {"device": "cpu: X", "git_commit": "0123456789abcdef"}
     doc = {"provenance": {"invocations": [
         {**inv, "started": "2026-01-01T10:00:00+00:00", "finished": "2026-01-01T10:29:30+00:00",
          "units": ["units/a", "units/b", "units/c"], "wall_s": 3000.0},
         {**inv, "started": "2026-01-02T10:00:00+00:00", "units": [], "wall_s": 0.0}]}}
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "t.json").write_text(json.dumps(doc))
-    readme = tmp_path / "README.md"
-    readme.write_text("<!-- BEGIN elapsed results/t.json -->\nold\n<!-- END elapsed -->\n")
-    monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
-    assert reports.update_readme(readme)
-    assert readme.read_text() == (
-        "<!-- BEGIN elapsed results/t.json -->\n`results/t.json`: 3 units in 29.5 min from the start of its run to its "
-        "last unit (the units' own wall times add up to 50.0 min), on cpu: X, commit `0123456789`.\n"
-        "<!-- END elapsed -->\n")
+    assert Ti.elapsed(doc, "results/t.json") == {"file": "results/t.json", "units": 3, "span_min": 29.5, "runs": 1,
+                                                 "unit_min": 50.0, "device": "cpu: X", "commit": "0123456789"}
     doc["provenance"]["invocations"][1].update(finished="2026-01-02T10:01:00+00:00", units=["units/d"], wall_s=60.0)
-    (tmp_path / "results" / "t.json").write_text(json.dumps(doc))
-    assert reports.update_readme(readme) and "4 units in 30.5 min from the start of each of its 2 runs" in \
-        readme.read_text()
+    e = Ti.elapsed(doc, "results/t.json")
+    assert (e["units"], e["span_min"], e["runs"], e["unit_min"]) == (4, 30.5, 2, 51.0)
 
 
 @pytest.mark.parametrize("prov", [{"command": "x", "wall_s_total": 5.0, "device": "cpu"},  # schema 1: no invocations
                                   {"invocations": [{"units": [], "started": "2026-01-01T10:00:00+00:00"}]}])
-def test_an_elapsed_block_of_a_file_without_a_timed_run_is_a_clear_error(tmp_path, monkeypatch, prov):
-    import json
-
-    from metacl_lite.report import readme as reports
+def test_elapsed_of_a_file_without_a_timed_run_is_a_clear_error(prov):
     from metacl_lite.errors import FileFormatError
+    from metacl_lite.report import timings as Ti
 
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "t.json").write_text(json.dumps({"provenance": prov}))
-    readme = tmp_path / "README.md"
-    readme.write_text("<!-- BEGIN elapsed results/t.json -->\nold\n<!-- END elapsed -->\n")
-    monkeypatch.setattr(reports, "REPO_ROOT", tmp_path)
     with pytest.raises(FileFormatError, match="results/t.json: its provenance records no run"):
-        reports.update_readme(readme)
-    assert readme.read_text() == "<!-- BEGIN elapsed results/t.json -->\nold\n<!-- END elapsed -->\n"
+        Ti.elapsed({"provenance": prov}, "results/t.json")

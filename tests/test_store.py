@@ -79,7 +79,7 @@ def test_a_file_of_another_configuration_is_refused_and_kept(tmp_path):
 
 @pytest.mark.parametrize("content,needle", [
     ({"kind": "tuning", "grid": {}, "chosen": {}}, "is a tuning file (python -m metacl_lite tune), not a results file"),
-    ({"per_method": [], "gemm_gflops": 1.0}, "is a speed benchmark file (python -m metacl_lite bench), not a results file"),
+    ({"per_method": [], "gemm_gflops": 1.0}, "is a speed benchmark file (python -m metacl_lite.tools bench), not a results file"),
     ({}, "is an empty JSON object, not a results file"),
     ([1, 2], "is JSON of another shape (list), not a results file"),
 ])

@@ -1,7 +1,7 @@
 """Speed benchmark (not a test): wall time and peak memory of one full Permuted MNIST run per method and of the
 whole Table 1 grid, next to a lower bound from the floating-point work of the evaluation.
 
-    python -m metacl_lite bench [--K 20] [--methods a,b] [--skip-grid | --skip-methods] [--grids 20,500]
+    python -m metacl_lite.tools bench [--K 20] [--methods a,b] [--skip-grid | --skip-methods] [--grids 20,500]
                                 [--grid-seeds N] [--compile auto]
 
 Each measurement runs in its own process so that its peak resident memory (ru_maxrss) is its own. Results are
@@ -192,7 +192,7 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     grid = 3 * sum(r["full_run_s_estimate"] for r in rows)
     print(f"Table {'2' if suite == 'cifar100' else '3'} grid ({len(methods)} methods x 3 seeds, without references "
           f"and oracle): {'~' if reduced else ''}{grid / 3600:.1f} h")
-    cmd = f"python -m metacl_lite bench --suite {suite}"
+    cmd = f"python -m metacl_lite.tools bench --suite {suite}"
     cmd += f" --epochs {epochs} --n-tasks {n_tasks}" if reduced else ""
     cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"
     if out_file.resolve() != default_out.resolve():
@@ -250,7 +250,7 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
             row["speedup"] = row["legacy"]["wall_s"] / row["new"]["wall_s"]
             print(f"grid K={Kg}: {row['speedup']:.2f} x faster than the legacy path", flush=True)
         grid_rows.append(row)
-    cmd = f"python -m metacl_lite bench --K {K}"
+    cmd = f"python -m metacl_lite.tools bench --K {K}"
     if list(grids) != [20]:
         cmd += f" --grids {','.join(map(str, grids))}"
     if grid_seeds != 3:
@@ -370,7 +370,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     grid_s = wall * seeds / measured
     print(f"{suite}: grid of {measured} seed(s) x {len(methods)} methods + references + oracle in {wall:.1f} s on "
           f"{describe(where)} with {workers} workers; {seeds} seeds: {grid_s:.0f} s (target {target:.0f} s)")
-    cmd = f"python -m metacl_lite bench --suite {suite} --device cuda"
+    cmd = f"python -m metacl_lite.tools bench --suite {suite} --device cuda"
     cmd += "" if seeds == 5 else f" --grid-seeds {seeds}"
     cmd += "" if measured == seeds else f" --measured-seeds {measured}"
     cmd += "" if workers == default_n else f" --workers {workers}"

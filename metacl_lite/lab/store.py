@@ -27,7 +27,7 @@ SCHEMA = 2
 #: What each kind of file looks like; `kind_of` recognises files written before the "kind" field existed (schema 1).
 KINDS = {"results": "a results file (python -m metacl_lite run)",
          "tuning": "a tuning file (python -m metacl_lite tune)",
-         "bench": "a speed benchmark file (python -m metacl_lite bench)"}
+         "bench": "a speed benchmark file (python -m metacl_lite.tools bench)"}
 
 
 #: Fields of the latest contributing invocation repeated at the top of `provenance`, for readers.

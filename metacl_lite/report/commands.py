@@ -19,14 +19,20 @@ from ..data.specs import SPECS
 _ABS_PATH = re.compile(r"(?P<pre>^|[\s=\"'])(?P<path>/[^\s\"']*)")
 
 
+#: A maintainers' tool called through the users' CLI, as files made before `metacl_lite.tools` recorded it.
+_MOVED_TOOL = re.compile(r"(python3? -m metacl_lite) (bench|pages|readme|where)\b")
+
+
 def relative_command(command: Optional[str], root: Optional[Path | str] = None) -> Optional[str]:
     """`command` with every absolute path inside the repository `root` written relative to it, as a reader types it
     from the repository root: ``--out /work/main/results/x.json`` -> ``--out results/x.json`` (also ``--out=...``
     and quoted paths; the root itself becomes ``.``). Paths outside the repository are left as they are. None stays
-    None."""
+    None. A maintainers' tool recorded before it moved out of the users' CLI (`python -m metacl_lite bench ...`) is
+    written as it runs today (`python -m metacl_lite.tools bench ...`)."""
     if command is None:
         return None
     root = str(Path(REPO_ROOT if root is None else root)).rstrip("/") or "/"
+    command = _MOVED_TOOL.sub(r"\1.tools \2", command)
 
     def repl(mo: re.Match) -> str:
         path = mo.group("path")

@@ -33,8 +33,9 @@ def markdown_table(rows: Iterable[Mapping[str, Any]], columns: Mapping[str, str]
 
 def headline_cells(records: Sequence[Mapping[str, Any]]) -> list[dict]:
     """The cells of the `claims` block, one row per headline record (`claims.headline`: claim, title, verdict, metric,
-    K, a, b, mean, unit): the mean difference a − b with its unit and sign, where it was measured; "–" for a claim
-    whose deciding test did not run (mean None)."""
+    K, a, b, mean, unit, and optionally test): the mean difference a − b with its unit and sign, what it measures
+    (from the test's name "a − b, measure" where the record has one, else the metric) and where ("across K" for a
+    test over several K); "–" for a claim whose deciding test did not run (mean None)."""
     from .. import training as T
 
     out = []
@@ -44,10 +45,16 @@ def headline_cells(records: Sequence[Mapping[str, Any]]) -> list[dict]:
             raise ValueError(f"claim record {r.get('claim')!r} lacks {missing}; claims.headline gives {HEADLINE_FIELDS}")
         name = {m: T.METHODS[m].label for m in T.METHODS}
         mean = r["mean"]
+        difference = (f"{name.get(r['a'], r['a'])} − {name.get(r['b'], r['b'])}" if r["b"] else
+                      name.get(r["a"], r["a"]))
+        metric, test = r["metric"], r.get("test")
+        if test and " − " in test and ", " in test[test.index(" − "):]:
+            # the test's own name, "a − b, what is measured": a control's γ and the measure in full
+            cut = test.index(" − ") + test[test.index(" − "):].index(", ")
+            difference, metric = test[:cut], test[cut + 2:]
         out.append({"claim": r["claim"], "title": r["title"], "verdict": f"**{r['verdict']}**",
-                    "difference": (f"{name.get(r['a'], r['a'])} − {name.get(r['b'], r['b'])}" if r["b"] else
-                                   name.get(r["a"], r["a"])),
-                    "metric": r["metric"], "K": r["K"],
+                    "difference": difference, "metric": metric, "K": "across K" if r["K"] is None and mean is not None
+                    else r["K"],
                     "mean": None if mean is None else f"{mean:+.1f}{UNITS.get(r['unit'], ' ' + r['unit'])}"})
     return out
 
@@ -56,15 +63,12 @@ HEADLINE_COLUMNS = {"claim": "#", "title": "Claim", "verdict": "Verdict", "diffe
                     "metric": "Metric", "K": "K", "mean": "Mean"}
 
 
-def _claims_body(benchmark: str, old: str) -> str:
-    """A `claims` block's body: the headline records of `benchmark`'s evidence as a table. Where `claims.headline`
-    is not there yet (issue 29: another change adds it), the body stays as it is."""
+def _claims_body(benchmark: str) -> str:
+    """A `claims` block's body: the headline records of `benchmark`'s evidence (`claims.headline`) as a table."""
     from . import claims
+    from .evidence import load_evidence
 
-    headline = getattr(claims, "headline", None)
-    if headline is None:
-        return old
-    return markdown_table(headline_cells(headline(claims.verdict_rows(claims.load_evidence(benchmark)))),
+    return markdown_table(headline_cells(claims.headline(claims.verdict_rows(load_evidence(benchmark)))),
                           HEADLINE_COLUMNS) + "\n"
 
 
@@ -90,7 +94,7 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
     text = path.read_text()
 
     def repl(mo: re.Match) -> str:
-        body = _claims_body(mo.group(3), mo.group(4)) if mo.group(2) == "claims" else _table_body(mo.group(3))
+        body = _claims_body(mo.group(3)) if mo.group(2) == "claims" else _table_body(mo.group(3))
         return mo.group(1) + body + mo.group(5)
 
     new = README_MARK.sub(repl, text)

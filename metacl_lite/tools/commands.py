@@ -53,8 +53,7 @@ def _where_cmd(a) -> int:
 
 
 def _pages(a) -> int:
-    # report.pages.write_pages once the pages module lands (issue 29): this import is the only place to change
-    from ..report.notebooks import write_variants as write_pages
+    from ..report.pages import write_pages
 
     stale = write_pages(check=a.check)
     for p in stale:
