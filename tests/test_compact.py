@@ -115,15 +115,31 @@ def test_no_module_is_over_500_lines(path):
     assert len(path.read_text().splitlines()) <= 500
 
 
-def test_the_regularisers_are_named_once():
-    """Only importance.REGULARISERS lists the three regularisers; everything else imports it."""
+def _literal_places(words: list[str], package: Path = PACKAGE) -> list[str]:
+    """The modules holding a tuple, list or set literal of exactly the strings `words` (in any order)."""
     places = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and \
-                    sorted(str(e.value) if isinstance(e, ast.Constant) else "" for e in node.elts) == ["ewc", "mas", "pi"]:
-                places.append(str(path.relative_to(PACKAGE)))
-    assert places == ["importance.py"]
+                    sorted(str(e.value) if isinstance(e, ast.Constant) else "" for e in node.elts) == sorted(words):
+                places.append(str(path.relative_to(package)))
+    return places
+
+
+@pytest.mark.parametrize("words", [["ewc", "mas", "pi"], ["omega_accumulate", "omega_normalise", "pi_xi"]],
+                         ids=["regularisers", "omega-options"])
+def test_the_vocabulary_is_named_once(words):
+    """Only importance.py lists the three regularisers (REGULARISERS) and the open choices about Omega
+    (OMEGA_OPTIONS); everything else imports them."""
+    assert _literal_places(words) == ["importance.py"]
+
+
+def test_the_vocabulary_check_finds_a_second_list(tmp_path):
+    pkg = tmp_path / "metacl_lite"
+    pkg.mkdir()
+    (pkg / "importance.py").write_text('REGULARISERS = ("mas", "pi", "ewc")\n')
+    (pkg / "other.py").write_text('for r in ["pi", "ewc", "mas"]:\n    pass\nX = ("pi", "ewc", "mas", "si")\n')
+    assert _literal_places(["ewc", "mas", "pi"], pkg) == ["importance.py", "other.py"]
 
 
 def test_at_most_five_functions_write_prose():

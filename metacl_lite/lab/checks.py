@@ -89,16 +89,13 @@ def check_epochs(epochs: Optional[int]) -> None:
         raise UsageError(f"epochs={epochs!r} must be a positive integer")
 
 
-#: The open choices a run may set (`TrainConfig` fields; see importance.accumulate_importance).
-OPTIONS = OMEGA_OPTIONS
-
-
 def check_options(options: Optional[dict]) -> dict:
-    """Only the open-choice fields of TrainConfig, with values TrainConfig accepts."""
+    """Only the open-choice fields of TrainConfig (`importance.OMEGA_OPTIONS`, see importance.accumulate_importance),
+    with values TrainConfig accepts."""
     options = dict(options or {})
-    bad = sorted(set(options) - set(OPTIONS))
+    bad = sorted(set(options) - set(OMEGA_OPTIONS))
     if bad:
-        raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OPTIONS)}")
+        raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OMEGA_OPTIONS)}")
     if "pi_xi" in options and not (isinstance(options["pi_xi"], (int, float)) and not isinstance(options["pi_xi"], bool)
                                    and math.isfinite(options["pi_xi"]) and options["pi_xi"] > 0):
         raise UsageError(f"pi_xi={options['pi_xi']!r} must be a finite positive number (a results file holds no inf)")
@@ -109,7 +106,7 @@ def check_options(options: Optional[dict]) -> dict:
 def option_values(train: dict) -> dict:
     """The open-choice fields of a TrainConfig dict (defaults filled in)."""
     full = {**TrainConfig().to_dict(), **train}
-    return {k: full[k] for k in OPTIONS}
+    return {k: full[k] for k in OMEGA_OPTIONS}
 
 
 def effective_options(config: dict, method: str) -> dict:

@@ -42,11 +42,12 @@ from ..data.datafiles import REPO_ROOT
 from ..errors import UsageError
 from .provenance import invocation, relative_to_repo
 from ..data.specs import get_spec
-from ..importance import REGULARISERS as ALL_REGULARISERS
+from ..importance import REGULARISERS
 from ..training import family
 
-REGULARISERS = tuple(sorted(ALL_REGULARISERS))  # the order of the decision files
-FAMILY = {r: family(r) for r in REGULARISERS}
+#: The regularisers in the order of the decision files.
+ORDER = tuple(sorted(REGULARISERS))
+FAMILY = {r: family(r) for r in ORDER}
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,12 @@ class Variant:
 
 
 CANDIDATES = {v.name: v for v in (
-    Variant("base", {}, REGULARISERS,
+    Variant("base", {}, ORDER,
             "Omega summed over tasks, each task's Omega as estimated, PI's xi = 0.1 (SI's code on Permuted MNIST)"),
-    Variant("latest", {"omega_accumulate": "latest"}, REGULARISERS,
+    Variant("latest", {"omega_accumulate": "latest"}, ORDER,
             "the latest task's Omega only (A-GEM's code for EWC and MAS)"),
-    Variant("max", {"omega_normalise": "max"}, REGULARISERS, "each task's Omega divided by its maximum, summed"),
-    Variant("latest-minmax", {"omega_accumulate": "latest", "omega_normalise": "minmax"}, REGULARISERS,
+    Variant("max", {"omega_normalise": "max"}, ORDER, "each task's Omega divided by its maximum, summed"),
+    Variant("latest-minmax", {"omega_accumulate": "latest", "omega_normalise": "minmax"}, ORDER,
             "the latest task's Omega, min-max scaled (A-GEM's code for EWC; equal to max-scaled here)"),
     Variant("xi1e-3", {"pi_xi": 0.001}, ("pi",), "PI's xi = 1e-3 (A-GEM's code)"),
 )}
@@ -111,7 +112,7 @@ def plan(benchmark: str, K: int) -> list[Run]:
                     variant_file(benchmark, K, v.name)) for v in CANDIDATES.values()]
     first = scores(benchmark, (spec.tuning_K,))
     runs = []
-    for r in REGULARISERS:
+    for r in ORDER:
         names = [v.name for v in CANDIDATES.values() if r in v.regularisers]
         have = first[r].get(spec.tuning_K, {})
         if any(n not in have for n in names):
@@ -155,7 +156,7 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
     """{regulariser: {K: {variant: {"score", "methods": {method: best mean val ACC}, "chosen": {method: value},
     "file"}}}} over the tuning files that exist and are complete."""
     spec = get_spec(benchmark)
-    out: dict = {r: {} for r in REGULARISERS}
+    out: dict = {r: {} for r in ORDER}
     for K in Ks:
         for v in CANDIDATES.values():
             for r in v.regularisers:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..importance import OMEGA_OPTIONS
 from ..training import TrainConfig
 from .provenance import relative_to_repo
 
@@ -19,4 +20,4 @@ def option_flags(train: dict) -> str:
     d = TrainConfig().to_dict()
     return "".join(f" --{k.replace('_', '-')} {train[k]:g}" if isinstance(train[k], float) else
                    f" --{k.replace('_', '-')} {train[k]}"
-                   for k in ("omega_accumulate", "omega_normalise", "pi_xi") if k in train and train[k] != d[k])
+                   for k in OMEGA_OPTIONS if k in train and train[k] != d[k])

@@ -25,16 +25,13 @@ from typing import Optional, Sequence, Union
 from .atomic import locked, read_json, write_json
 from ..errors import HparamsError
 from ..data.specs import SPECS, BenchmarkSpec, get_spec
-from ..importance import OMEGA_OPTIONS, REGULARISERS as ALL_REGULARISERS
+from ..importance import OMEGA_OPTIONS, REGULARISERS
 from ..training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
 ENTRY_KEYS = {"methods", "source", "command", "by_K", "options", "options_source"}
 #: Keys of a per-K entry (by_K.<K>): the options are decided once for every K.
 K_ENTRY_KEYS = {"methods", "source", "command"}
-#: The open choices (TrainConfig fields) and the regularisers they are decided for.
-OPTION_KEYS = OMEGA_OPTIONS
-REGULARISERS = tuple(sorted(ALL_REGULARISERS))  # as hparams.json lists them
 
 
 def strength_key(method: str) -> Optional[str]:
@@ -83,10 +80,10 @@ def _check_entry(entry, where: str, path: Path, top: bool) -> None:
     for r, opts in options.items():
         if r not in REGULARISERS:
             raise HparamsError(f"{path}: {where}.options: unknown regulariser {r!r}; choose from "
-                               f"{', '.join(REGULARISERS)}")
-        if not isinstance(opts, dict) or set(opts) - set(OPTION_KEYS):
+                               f"{', '.join(sorted(REGULARISERS))}")
+        if not isinstance(opts, dict) or set(opts) - set(OMEGA_OPTIONS):
             raise HparamsError(f"{path}: {where}.options.{r} must be an object with keys among "
-                               f"{', '.join(OPTION_KEYS)}")
+                               f"{', '.join(OMEGA_OPTIONS)}")
         try:
             TrainConfig(**opts)
         except Exception as e:  # noqa: BLE001 - TrainConfig's own message names the bad value
