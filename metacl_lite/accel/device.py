@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -117,6 +118,33 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+#: What decides how a CPU rounds a run's float sums (`cpu_kernels`), as provenance records it.
+CPU_KERNEL_KEYS = ("capability", "vendor", "family", "model", "blas")
+#: The lines of /proc/cpuinfo that name the processor (x86's names; ARM's: implementer, architecture, part).
+CPUINFO_KEYS = {"vendor": ("vendor_id", "CPU implementer"), "family": ("cpu family", "CPU architecture"),
+                "model": ("model", "CPU part")}
+
+
+def cpu_kernels(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """What decides how this machine's CPU rounds (`CPU_KERNEL_KEYS`), recorded in every invocation's provenance and
+    compared by `provenance.rounding_differs`: torch's CPU capability (the vector kernels it dispatches to, e.g.
+    "AVX512" or "AVX2": they sum in different orders), the processor's vendor, family and model numbers (Linux:
+    /proc/cpuinfo; elsewhere the vendor `platform` knows, family and model None) and the BLAS library torch was built
+    with (its BLAS_INFO, e.g. "mkl"). The model *name* (`cpu_name`, e.g. "AMD EPYC") does not decide: one name covers
+    processors of several generations, with other vector units."""
+    found: dict = dict.fromkeys(CPUINFO_KEYS)
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            for field, names in CPUINFO_KEYS.items():
+                if found[field] is None and key.strip() in names:
+                    found[field] = value.strip()
+    except OSError:
+        found["vendor"] = platform.processor() or platform.machine() or None
+    blas = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    return {"capability": torch.backends.cpu.get_cpu_capability(), **found, "blas": blas.group(1) if blas else None}
 
 
 def deterministic(device: str) -> None:

@@ -31,7 +31,7 @@ KINDS = {"results": "a results file (python -m metacl_lite run)",
 
 
 #: Fields of the latest contributing invocation repeated at the top of `provenance`, for readers.
-LATEST = ("git_commit", "git_dirty", "packages", "device", "python", "platform")
+LATEST = ("git_commit", "git_dirty", "packages", "device", "cpu_kernels", "python", "platform")
 
 
 def kind_of(doc: Any) -> Optional[str]:
