@@ -56,3 +56,57 @@ def test_a_bench_file_is_still_a_bench_out(tmp_path):
     shutil.copy(REPO / "results" / "bench-pmnist-K20.json", out)
     doc = json.loads(out.read_text())
     assert B.check_bench_out(out, {"per_method": doc["per_method"], "grids": doc["grids"]}) == out
+
+
+README = (REPO / "README.md").read_text()
+TABLE_END, CLAIMS_BEGIN, CLAIMS_END = "<!-- END table -->\n", "<!-- BEGIN claims pmnist -->\n", "<!-- END claims -->\n"
+
+
+def _line(text: str, marker: str) -> int:
+    return text[:text.index(marker)].count("\n") + 1
+
+
+@pytest.mark.parametrize("edit, line_of, says", [
+    # the table's END deleted: README_MARK would run to the claims block's END and replace the lines between
+    (lambda t: t.replace(TABLE_END, ""), "<!-- BEGIN table", "has no <!-- END table --> before the next block"),
+    (lambda t: t.replace(TABLE_END, "").replace(CLAIMS_END, ""), "<!-- BEGIN table", "has no <!-- END table -->"),
+    (lambda t: t.replace(CLAIMS_END, ""), CLAIMS_BEGIN, "has no <!-- END claims --> after it"),
+    (lambda t: t.replace(CLAIMS_BEGIN, ""), CLAIMS_END, "<!-- END claims --> has no BEGIN before it"),
+    (lambda t: t.replace(CLAIMS_END, TABLE_END), "claims END",  # its line: where the claims block's END was
+     "closes the block <!-- BEGIN claims pmnist -->"),
+    (lambda t: t.replace(CLAIMS_END, "<!-- END claims --> done\n"), "<!-- END claims --> done",
+     "is not a block marker; write it alone on its line"),
+], ids=["table-end", "every-end", "last-end", "begin", "kind", "not-alone"])
+def test_a_readme_with_a_marker_out_of_place_is_refused_before_anything_is_written(edit, line_of, says, tmp_path):
+    from metacl_lite.report import readme as R
+
+    path = tmp_path / "README.md"
+    path.write_text(edit(README))
+    before = path.read_bytes()
+    want = _line(README, CLAIMS_END) if line_of == "claims END" else _line(path.read_text(), line_of)
+    for check in (True, False):
+        with pytest.raises(FileFormatError) as e:
+            R.update_readme(path, check=check)
+        assert str(e.value).startswith(f"{path}, line {want}: ") and says in str(e.value)
+        assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv", [["readme", "--check"], ["readme"]])
+def test_the_readme_tool_exits_2_with_one_line_when_every_end_is_gone(argv, tmp_path, monkeypatch, capsys):
+    from metacl_lite.report import readme as R
+
+    monkeypatch.setattr(R, "REPO_ROOT", tmp_path)
+    path = tmp_path / "README.md"
+    path.write_text(README.replace(TABLE_END, "").replace(CLAIMS_END, ""))
+    before = path.read_bytes()
+    assert tools_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{path}, line {_line(README, '<!-- BEGIN table')}: <!-- BEGIN table results/pmnist-K20.json -->" in err
+    assert path.read_bytes() == before
+
+
+def test_the_committed_readme_pairs_its_markers():
+    from metacl_lite.report import readme as R
+
+    assert R.check_blocks(README, REPO / "README.md") == README.count("<!-- BEGIN ") == 2
