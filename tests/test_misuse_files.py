@@ -110,3 +110,54 @@ def test_the_committed_readme_pairs_its_markers():
     from metacl_lite.report import readme as R
 
     assert R.check_blocks(README, REPO / "README.md") == README.count("<!-- BEGIN ") == 2
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    from metacl_lite.lab import dynamics as D
+
+    def boom(*a, **k):
+        raise AssertionError("trained before the options were checked")
+
+    monkeypatch.setattr(D, "train_unit", boom)
+    monkeypatch.setattr("metacl_lite.data.benchmarks.make_benchmark", boom)
+    monkeypatch.setattr("metacl_lite.lab.hparams.load", boom)
+
+
+@pytest.mark.parametrize("options, says", [
+    (["--threads", "100000"], "threads=100000: at most"),
+    (["--seed-list", str(2 ** 64)], f"seed {2 ** 64} is too large"),
+    (["--seed-list", f"3,{2 ** 63}"], "seeds go up to 2^63 - 1"),
+])
+def test_dynamics_refuses_threads_and_seeds_out_of_range_before_any_work(options, says, tmp_path, no_training,
+                                                                         capsys):
+    import torch
+
+    from metacl_lite.cli import main
+
+    threads = torch.get_num_threads()
+    out = tmp_path / "d.json"
+    assert main(["dynamics", *options, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "Traceback" not in err
+    assert not out.exists() and torch.get_num_threads() == threads
+
+
+@pytest.mark.parametrize("threads", ["0", "-1"])
+def test_dynamics_threads_must_be_positive(threads, tmp_path, no_training, capsys):
+    from metacl_lite.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["dynamics", "--threads", threads, "--out", str(tmp_path / "d.json")])
+    assert e.value.code == 2 and f"--threads must be positive, got {threads}" in capsys.readouterr().err
+
+
+def test_the_dynamics_api_checks_its_seeds_and_threads_too(tmp_path, no_training):
+    from metacl_lite.errors import UsageError
+    from metacl_lite.lab.dynamics import measure
+
+    for seeds, threads, says in (([2 ** 64], None, "too large"), ([0], 0, "threads=0"), ([], None, "no seeds")):
+        with pytest.raises(UsageError, match=says):
+            measure(seeds, out=tmp_path / "d.json", threads=threads)
+    assert not (tmp_path / "d.json").exists()
+
