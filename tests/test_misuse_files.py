@@ -161,3 +161,9 @@ def test_the_dynamics_api_checks_its_seeds_and_threads_too(tmp_path, no_training
             measure(seeds, out=tmp_path / "d.json", threads=threads)
     assert not (tmp_path / "d.json").exists()
 
+
+@pytest.mark.parametrize("who", ["", "  "])
+def test_where_refuses_an_empty_need_gpu(who, capsys):
+    assert tools_main(["where", "--benchmark", "cub", "--device", "cpu", "--need-gpu", who]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--need-gpu" in err and "make reproduce-cub" in err
