@@ -11,6 +11,9 @@ What carries over, and what does not:
   within float rounding per step, and, as between any two roundings, the differences grow over a long stream. A CPU
   and a GPU run of the same seed agree to float rounding per step, not bit for bit. So a results file records the
   device kind (`TrainConfig.device`) and the GPU model (`config["accelerator"]`), and refuses units made elsewhere.
+- On the CPU, the same seed, configuration, torch version and thread count give bit-identical numbers on a machine
+  whose `cpu_kernels` (torch's CPU capability, the processor's vendor, family and model, the BLAS library) are the
+  same; the processor's model name alone does not decide (`provenance.rounding_differs`).
 - Batch order and initial weights come from CPU generators on every device (the same mini-batches everywhere).
 - TF32 (`--precision tf32`, GPU only) is off unless asked for: it changes the numbers, so a file records it
   (`TrainConfig.precision`) and refuses units made with the other precision.

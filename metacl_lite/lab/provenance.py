@@ -65,7 +65,7 @@ def rounding_differs(recorded: dict) -> Optional[str]:
         reason = f"torch {torch_then} made it, this is torch {torch_here}"
         return reason
     if not isinstance(then, dict):
-        reason = "its invocation records no cpu_kernels (made before they were recorded, or on a Ray cluster)"
+        reason = "the invocation records no cpu_kernels: made before they were recorded, or on a Ray cluster"
         return reason
     here = cpu_kernels()
     differ = [f"{k} {then.get(k)} there, {here[k]} here" for k in CPU_KERNEL_KEYS
