@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..data.datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
 import torch
 
+from ..data.datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
 from ..accel.device import CPU_KERNEL_KEYS, cpu_kernels, describe
 
 
