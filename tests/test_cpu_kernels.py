@@ -31,7 +31,7 @@ def machine(monkeypatch, tmp_path):
         info.write_text(cpuinfo)
         monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
         monkeypatch.setattr(torch.__config__, "show", lambda: f"  - Build settings: BLAS_INFO={blas}, BUILD_TYPE=R\n")
-        monkeypatch.setattr(device.cpu_kernels, "__defaults__", (info,))
+        monkeypatch.setattr(device, "CPUINFO", info)
 
     set_()
     return set_

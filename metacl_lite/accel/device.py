@@ -125,12 +125,14 @@ def cpu_name() -> str:
 
 #: What decides how a CPU rounds a run's float sums (`cpu_kernels`), as provenance records it.
 CPU_KERNEL_KEYS = ("capability", "vendor", "family", "model", "blas")
+#: Where Linux describes the processor.
+CPUINFO = Path("/proc/cpuinfo")
 #: The lines of /proc/cpuinfo that name the processor (x86's names; ARM's: implementer, architecture, part).
 CPUINFO_KEYS = {"vendor": ("vendor_id", "CPU implementer"), "family": ("cpu family", "CPU architecture"),
                 "model": ("model", "CPU part")}
 
 
-def cpu_kernels(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+def cpu_kernels(cpuinfo: Optional[Path] = None) -> dict:
     """What decides how this machine's CPU rounds (`CPU_KERNEL_KEYS`), recorded in every invocation's provenance and
     compared by `provenance.rounding_differs`: torch's CPU capability (the vector kernels it dispatches to, e.g.
     "AVX512" or "AVX2": they sum in different orders), the processor's vendor, family and model numbers (Linux:
@@ -139,7 +141,7 @@ def cpu_kernels(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
     processors of several generations, with other vector units."""
     found: dict = dict.fromkeys(CPUINFO_KEYS)
     try:
-        for line in cpuinfo.read_text().splitlines():
+        for line in (cpuinfo or CPUINFO).read_text().splitlines():
             key, _, value = line.partition(":")
             for field, names in CPUINFO_KEYS.items():
                 if found[field] is None and key.strip() in names:
