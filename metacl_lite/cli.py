@@ -425,16 +425,15 @@ def _dynamics_parser(sub) -> None:
                        help=f"the {kind} stream (default {STREAMS[kind]['K']}:{STREAMS[kind]['n_tasks']})")
     d.add_argument("--out", type=Path, default=None, help="default results/dynamics-pmnist.json")
     d.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
-    d.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    d.add_argument("--threads", type=_positive("--threads"), default=1, help="torch intra-op threads (default 1)")
 
 
 def _dynamics(a) -> int:
-    import torch
     from .lab.dynamics import default_file, measure
-    torch.set_num_threads(a.threads)
     out = a.out or default_file()
     seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
-    measure(seeds, {"speed": a.speed, "angles": a.angles}, out=out, force=a.force, show_progress=True)
+    measure(seeds, {"speed": a.speed, "angles": a.angles}, out=out, force=a.force, show_progress=True,
+            threads=a.threads)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

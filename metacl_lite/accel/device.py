@@ -11,6 +11,9 @@ What carries over, and what does not:
   within float rounding per step, and, as between any two roundings, the differences grow over a long stream. A CPU
   and a GPU run of the same seed agree to float rounding per step, not bit for bit. So a results file records the
   device kind (`TrainConfig.device`) and the GPU model (`config["accelerator"]`), and refuses units made elsewhere.
+- On the CPU, the same seed, configuration, torch version and thread count give bit-identical numbers on a machine
+  whose `cpu_kernels` (torch's CPU capability, the processor's vendor, family and model, the BLAS library) are the
+  same; the processor's model name alone does not decide (`provenance.rounding_differs`).
 - Batch order and initial weights come from CPU generators on every device (the same mini-batches everywhere).
 - TF32 (`--precision tf32`, GPU only) is off unless asked for: it changes the numbers, so a file records it
   (`TrainConfig.precision`) and refuses units made with the other precision.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -117,6 +121,35 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+#: What decides how a CPU rounds a run's float sums (`cpu_kernels`), as provenance records it.
+CPU_KERNEL_KEYS = ("capability", "vendor", "family", "model", "blas")
+#: Where Linux describes the processor.
+CPUINFO = Path("/proc/cpuinfo")
+#: The lines of /proc/cpuinfo that name the processor (x86's names; ARM's: implementer, architecture, part).
+CPUINFO_KEYS = {"vendor": ("vendor_id", "CPU implementer"), "family": ("cpu family", "CPU architecture"),
+                "model": ("model", "CPU part")}
+
+
+def cpu_kernels(cpuinfo: Optional[Path] = None) -> dict:
+    """What decides how this machine's CPU rounds (`CPU_KERNEL_KEYS`), recorded in every invocation's provenance and
+    compared by `provenance.rounding_differs`: torch's CPU capability (the vector kernels it dispatches to, e.g.
+    "AVX512" or "AVX2": they sum in different orders), the processor's vendor, family and model numbers (Linux:
+    /proc/cpuinfo; elsewhere the vendor `platform` knows, family and model None) and the BLAS library torch was built
+    with (its BLAS_INFO, e.g. "mkl"). The model *name* (`cpu_name`, e.g. "AMD EPYC") does not decide: one name covers
+    processors of several generations, with other vector units."""
+    found: dict = dict.fromkeys(CPUINFO_KEYS)
+    try:
+        for line in (cpuinfo or CPUINFO).read_text().splitlines():
+            key, _, value = line.partition(":")
+            for field, names in CPUINFO_KEYS.items():
+                if found[field] is None and key.strip() in names:
+                    found[field] = value.strip()
+    except OSError:
+        found["vendor"] = platform.processor() or platform.machine() or None
+    blas = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    return {"capability": torch.backends.cpu.get_cpu_capability(), **found, "blas": blas.group(1) if blas else None}
 
 
 def deterministic(device: str) -> None:

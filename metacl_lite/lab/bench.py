@@ -33,14 +33,20 @@ def measures(doc: dict) -> set:
 
 
 def check_bench_out(path: Path, planned: dict) -> Path:
-    """The file a benchmark writes: refused (before any measurement) when it exists and holds a measurement this run
-    would not make again (a partial run would replace the committed figures: fewer methods, no grid, ...)."""
-    from ..errors import UserError
+    """The file a benchmark writes: refused (before any measurement) when it exists and is not a speed benchmark file
+    (a results or tuning file given as --out: its units would be lost), or holds a measurement this run would not
+    make again (a partial run would replace the committed figures: fewer methods, no grid, ...)."""
+    from ..errors import FileFormatError, UserError
     from .atomic import check_writable, read_json
+    from .store import KINDS, kind_of, what_is
 
     path = check_writable(Path(path))
     if path.exists():
-        lost = measures(read_json(path, "speed benchmark file")) - measures(planned)
+        doc = read_json(path, "speed benchmark file")
+        if kind_of(doc) != "bench":
+            raise FileFormatError(f"{path} is {what_is(doc)}, not {KINDS['bench']}, and the benchmark would "
+                                  f"replace it: give --out a new file or a speed benchmark file")
+        lost = measures(doc) - measures(planned)
         if lost:
             raise UserError(f"{path} holds measurements this run would not make again ({len(lost)}: e.g. "
                             f"{sorted(map(str, lost))[0]}); write this partial run elsewhere with --out FILE, or run "

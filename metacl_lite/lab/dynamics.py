@@ -129,15 +129,24 @@ def _differences(old: Mapping, new: Mapping) -> list[str]:
 
 
 def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = None, benchmark: str = "pmnist",
-            out: Optional[Path] = None, force: bool = False, show_progress: bool = False) -> dict:
+            out: Optional[Path] = None, force: bool = False, show_progress: bool = False,
+            threads: Optional[int] = None) -> dict:
     """Train every (stream, method, seed) not yet in `out` and return the whole document. With `out` (a file) each
     finished run is written at once under a lock (resumable; a file made with other settings raises ConfigMismatch
-    unless `force`); without it (a page's live run) nothing is written."""
+    unless `force`); without it (a page's live run) nothing is written. `threads`: torch's intra-op threads (None:
+    as they are). The seeds and threads are checked first (UsageError), before any work."""
     import sys
 
+    import torch
+
     from ..data.benchmarks import make_benchmark
+    from .checks import check_seeds
+    from .executors import check_plan
     from .hparams import load
 
+    seeds = check_seeds(seeds)
+    if threads is not None:
+        torch.set_num_threads(check_plan(threads=threads).threads)
     hp = load()
     cfg = {"benchmark": benchmark, "seeds": list(seeds),
            "streams": streams_config(streams or STREAMS, benchmark, hp)}

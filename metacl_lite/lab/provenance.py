@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import torch
+
 from ..data.datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
-from ..accel.device import describe
+from ..accel.device import CPU_KERNEL_KEYS, cpu_kernels, describe
 
 
 def _git(*args: str) -> Optional[str]:
@@ -36,8 +38,9 @@ def device(where: str = "cpu") -> str:
 
 
 def invocation(where: str = "cpu", text: Optional[str] = None) -> dict:
-    """This process: git commit, packages (torch's version matters: 2.14 and 2.15 give different numbers), and the
-    device the run uses (`where`; `text`: its description where this process cannot see it, a Ray cluster's GPUs)."""
+    """This process: git commit, packages (torch's version matters: 2.14 and 2.15 give different numbers), the
+    device the run uses (`where`; `text`: its description where this process cannot see it, a Ray cluster's GPUs)
+    and what decides how its CPU rounds (`cpu_kernels`; None with `text`: the units ran on other machines)."""
     pkgs = {}
     for name in ("metacl-lite", "torch", "torchvision", "numpy", "scipy"):
         try:
@@ -47,7 +50,27 @@ def invocation(where: str = "cpu", text: Optional[str] = None) -> dict:
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(status) if status is not None else None,
             "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(),
-            "device": text or device(where), "started": now()}
+            "device": text or device(where), "cpu_kernels": None if text else cpu_kernels(), "started": now()}
+
+
+def rounding_differs(recorded: dict) -> Optional[str]:
+    """Why this machine may round otherwise than the invocation `recorded` did (an entry of a file's
+    provenance.invocations), so that its CPU numbers can be asked to agree only within float rounding; None when
+    `recorded` holds torch's version and every field of `cpu_kernels`, all known and all equal to this machine's (the
+    same CPU run then gives the same bits). Files made before `cpu_kernels` was recorded get a reason: the CPU's model
+    name they record does not decide the kernels."""
+    then = recorded.get("cpu_kernels")
+    torch_then, torch_here = (recorded.get("packages") or {}).get("torch"), torch.__version__.split("+")[0]
+    if torch_then != torch_here:
+        reason = f"torch {torch_then} made it, this is torch {torch_here}"
+        return reason
+    if not isinstance(then, dict):
+        reason = "the invocation records no cpu_kernels: made before they were recorded, or on a Ray cluster"
+        return reason
+    here = cpu_kernels()
+    differ = [f"{k} {then.get(k)} there, {here[k]} here" for k in CPU_KERNEL_KEYS
+              if then.get(k) != here[k] or here[k] is None]
+    return "; ".join(differ) or None
 
 
 def relative_to_repo(path: Path) -> str:

@@ -31,7 +31,7 @@ KINDS = {"results": "a results file (python -m metacl_lite run)",
 
 
 #: Fields of the latest contributing invocation repeated at the top of `provenance`, for readers.
-LATEST = ("git_commit", "git_dirty", "packages", "device", "python", "platform")
+LATEST = ("git_commit", "git_dirty", "packages", "device", "cpu_kernels", "python", "platform")
 
 
 def kind_of(doc: Any) -> Optional[str]:
@@ -49,6 +49,13 @@ def kind_of(doc: Any) -> Optional[str]:
     return None
 
 
+def what_is(doc: Any) -> str:
+    """What a file's JSON is, as the refusals name it (`KINDS`, another kind it names, or its shape)."""
+    got = kind_of(doc)
+    return (KINDS[got] if got else f"a {doc['kind']!r} file" if isinstance(doc, dict) and "kind" in doc
+            else "an empty JSON object" if doc == {} else f"JSON of another shape ({type(doc).__name__})")
+
+
 def load(path: Path, kind: str, check_units: bool = True) -> dict:
     """Read a file that must be of `kind`; anything else raises FileFormatError naming the file and what it is.
 
@@ -56,11 +63,8 @@ def load(path: Path, kind: str, check_units: bool = True) -> dict:
     check_units=False) is a unit no reader could use (`check_file_units`): a CorruptUnit names it and says how to
     remove it."""
     doc = read_json(path, KINDS[kind])
-    got = kind_of(doc)
-    if got != kind:
-        what = (KINDS[got] if got else f"a {doc['kind']!r} file" if isinstance(doc, dict) and "kind" in doc
-                else "an empty JSON object" if doc == {} else f"JSON of another shape ({type(doc).__name__})")
-        raise FileFormatError(f"{path} is {what}, not {KINDS[kind]}")
+    if kind_of(doc) != kind:
+        raise FileFormatError(f"{path} is {what_is(doc)}, not {KINDS[kind]}")
     schema = doc.get("schema", 1)  # files written before the field existed are schema 1
     if isinstance(schema, bool) or schema not in range(1, SCHEMA + 1):
         raise FileFormatError(f"{path} has schema {schema!r}; this version of metacl-lite reads schemas 1 to {SCHEMA} "

@@ -14,6 +14,10 @@ from .tables import format_table
 
 #: A generated block of the README: `<!-- BEGIN <kind> <source> -->` ... `<!-- END <kind> -->`.
 README_MARK = re.compile(r"(<!-- BEGIN (table|claims) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
+#: A line that holds a block's marker (`check_blocks` asks each to be the whole line, paired with its kind's END).
+MARKER_LINE = re.compile(r".*<!-- (BEGIN|END) (table|claims)\b.*")
+#: The whole line a BEGIN or END marker must be.
+BEGIN_LINE, END_LINE = re.compile(r"<!-- BEGIN (table|claims) (\S+) -->"), re.compile(r"<!-- END (table|claims) -->")
 #: The fields of a claim's headline record (`claims.headline`), in the order the `claims` block shows them.
 HEADLINE_FIELDS = ("claim", "title", "verdict", "metric", "K", "a", "b", "mean", "unit")
 #: The unit suffix of a mean difference.
@@ -86,18 +90,56 @@ def _table_body(source: str) -> str:
     return format_table(store.load(REPO_ROOT / source, "results"), "md") + "\n"
 
 
+def check_blocks(text: str, path: Path) -> int:
+    """The number of generated blocks in the README `text`, after checking that every marker is a line of its own and
+    that every BEGIN is followed by its kind's END before any other marker: a FileFormatError naming `path` and the
+    line otherwise, before anything is written (`README_MARK` would otherwise match from a BEGIN whose END was
+    deleted to the next block's END, and replace the lines between)."""
+    from ..errors import FileFormatError
+
+    hint = f"restore the marker (`git diff {path}` shows what changed), then run the command again"
+    opened: Optional[tuple[int, str, str]] = None  # line, kind, source of the BEGIN waiting for its END
+    blocks = 0
+    for n, line in enumerate(text.splitlines(), 1):
+        if not MARKER_LINE.fullmatch(line):
+            continue
+        begin, end = BEGIN_LINE.fullmatch(line), END_LINE.fullmatch(line)
+        if not (begin or end):
+            raise FileFormatError(f"{path}, line {n}: {line!r} is not a block marker; write it alone on its line, "
+                                  f"exactly <!-- BEGIN table|claims SOURCE --> or <!-- END table|claims -->")
+        if opened and begin:
+            raise FileFormatError(f"{path}, line {opened[0]}: <!-- BEGIN {opened[1]} {opened[2]} --> has no "
+                                  f"<!-- END {opened[1]} --> before the next block (line {n}); {hint}")
+        if end and not opened:
+            raise FileFormatError(f"{path}, line {n}: <!-- END {end.group(1)} --> has no BEGIN before it; {hint}")
+        if end and end.group(1) != opened[1]:
+            raise FileFormatError(f"{path}, line {n}: <!-- END {end.group(1)} --> closes the block <!-- BEGIN "
+                                  f"{opened[1]} {opened[2]} --> of line {opened[0]}, which ends with <!-- END "
+                                  f"{opened[1]} -->; {hint}")
+        if begin:
+            opened = (n, begin.group(1), begin.group(2))
+        else:
+            opened, blocks = None, blocks + 1
+    if opened:
+        raise FileFormatError(f"{path}, line {opened[0]}: <!-- BEGIN {opened[1]} {opened[2]} --> has no "
+                              f"<!-- END {opened[1]} --> after it; {hint}")
+    return blocks
+
+
 def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
     """Replace the body of each generated block of the README (`README_MARK`: `table results/X.json`, `claims
     <benchmark>`) with what its source makes now. Returns True when something was (or, with check, would be)
-    changed."""
+    changed. A marker out of place (`check_blocks`) is a FileFormatError, before anything is written."""
     path = Path(path) if path else REPO_ROOT / "README.md"
     text = path.read_text()
+    blocks = check_blocks(text, path)
 
     def repl(mo: re.Match) -> str:
         body = _claims_body(mo.group(3)) if mo.group(2) == "claims" else _table_body(mo.group(3))
         return mo.group(1) + body + mo.group(5)
 
-    new = README_MARK.sub(repl, text)
+    new, replaced = README_MARK.subn(repl, text)
+    assert replaced == blocks, (path, replaced, blocks)  # the checked blocks are the ones replaced
     if new != text and not check:
         from ..lab.atomic import write_text
 

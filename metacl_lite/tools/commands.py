@@ -21,6 +21,9 @@ def _where_cmd(a) -> int:
     from ..errors import UsageError
     from ..lab.executors import locate
 
+    if a.need_gpu is not None and not a.need_gpu.strip():
+        raise UsageError("--need-gpu '': WHO names what needs the GPU in the refusal, e.g. --need-gpu 'make "
+                         "reproduce-cub'; an empty one would leave it unnamed")
     spec = get_spec(a.benchmark)
     choice = a.device or spec.device
 

@@ -1,0 +1,109 @@
+"""What decides how a CPU rounds (issue 31): torch's CPU capability, the processor's vendor, family and model, and the
+BLAS library, recorded in every invocation's provenance (`device.cpu_kernels`), and the one rule that decides whether
+a CPU run may be asked to repeat a file's numbers bit for bit (`provenance.rounding_differs`, which test_golden uses).
+The machine is faked: torch's capability and build string are monkeypatched, /proc/cpuinfo is a file of the test's."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from metacl_lite.accel import device
+from metacl_lite.lab import provenance
+from metacl_lite.lab.provenance import invocation, rounding_differs
+from metacl_lite.lab.store import UnitFile
+
+REPO = Path(__file__).resolve().parents[1]
+
+EPYC_ZEN3 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+EPYC_ZEN4 = EPYC_ZEN3.replace("cpu family\t: 25\nmodel\t\t: 1", "cpu family\t: 25\nmodel\t\t: 17")
+ARM = "processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd0c\n"
+
+
+@pytest.fixture
+def machine(monkeypatch, tmp_path):
+    """A fake machine: set(capability=..., cpuinfo=..., blas=...) changes what `cpu_kernels` sees."""
+    info = tmp_path / "cpuinfo"
+
+    def set_(capability="AVX512", cpuinfo=EPYC_ZEN3, blas="mkl"):
+        info.write_text(cpuinfo)
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+        monkeypatch.setattr(torch.__config__, "show", lambda: f"  - Build settings: BLAS_INFO={blas}, BUILD_TYPE=R\n")
+        monkeypatch.setattr(device, "CPUINFO", info)
+
+    set_()
+    return set_
+
+
+def test_the_identity_is_capability_processor_and_blas(machine):
+    assert device.cpu_kernels() == {"capability": "AVX512", "vendor": "AuthenticAMD", "family": "25", "model": "1",
+                                    "blas": "mkl"}
+    machine(capability="AVX2", cpuinfo=ARM, blas="open")
+    assert device.cpu_kernels() == {"capability": "AVX2", "vendor": "0x41", "family": "8", "model": "0xd0c",
+                                    "blas": "open"}
+
+
+def test_without_cpuinfo_family_and_model_are_unknown(machine, tmp_path):
+    got = device.cpu_kernels(tmp_path / "absent")
+    assert (got["capability"], got["family"], got["model"], got["blas"]) == ("AVX512", None, None, "mkl")
+
+
+def test_this_machine_has_an_identity():
+    got = device.cpu_kernels()
+    assert set(got) == set(device.CPU_KERNEL_KEYS) and got["capability"] == torch.backends.cpu.get_cpu_capability()
+
+
+def test_every_invocation_records_it_and_the_device_string_is_unchanged(machine):
+    inv = invocation("cpu")
+    assert inv["cpu_kernels"] == device.cpu_kernels() and inv["device"].startswith(f"cpu: {device.cpu_name()} (")
+    # units on a Ray cluster ran on other machines: this one's kernels are not theirs
+    assert invocation("cpu", "ray cluster: 8 CPU(s) on 1 live node(s)")["cpu_kernels"] is None
+
+
+def test_equality_only_where_all_of_it_matches(machine):
+    made = invocation("cpu")
+    assert rounding_differs(made) is None
+    machine(capability="AVX2")  # the same processor, the kernels torch picks differ (ATEN_CPU_CAPABILITY, a build)
+    assert "capability AVX512 there, AVX2 here" in rounding_differs(made)
+    machine(cpuinfo=EPYC_ZEN4)  # the same name, "AMD EPYC", another generation
+    assert "model 1 there, 17 here" in rounding_differs(made)
+    machine(blas="openblas")
+    assert "blas mkl there, openblas here" in rounding_differs(made)
+    machine()
+    assert rounding_differs(made) is None
+    assert "torch 2.0.0 made it" in rounding_differs({**made, "packages": {**made["packages"], "torch": "2.0.0"}})
+
+
+def test_an_unknown_field_is_not_a_match(machine, tmp_path):
+    machine(cpuinfo="")  # no vendor, family or model lines
+    made = invocation("cpu")
+    assert "family None there, None here" in rounding_differs(made)
+
+
+def test_files_made_before_the_field_ask_for_rounding_only():
+    """The committed files record the CPU's model name only: never equality, on any machine (they stay readable)."""
+    doc = json.loads((REPO / "results" / "pmnist-K1.json").read_text())
+    for inv in doc["provenance"]["invocations"]:
+        why = rounding_differs(inv)
+        assert why is not None and ("no cpu_kernels" in why or "torch" in why)
+    assert "no cpu_kernels" in rounding_differs({"packages": {"torch": torch.__version__.split("+")[0]},
+                                                 "device": f"cpu: {device.cpu_name()} (2 cores, torch threads 2)"})
+
+
+def test_a_results_file_records_it_per_invocation_and_at_the_top(machine, tmp_path):
+    path = tmp_path / "r.json"
+    store = UnitFile(path, "results", {}, ["runs"], compatible=lambda d: [], merge=lambda d: None,
+                     finalize=lambda d: None)
+    store.open()
+    store.add("runs", "ewc/0", {"acc_matrix": [[0.5]], "wall_s": 1.0})
+    prov = json.loads(path.read_text())["provenance"]
+    assert prov["invocations"][0]["cpu_kernels"] == prov["cpu_kernels"] == device.cpu_kernels()
+    assert rounding_differs(prov["invocations"][0]) is None
+    machine(capability="AVX2")
+    assert "capability" in rounding_differs(prov["invocations"][0])
+
+
+def test_provenance_reads_this_machine_through_cpu_kernels():
+    assert provenance.cpu_kernels is device.cpu_kernels
