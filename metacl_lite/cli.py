@@ -309,6 +309,7 @@ def _assignments(a) -> int:
     for q, score, possible in A.score_table(results):
         print(f"{q}: {score:g} / {possible:g}")
     print(f"total: {results.total:g} / {results.possible:g}")
+    print("visible tests only: the grade also counts hidden tests, run by `assignments grade`")
     return 0 if results.total == results.possible else 1  # tells a script whether every visible test passed
 
 
