@@ -1,6 +1,7 @@
 """Grading a class (`assignments grade ASSIGNMENT PATH...`): one folder of a1 submissions made from the student
-notebook (blank, the solution, partly wrong, an infinite loop, a killed kernel, sys.exit in a graded function), each
-graded in its own process and folder with a time limit; the same sheet every time; a rerun grades only missing rows."""
+notebook (blank, the solution, partly wrong, an infinite loop, a killed kernel, sys.exit in a graded function, a call
+of the package's reference, a cell that overrides otter's runner), each graded in its own process and folder with a
+time limit; the same sheet every time; a rerun grades only missing rows."""
 import csv
 import os
 import re
@@ -25,6 +26,8 @@ EXPECTED = {  # submission -> (q1, q2, q3, total, status)
     "loop": ("0", "0", "0", "0", "timeout"),
     "killed": ("0", "0", "0", "0", "crashed"),
     "sysexit": ("0", "0", "0", "0", "error: the grading cell ended before writing results"),
+    "reference": ("3", "3", "0", "6", "ok"),  # my_kkt calls metacl_lite's kkt_residuals: withheld while grading
+    "patched": ("0", "0", "0", "0", "ok"),  # blank, with a cell that makes every otter test pass: put back
 }
 
 
@@ -58,8 +61,21 @@ def make_submissions(dist: Path, folder: Path) -> None:
         c = _code_cell(nb, "def my_lambda")
         c.source = c.source.replace("    dot = float", "    import sys\n    sys.exit(0)\n    dot = float", 1)
 
-    for name, edit in (("wrong", wrong), ("loop", loop), ("killed", killed), ("sysexit", sysexit)):
+    def reference(nb):
+        _code_cell(nb, "def my_kkt").source = ("from metacl_lite.balance import kkt_residuals\n\n"
+                                               "def my_kkt(g1, g2, g, lam):\n    return kkt_residuals(g1, g2, g, lam)\n")
+
+    for name, edit in (("wrong", wrong), ("loop", loop), ("killed", killed), ("sysexit", sysexit),
+                       ("reference", reference)):
         _variant(out["solution"], folder / f"{name}.ipynb", edit)
+
+    def patched(nb):
+        init = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.startswith(A.INIT_MARK))
+        nb.cells.insert(init + 1, nbformat.v4.new_code_cell(
+            "from otter.test_files.exception_test import test_case\ntest_case.call_func = lambda self, env: None\n"
+            "import torch\ntorch.testing.assert_close = lambda *a, **k: None\n"))
+
+    _variant(out["student"], folder / "patched.ipynb", patched)
 
 
 def grade(cwd: Path, *args: str) -> subprocess.CompletedProcess:

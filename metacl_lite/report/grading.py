@@ -28,6 +28,7 @@ from typing import Callable, Optional, Sequence
 from ..data.datafiles import PACKAGE_DIR, REPO_ROOT, data_root
 from ..lab.atomic import write_text
 from .assignments import DIST_DIR, AssignmentError, autograder_zip, generate, list_assignments
+from .grading_refs import startup_code
 
 FIXED = ("submission",)
 TAIL = ("total", "possible", "status")
@@ -96,8 +97,9 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _sandbox(tmp: Path) -> dict:
-    """A copy of the package (and of what a checkout's copy needs) under tmp/repo; the child's environment."""
+def _sandbox(tmp: Path, name: str) -> dict:
+    """A copy of the package (and of what a checkout's copy needs) under tmp/repo, an IPython startup file that
+    withholds the assignment's references from the kernel (`grading_refs`); the child's environment."""
     repo = tmp / "repo"
     shutil.copytree(PACKAGE_DIR, repo / PACKAGE_DIR.name, ignore=shutil.ignore_patterns("__pycache__"))
     for rel in COPIED:
@@ -107,16 +109,19 @@ def _sandbox(tmp: Path) -> dict:
         elif src.is_file():
             shutil.copy2(src, repo / rel)
     (tmp / "tmp").mkdir()
+    startup = tmp / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-withhold.py").write_text(startup_code(name))
     env = dict(os.environ, PYTHONPATH=str(repo), TMPDIR=str(tmp / "tmp"), HOME=str(tmp),
-               METACL_LITE_DATA=str(data_root()), METACL_LITE_PROGRESS="0")
+               IPYTHONDIR=str(startup.parents[1]), METACL_LITE_DATA=str(data_root()), METACL_LITE_PROGRESS="0")
     return env
 
 
-def grade_one(zip_path: Path, submission: Path, timeout: float) -> dict:
+def grade_one(name: str, zip_path: Path, submission: Path, timeout: float) -> dict:
     """Run the worker on one submission; its record (`questions`, or `error` / `crashed` / `timeout`)."""
     tmp = Path(tempfile.mkdtemp(prefix="metacl-grade-"))
     try:
-        env = _sandbox(tmp)
+        env = _sandbox(tmp, name)
         sub = tmp / "submission"
         sub.mkdir()
         shutil.copy2(submission, sub / submission.name)
@@ -228,7 +233,7 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
         key = str(sub)
         if key in done:
             continue
-        rec = grade_one(zip_path, sub, timeout)
+        rec = grade_one(name, zip_path, sub, timeout)
         r = row(key, rec, points)
         if feedback is not None:
             write_text(Path(feedback) / feedback_name(key), feedback_text(key, rec, r, points))
@@ -270,7 +275,7 @@ def command(a) -> int:
         except AssignmentError:
             zip_path = generate(name, dist)["autograder"]
         points = question_points(zip_path)
-        r = row(first, grade_one(zip_path, Path(first), a.timeout), points)
+        r = row(first, grade_one(name, zip_path, Path(first), a.timeout), points)
         for q, pts in points.items():
             print(f"{q}: {r[q]} / {pts:g}")
         print(f"total: {r['total']} / {r['possible']}" + ("" if r["status"] == "ok" else f"\nstatus: {r['status']}"))
