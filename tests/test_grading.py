@@ -1,6 +1,6 @@
 """Grading a class (`assignments grade ASSIGNMENT PATH...`): one folder of a1 submissions made from the student
 notebook (blank, the solution, partly wrong, an infinite loop, a killed kernel, sys.exit in a graded function, a call
-of the package's reference, a cell that overrides otter's runner), each graded in its own process and folder with a
+of the package's reference, a cell that overrides otter's runner, one that writes into the package), each graded in its own process and folder with a
 time limit; the same sheet every time; a rerun grades only missing rows."""
 import csv
 import os
@@ -28,7 +28,10 @@ EXPECTED = {  # submission -> (q1, q2, q3, total, status)
     "sysexit": ("0", "0", "0", "0", "error: the grading cell ended before writing results"),
     "reference": ("3", "3", "0", "6", "ok"),  # my_kkt calls metacl_lite's kkt_residuals: withheld while grading
     "patched": ("0", "0", "0", "0", "ok"),  # blank, with a cell that makes every otter test pass: put back
+    "vandal": ("3", "3", "3", "9", "ok"),  # the solution, then breaks the package's balance.py: only in its own copy
 }
+VANDAL = ("import pathlib\nimport metacl_lite.balance\n"
+          "with open(pathlib.Path(metacl_lite.balance.__file__), 'a') as f:\n    f.write('raise ImportError(1)')\n")
 
 
 def _code_cell(nb, text):
@@ -65,8 +68,11 @@ def make_submissions(dist: Path, folder: Path) -> None:
         _code_cell(nb, "def my_kkt").source = ("from metacl_lite.balance import kkt_residuals\n\n"
                                                "def my_kkt(g1, g2, g, lam):\n    return kkt_residuals(g1, g2, g, lam)\n")
 
+    def vandal(nb):
+        nb.cells.append(nbformat.v4.new_code_cell(VANDAL))
+
     for name, edit in (("wrong", wrong), ("loop", loop), ("killed", killed), ("sysexit", sysexit),
-                       ("reference", reference)):
+                       ("reference", reference), ("vandal", vandal)):
         _variant(out["solution"], folder / f"{name}.ipynb", edit)
 
     def patched(nb):
@@ -96,7 +102,14 @@ def graded(tmp_path_factory):
     """The folder graded once: (working folder, the command's result)."""
     cwd = tmp_path_factory.mktemp("grading")
     make_submissions(cwd / "dist", cwd / "subs")
-    r = grade(cwd, "a1", "subs", "--out", "grades.csv", "--feedback", "fb", "--timeout", TIMEOUT, "--dist", "dist")
+    package = ROOT / "metacl_lite" / "balance.py"
+    before = package.read_bytes()
+    try:
+        r = grade(cwd, "a1", "subs", "--out", "grades.csv", "--feedback", "fb", "--timeout", TIMEOUT, "--dist", "dist")
+    finally:
+        after = package.read_bytes()
+        package.write_bytes(before)  # whatever happened, the checkout is left as it was
+    assert after == before, "a submission changed the instructor's package"
     return cwd, r
 
 
