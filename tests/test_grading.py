@@ -174,6 +174,10 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path):
                           (["a1", "missing"], "missing does not exist")):
         r = grade(tmp_path, *args)
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.slow
+def test_the_sheet_of_another_assignment_is_refused(tmp_path):  # slow: generates a1's autograder
     (tmp_path / "other.csv").write_text("submission,x,total,possible,status\n")
     nb = tmp_path / "s.ipynb"
     shutil.copy(ROOT / "book/assignments" / f"{NAME}.ipynb", nb)
