@@ -1,7 +1,8 @@
 """Grading a class (`assignments grade ASSIGNMENT PATH...`): one folder of a1 submissions made from the student
 notebook (blank, the solution, partly wrong, an infinite loop, a killed kernel, sys.exit in a graded function, a call
-of the package's reference, a cell that overrides otter's runner, one that writes into the package), each graded in its own process and folder with a
-time limit; the same sheet every time; a rerun grades only missing rows."""
+of the package's reference, a cell that overrides otter's runner, a function that overrides the assertion helpers
+when called, one that writes into the package), each graded in its own process and folder with a time limit; the
+same sheet every time; a rerun grades only missing rows."""
 import csv
 import os
 import re
@@ -25,9 +26,10 @@ EXPECTED = {  # submission -> (q1, q2, q3, total, status)
     "wrong": ("3", "3", "1.5", "7.5", "ok"),  # the KKT dual residual left out: only the hidden q3 test sees it
     "loop": ("0", "0", "0", "0", "timeout"),
     "killed": ("0", "0", "0", "0", "crashed"),
-    "sysexit": ("0", "0", "0", "0", "error: the grading cell ended before writing results"),
+    "sysexit": ("0", "0", "1.5", "1.5", "ok"),  # the tests that call my_lambda fail; the hidden q3 test passes
     "reference": ("3", "3", "0", "6", "ok"),  # my_kkt calls metacl_lite's kkt_residuals: withheld while grading
     "patched": ("0", "0", "0", "0", "ok"),  # blank, with a cell that makes every otter test pass: put back
+    "overrider": ("3", "3", "0", "6", "ok"),  # a wrong my_kkt that disables assert_close and abs when called
     "vandal": ("3", "3", "3", "9", "ok"),  # the solution, then breaks the package's balance.py: only in its own copy
 }
 VANDAL = ("import pathlib\nimport metacl_lite.balance\n"
@@ -66,13 +68,21 @@ def make_submissions(dist: Path, folder: Path) -> None:
 
     def reference(nb):
         _code_cell(nb, "def my_kkt").source = ("from metacl_lite.balance import kkt_residuals\n\n"
-                                               "def my_kkt(g1, g2, g, lam):\n    return kkt_residuals(g1, g2, g, lam)\n")
+                                               "def my_kkt(g1, g2, g, lam):\n"
+                                               "    return kkt_residuals(g1, g2, g, lam)\n")
+
+    def overrider(nb):
+        wrong(nb)
+        _code_cell(nb, "def my_kkt").source += (
+            "\n_mine = my_kkt\n\ndef my_kkt(*args):\n    import builtins\n    import torch\n"
+            "    torch.testing.assert_close = lambda *a, **k: None\n    builtins.abs = lambda x: 0.0\n"
+            "    return _mine(*args)\n")
 
     def vandal(nb):
         nb.cells.append(nbformat.v4.new_code_cell(VANDAL))
 
     for name, edit in (("wrong", wrong), ("loop", loop), ("killed", killed), ("sysexit", sysexit),
-                       ("reference", reference), ("vandal", vandal)):
+                       ("reference", reference), ("overrider", overrider), ("vandal", vandal)):
         _variant(out["solution"], folder / f"{name}.ipynb", edit)
 
     def patched(nb):
@@ -129,6 +139,8 @@ def test_each_submission_gets_its_score_and_status(graded):
     feedback = (cwd / "fb" / "subs_wrong.ipynb.txt").read_text()
     assert "total: 7.5 / 9" in feedback and "q3: 1.5 / 3" in feedback
     assert re.search(r"failed .*\(hidden\).*dual = 0\.0", feedback), feedback
+    assert "overrode torch.testing.assert_close" in (cwd / "fb" / "subs_overrider.ipynb.txt").read_text()
+    assert "called sys.exit(0)" in (cwd / "fb" / "subs_sysexit.ipynb.txt").read_text()
     assert "status: timeout" in (cwd / "fb" / "subs_loop.ipynb.txt").read_text()
 
 

@@ -8,9 +8,10 @@ own calls are untouched), then replaces the package's functions with ones that r
 tests against the solution, `assignments check`).
 
 `protect()` (the same startup file) snapshots otter's test runner and the assertion helpers the tests use, and puts
-them back before every cell runs, so a cell that overrides them (`test_case.call_func = ...`,
-`torch.testing.assert_close = ...`) changes nothing by the time otter's checks run. It is a guard, not a sandbox: code
-inside a student's function runs during the tests and can still reach anything in its own process.
+them back before every cell runs and before every test case, so a cell that overrides them
+(`test_case.call_func = ...`, `torch.testing.assert_close = ...`) changes nothing by the time otter's checks run, and a
+test case during which a student's function overrides one fails (as does one that calls sys.exit). It is a guard, not
+a sandbox: the student's code runs in the same process as the tests and can still reach what is not on the list.
 """
 from __future__ import annotations
 
@@ -103,15 +104,41 @@ def _targets():
 
 
 def protect(shell=None) -> None:
-    """Put the protected attributes back as they were now, before each cell (an IPython pre_run_cell hook)."""
-    saved = _targets()
+    """Put the protected attributes back as they were now, before each cell (an IPython pre_run_cell hook) and before
+    each test case; a test case during which one of them was overridden, or that calls sys.exit, fails."""
+    from otter.test_files.exception_test import test_case
+
     setter = setattr
+
+    def changed() -> list[str]:
+        return [f"{getattr(o, '__name__', o)}.{n}" for o, n, v in saved if o.__dict__.get(n, _MISSING) is not v]
 
     def restore(*_):
         for obj, name, value in saved:
             if obj.__dict__.get(name, _MISSING) is not value:
                 setter(obj, name, value)
 
+    def fail(why: str):  # raised one frame down: otter reads the failing line two frames below its runner
+        raise AssertionError(why)
+
+    def guarded_call(self, global_environment):
+        restore()
+        why = None
+        try:  # otter's call_func, inlined: otter reads the failing line in the frame two below its runner
+            self.test_func(**{arg: global_environment if arg == "env" else global_environment.get(arg)
+                              for arg in self._get_func_params()})
+        except SystemExit as e:
+            why = f"the submission called sys.exit({e.code!r}) during the test"
+        finally:
+            overridden = changed()
+            restore()
+        if overridden:
+            why = f"the submission overrode {', '.join(overridden[:3])} during the test"
+        if why:
+            fail(why)
+
+    test_case.call_func = guarded_call
+    saved = _targets()
     shell = shell or get_ipython()  # noqa: F821 - defined in the kernel that runs the startup file
     shell.events.register("pre_run_cell", restore)
 
