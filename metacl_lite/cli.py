@@ -269,14 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     sc = ssub.add_parser("check", help="a student: run the visible tests on your notebook")
     sc.add_argument("notebook", type=Path)
     sc.add_argument("-q", "--question", default=None, help="one question (e.g. q2)")
-    sr = ssub.add_parser("grade", help="the autograder: visible and hidden tests on a submitted notebook")
-    sr.add_argument("notebook", type=Path)
-    sr.add_argument("--dist", type=Path, default=None, help="where the autograders are (default dist/assignments)")
+    from .report.grading import add_parser
+
+    add_parser(ssub)
     return p
 
 
 def _assignments(a) -> int:
-    from .report import assignments as A
+    from .report import assignments as A, grading
 
     if a.acmd == "list":
         for name in A.list_assignments():
@@ -302,17 +302,15 @@ def _assignments(a) -> int:
         for n in A.update_pages(names):
             print(f"wrote book/assignments/{n}.ipynb")
         return 0
-    if a.acmd == "check":
-        results = A.check(a.notebook, a.question)
-        print(results.summary(public_only=True))
-    else:
-        results = A.grade(a.notebook, a.dist or A.DIST_DIR)
+    if a.acmd == "grade":
+        return grading.command(a)
+    results = A.check(a.notebook, a.question)
+    print(results.summary(public_only=True))
     for q, score, possible in A.score_table(results):
         print(f"{q}: {score:g} / {possible:g}")
     print(f"total: {results.total:g} / {results.possible:g}")
-    if a.acmd == "check":  # the exit status tells a script whether every visible test passed
-        return 0 if results.total == results.possible else 1
-    return 0
+    print("visible tests only: the grade also counts hidden tests, run by `assignments grade`")
+    return 0 if results.total == results.possible else 1  # tells a script whether every visible test passed
 
 
 # Commands

@@ -89,6 +89,7 @@ def test_check_command_passes_the_solution_and_fails_the_student_version(tmp_pat
     ok, bad = check(out["solution"]), check(ROOT / "book/assignments/a1_dynamic_balance.ipynb")
     assert ok.returncode == 0 and "total: 9 / 9" in ok.stdout, ok.stdout + ok.stderr
     assert bad.returncode == 1 and "total: 0 / 9" in bad.stdout, bad.stdout + bad.stderr
+    assert "hidden tests" in ok.stdout.splitlines()[-1]  # 9 / 9 is not the grade: the hidden tests count too
 
 
 def test_bad_input_gives_clear_errors(tmp_path):

@@ -13,8 +13,10 @@ cells starting with `# HIDDEN` are held back from students). From it, otter-grad
                                                           # dist/assignments/ and refresh the book pages
     python -m metacl_lite assignments check my.ipynb      # a student: run the visible tests on my notebook
     python -m metacl_lite assignments grade my.ipynb      # the autograder: visible + hidden tests, a score
+    python -m metacl_lite assignments grade a1 subs/      # a class: one grade sheet (`grading`)
 
-The tests compare the student's functions with `metacl_lite`'s reference implementations on fresh random inputs.
+The tests compare the student's functions with `metacl_lite`'s reference implementations on seeded random inputs
+(the same score every time).
 """
 from __future__ import annotations
 
