@@ -351,8 +351,9 @@ def test_bench_estimate_scales_to_the_seeds():
 
 
 def test_setting_commands_fetch_tune_and_run_each_paper_K():
-    c = C.setting_commands("cifar100", 5)
-    assert c[0].startswith("python data_scripts/fetch.py cifar100") and c[1] == "python -m metacl_lite tune --benchmark cifar100"
+    c = C.setting_commands("cifar100")  # the seeds and the tune command of the pages' missing_commands
+    assert c[0].startswith("python data_scripts/fetch.py cifar100") and c[1] == C.missing_commands("cifar100", 20)[1] \
+        == "python -m metacl_lite tune --benchmark cifar100 --K 20"
     assert c[2:] == [f"python -m metacl_lite run --benchmark cifar100 --K {K} --seeds 5" for K in (20, 50, 200, 500)]
     assert C.setting_commands("cub", 3)[-2:] == ["python -m metacl_lite tune --benchmark cub --K 10",
                                                  "python -m metacl_lite run --benchmark cub --K 10 --seeds 3"]
@@ -567,6 +568,8 @@ def test_the_make_target_steps_follow_the_makefile():
     assert (cub["tuning_K"], cub["own_Ks"], cub["beyond_Ks"], cub["weights"]) == (10, [], [], True)
     assert "tune --benchmark cub --K 10" in make.split("\nreproduce-cub:")[1]
     for target in ("reproduce-cifar100", "reproduce-cub"):
+        runs = re.findall(r"metacl_lite run .*?--seeds (\d+)", make.split(f"\n{target}:")[1].split("\n\n")[0])
+        assert runs and set(runs) == {str(C.SEEDS)}  # the seeds the book's commands give (commands.SEEDS)
         first = make.split(f"\n{target}:")[1].split("\n")[1].strip()
         assert first == "$(NEED_GPU)"  # the check comes before the download
     assert "$(WHERE_OPTS) --need-gpu" in make.split("\nNEED_GPU")[1].split("\n")[0]  # a Ray cluster's GPUs, with EXEC

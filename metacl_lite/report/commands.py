@@ -78,7 +78,12 @@ def needs_download(benchmark: str, K: int) -> bool:
     return benchmark != "pmnist" or K > SPECS[benchmark].max_train_K
 
 
-def missing_commands(benchmark: str, K: int, seeds: int = 5) -> list[str]:
+#: The seeds of a results file that the pages' and the overview's commands make: those of `make reproduce-cifar100`,
+#: `make reproduce-cub` and the lower K of `make reproduce-pmnist` (the paper ran each method 3 times).
+SEEDS = 5
+
+
+def missing_commands(benchmark: str, K: int, seeds: int = SEEDS) -> list[str]:
     """The commands that make the results file of (benchmark, K), from the repository's root: the data where the
     package does not hold it, β/γ on the validation split (Permuted MNIST: at this K, as `make reproduce-pmnist`;
     the other benchmarks: once, at their tuning K), the run."""
@@ -92,15 +97,14 @@ def missing_commands(benchmark: str, K: int, seeds: int = 5) -> list[str]:
     return out
 
 
-def setting_commands(benchmark: str, seeds: int) -> list[str]:
+def setting_commands(benchmark: str, seeds: int = SEEDS) -> list[str]:
     """The commands that produce every results file of a benchmark, from the repository's root: fetch the data, choose
     β/γ on its validation split once (at the benchmark's tuning K), run each K the paper reports with `seeds` seeds."""
     spec = SPECS[benchmark]
     out = [FETCH[benchmark]]
     if benchmark == "cub":
         out.append(CUB_WEIGHTS)
-    out.append(f"python -m metacl_lite tune --benchmark {benchmark}" + ("" if spec.tuning_K == 20 else
-                                                                           f" --K {spec.tuning_K}"))
+    out.append(f"python -m metacl_lite tune --benchmark {benchmark} --K {spec.tuning_K}")
     out += [f"python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds}" for K in spec.paper_Ks]
     return out
 
