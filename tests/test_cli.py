@@ -178,6 +178,8 @@ def test_bench_refuses_pmnist_options_on_the_synthetic_suites(capsys, monkeypatc
     # the multi-head CPU bench has no K or grids
     (["--suite", "cifar100", "--K", "50"], "--K does not apply to bench --suite cifar100 on the CPU"),
     (["--suite", "pmnist", "--epochs", "1"], "--epochs applies to --suite cifar100/cub only"),
+    # the grids time every method: --methods with --skip-methods would be ignored
+    (["--skip-methods", "--methods", "finetune"], "--methods picks the per-method runs, which --skip-methods skips"),
 ])
 def test_bench_refuses_options_its_path_would_ignore(capsys, monkeypatch, argv, needle):
     from metacl_lite.lab import bench

@@ -122,3 +122,19 @@ def _build_and_count(base, paths, barrier):
 
     IC.cached_images("toy", Path(base), paths, slow, "toy-v1", progress=False)
     return count.n
+
+
+def test_the_cache_files_get_a_new_files_permissions_not_0600(images):
+    """Under umask 022 the array and its manifest are 0644 like any new file (mkstemp's 0600 made a cache that one
+    user built unreadable to the others sharing the data folder)."""
+    import os
+
+    base, paths = images
+    old = os.umask(0o022)
+    try:
+        IC.cached_images("toy", base, paths, decode, "toy-v1", progress=False)
+    finally:
+        os.umask(old)
+    files = sorted(IC.cache_folder("toy").glob("toy-toy-v1-*"))
+    assert [p.suffix for p in files] == [".json", ".npy"]
+    assert [oct(p.stat().st_mode & 0o777) for p in files] == ["0o644", "0o644"]

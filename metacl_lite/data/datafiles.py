@@ -72,6 +72,14 @@ def fetch_hint(dataset: str, archive: str, folder: str) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # Files: copies, checksums, datasets put in place
 # ----------------------------------------------------------------------------------------------------------------
+def new_file_mode() -> int:
+    """The permissions of a new file under the current umask: what a file written through a temporary one (mkstemp
+    makes 0600) is given before it is renamed into place."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def copy_file(src: Path, dst: Path) -> None:
     """Copy `src` to `dst` through a temporary file in `dst`'s folder (atomic at the destination), with the
     permissions of a new file under the current umask (not the temporary file's 0600)."""
@@ -81,9 +89,7 @@ def copy_file(src: Path, dst: Path) -> None:
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, new_file_mode())
         os.replace(tmp, dst)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

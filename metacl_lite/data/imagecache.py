@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..accel.progress import progress_enabled
-from .datafiles import data_root, file_digest
+from .datafiles import data_root, file_digest, new_file_mode
 
 #: Paths of caches already checked against their sha256 in this process.
 _VERIFIED: set[str] = set()
@@ -80,6 +80,7 @@ def _build(array_path: Path, manifest_path: Path, base: Path, paths: Sequence[st
             os.fsync(f.fileno())
         manifest = {"preprocess": preprocess, "n_images": len(paths), "sources_sha256": digest,
                     "shape": list(shape), "dtype": "uint8", "sha256": file_digest(Path(tmp), "sha256")}
+        os.chmod(tmp, new_file_mode())  # readable as any new file is, not mkstemp's 0600
         os.replace(tmp, array_path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -87,6 +88,7 @@ def _build(array_path: Path, manifest_path: Path, base: Path, paths: Sequence[st
     fd, mtmp = tempfile.mkstemp(dir=array_path.parent, prefix=f".{manifest_path.name}.", suffix=".part")
     with os.fdopen(fd, "w") as f:
         json.dump(manifest, f, indent=1)
+    os.chmod(mtmp, new_file_mode())
     os.replace(mtmp, manifest_path)
 
 

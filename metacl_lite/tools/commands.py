@@ -97,6 +97,9 @@ def _bench(a) -> int:
             if given:  # the Table 1 grid is timed at full size on the CPU too
                 raise UserError(f"{flag} applies to --suite cifar100/cub only (--suite pmnist times full runs); "
                                 f"drop it")
+        if a.skip_methods and a.methods:  # the grids are every method's; --methods picks the per-method runs
+            raise UserError("--methods picks the per-method runs, which --skip-methods skips; drop it "
+                            "(or --skip-methods)")
         return bench_pmnist(a.K or 20, a.methods, skip_grid=a.skip_grid, grids=a.grids or [20],
                             grid_seeds=a.grid_seeds or 3,
                             baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods, out=a.out)
