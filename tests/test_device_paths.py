@@ -232,6 +232,22 @@ def test_gpu_share_is_checked_before_any_work(cluster, capsys):
     assert "--gpu-share 0.25 is for the ray executor only" in capsys.readouterr().err
 
 
+def test_a_gpu_share_for_a_ray_grid_on_the_cpu_is_refused(cluster):
+    """--gpu-share with --device cpu, or with auto on a cluster without GPUs: the units ask Ray for no GPU, so the
+    share would be ignored; refused before any unit runs."""
+    ray, plan = cluster([_node(2, "H100")])
+    plan.gpu_request = 0.25
+    with pytest.raises(UsageError, match=r"--gpu-share 0.25: this grid's units train on the CPU \(--device cpu\)"):
+        E.locate(plan, "cpu", "pmnist")
+    ray, plan = cluster([_node()])
+    plan.gpu_request = 0.5
+    with pytest.raises(UsageError, match="on the CPU \\(the Ray cluster has no live node with a GPU\\)"):
+        E.locate(plan, "auto", "pmnist")
+    assert ray.remote_args == []
+    plan.gpu_request = None
+    assert E.locate(plan, "auto", "pmnist").device == "cpu"
+
+
 def test_a_ray_grid_on_the_cpu_asks_for_no_gpu(cluster, tmp_path):
     ray, plan = cluster([_node(2, "H100")])
     G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "r.json", device="cpu", plan=plan,
