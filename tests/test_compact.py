@@ -22,7 +22,7 @@ MESSAGE_CALLS = ("Error", "Exception", "Mismatch", "Failed", "warn", "print", "e
                  "__init__")
 #: A command line is data, not prose.
 COMMANDS = ("python ", "make ", "bash ", "pip ", "git ", "jupyter", "papermill ")
-MESSAGE_KEYWORDS = {"help", "description", "epilog", "msg", "desc", "usage", "hint", "fix", "xlabel", "ylabel",
+MESSAGE_KEYWORDS = {"help", "description", "epilog", "msg", "desc", "usage", "hint", "fix", "why", "xlabel", "ylabel",
                     "title"}
 #: Names a function gives the message it is building (an error's reason, a hint).
 MESSAGE_NAMES = {"msg", "message", "hint", "why", "problem", "reason", "aside"}

@@ -3,6 +3,7 @@ command that regenerates exactly its file, and picks the argmax of its own grid.
 import json
 import math
 import shlex
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -319,3 +320,20 @@ def test_validation_curves_of_committed_tunings(repo, hparams_file, fake_trainin
     rows = TU.validation_curves(docs)
     assert [(r["value"], r["val_acc"], r["chosen"], r["at_edge"]) for r in rows] == [
         (0.1, 59.0, False, False), (1.0, 60.0, True, False), (10.0, 59.0, False, False)]
+
+
+def test_a_read_only_hparams_file_is_said_before_any_training_with_the_option_that_helps(repo, hparams_file,
+                                                                                          fake_training, monkeypatch):
+    """hparams.json cannot be written (os.access says so; as root it says yes everywhere, hence the stand-in): tune
+    stops before any unit with the fix that exists, --no-write, not "another output path" that no option sets."""
+    import os
+
+    from metacl_lite.errors import OutputError
+    from metacl_lite.lab import atomic
+
+    real = os.access
+    monkeypatch.setattr(atomic.os, "access", lambda p, mode: False if Path(p) == TU.H.HPARAMS_FILE else real(p, mode))
+    with pytest.raises(OutputError, match=r"hparams.json: permission denied; make it writable, or tune with "
+                                          r"--no-write to keep the results in the tuning file only"):
+        TU.tune("pmnist", **SMOKE, write_hparams=True)
+    assert fake_training == []

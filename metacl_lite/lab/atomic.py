@@ -98,8 +98,9 @@ def read_json(path: Path, what: str = "JSON file", keep: bool = False) -> Any:
                               + (" (do not delete it: it holds every tuned value)" if keep else "")) from None
 
 
-def check_writable(path: Path) -> Path:
-    """Raise OutputError now (before any compute) unless `path` can be written as a file."""
+def check_writable(path: Path, fix: str = "choose another output path") -> Path:
+    """Raise OutputError now (before any compute) unless `path` can be written as a file; `fix` ends the message (what
+    the user can do: by default another output path, for a file that has no option naming it something else)."""
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{path} is a directory; give a file name such as {path / 'results.json'}")
@@ -109,14 +110,13 @@ def check_writable(path: Path) -> Path:
     if not parent.is_dir():
         raise OutputError(f"cannot create {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise OutputError(f"cannot write {path}: permission denied; choose another output path")
+        raise OutputError(f"cannot write {path}: permission denied; {fix}")
     try:  # os.access says yes to root everywhere, even where nothing can be created (/proc, a read-only mount)
         fd, probe = tempfile.mkstemp(dir=parent, prefix=".metacl-write-check-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise OutputError(f"cannot write {path}: nothing can be created in {parent} ({e.strerror}); choose another "
-                          f"output path") from None
+        raise OutputError(f"cannot write {path}: nothing can be created in {parent} ({e.strerror}); {fix}") from None
     return path
 
 

@@ -96,7 +96,7 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
         where = resolve(choice)
         return Location(where, accelerator(where))
     if choice == "cpu":
-        return _ray_cpu(plan, "--device cpu")
+        return _ray_cpu(plan, why="--device cpu")
     if choice.startswith("cuda:"):
         raise UsageError(f"--device {choice}: with --executor ray, Ray places each unit on one of the cluster's GPUs; "
                          f"use --device cuda")
@@ -105,7 +105,7 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
     models = ray_gpu_models()
     if not models:
         if choice == "auto":
-            return _ray_cpu(plan, "the Ray cluster has no live node with a GPU")
+            return _ray_cpu(plan, why="the Ray cluster has no live node with a GPU")
         raise UsageError("--device cuda: the Ray cluster has no live node with a GPU; add GPU nodes (`ray start "
                          "--address HEAD --num-gpus N`) or use --device cpu")
     model = max(sorted(models), key=lambda m: models[m])
@@ -130,8 +130,8 @@ def _ray_cpu(plan: Plan, why: str) -> Location:
     """A Ray grid on the cluster's CPUs (`why`); a GPU share the user asked for (--gpu-share) would be ignored there,
     so it is refused."""
     if plan.gpu_request is not None:
-        raise UsageError(f"--gpu-share {plan.gpu_request:g}: this grid's units train on the CPU ({why}) and ask Ray for "
-                         f"no GPU; drop --gpu-share")
+        raise UsageError(f"--gpu-share {plan.gpu_request:g}: this grid's units train on the CPU ({why}) and ask Ray "
+                         f"for no GPU; drop --gpu-share")
     return Location("cpu", None, RAY_CPUS.format(**ray_cpus()))
 
 

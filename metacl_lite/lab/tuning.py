@@ -299,7 +299,8 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     out = check_writable(Path(out) if out else default_tuning_out(protocol))
     canonical = is_default(protocol)
     if write_hparams or (write_hparams is None and canonical):  # a read-only hparams.json: said now, not after hours
-        check_writable(H.HPARAMS_FILE)
+        check_writable(H.HPARAMS_FILE, fix="make it writable, or tune with --no-write to keep the results in the "
+                                           "tuning file only")
     if command is None:
         command = tune_command
 
