@@ -132,3 +132,18 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(training, "deterministic", lambda d: None)
     monkeypatch.setattr(training, "set_precision", lambda p, d: None)
     monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")
+
+
+@pytest.fixture
+def no_measuring(monkeypatch):
+    """A benchmark that measures anything (the GEMM rate, a timed child, synthetic tensors) fails the test: for the
+    refusals that must come before any measurement."""
+    from metacl_lite.data import synthetic
+    from metacl_lite.lab import bench
+
+    def boom(*a, **k):
+        raise AssertionError("measured before the options were checked")
+
+    monkeypatch.setattr(bench, "matmul_gflops", boom)
+    monkeypatch.setattr(bench, "in_child", boom)
+    monkeypatch.setattr(synthetic, "synthetic_benchmark", boom)

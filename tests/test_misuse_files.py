@@ -15,18 +15,6 @@ from metacl_lite.tools import main as tools_main
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def no_measuring(monkeypatch):
-    def boom(*a, **k):
-        raise AssertionError("measured before --out was checked")
-
-    monkeypatch.setattr(B, "matmul_gflops", boom)
-    monkeypatch.setattr(B, "in_child", boom)
-    import metacl_lite.data.synthetic as S
-
-    monkeypatch.setattr(S, "synthetic_benchmark", boom)
-
-
 @pytest.mark.parametrize("committed, what", [("pmnist-K20.json", "a results file"),
                                              ("tuning-pmnist-K20.json", "a tuning file"),
                                              ("dynamics-pmnist.json", "a 'dynamics' file")])

@@ -24,15 +24,6 @@ TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 RUN = ["run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--no-progress", "--workers", "1"]
 
 
-@pytest.fixture
-def no_measuring(monkeypatch):
-    def boom(*a, **k):
-        raise AssertionError("measured before the options were checked")
-
-    monkeypatch.setattr(B, "matmul_gflops", boom)
-    monkeypatch.setattr(B, "in_child", boom)
-
-
 @pytest.mark.parametrize("argv, needle", [
     (RUN + ["--seed-list", str(2 ** 64)], "seed 18446744073709551616 is too large"),
     (RUN + ["--seed-list", str(2 ** 63)], "seeds go up to 2^63 - 1"),

@@ -62,15 +62,14 @@ def rounding_differs(recorded: dict) -> Optional[str]:
     then = recorded.get("cpu_kernels")
     torch_then, torch_here = (recorded.get("packages") or {}).get("torch"), torch.__version__.split("+")[0]
     if torch_then != torch_here:
-        reason = f"torch {torch_then} made it, this is torch {torch_here}"
-        return reason
-    if not isinstance(then, dict):
-        reason = "the invocation records no cpu_kernels: made before they were recorded, or on a Ray cluster"
-        return reason
-    here = cpu_kernels()
-    differ = [f"{k} {then.get(k)} there, {here[k]} here" for k in CPU_KERNEL_KEYS
-              if then.get(k) != here[k] or here[k] is None]
-    return "; ".join(differ) or None
+        why = f"torch {torch_then} made it, this is torch {torch_here}"
+    elif not isinstance(then, dict):
+        why = "the invocation records no cpu_kernels: made before they were recorded, or on a Ray cluster"
+    else:
+        here = cpu_kernels()
+        why = "; ".join(f"{k} {then.get(k)} there, {here[k]} here" for k in CPU_KERNEL_KEYS
+                        if then.get(k) != here[k] or here[k] is None) or None
+    return why
 
 
 def relative_to_repo(path: Path) -> str:

@@ -238,6 +238,14 @@ def autograder_zip(name: str, dist: Path = DIST_DIR) -> Path:
     return zips[-1]
 
 
+def ensure_autograder(name: str, dist: Path = DIST_DIR) -> Path:
+    """The autograder zip of assignment `name` in `dist`, generated first when it is missing."""
+    try:
+        return autograder_zip(name, dist)
+    except AssignmentError:
+        return generate(name, dist)["autograder"]
+
+
 def grade(notebook: Path, dist: Path = DIST_DIR, generate_missing: bool = True):
     """What the instructor runs: otter's autograder (visible and hidden tests) on a submitted notebook, in a
     temporary directory, without containers. Generates the autograder first if it is missing."""
@@ -247,12 +255,7 @@ def grade(notebook: Path, dist: Path = DIST_DIR, generate_missing: bool = True):
     if not notebook.is_file():
         raise AssignmentError(f"{notebook} does not exist")
     name = assignment_name(notebook)
-    try:
-        zip_path = autograder_zip(name, dist)
-    except AssignmentError:
-        if not generate_missing:
-            raise
-        zip_path = generate(name, dist)["autograder"]
+    zip_path = ensure_autograder(name, dist) if generate_missing else autograder_zip(name, dist)
     return grade_submission(str(notebook.resolve()), str(zip_path), quiet=True)
 
 

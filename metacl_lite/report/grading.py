@@ -27,7 +27,7 @@ from typing import Callable, Optional, Sequence
 
 from ..data.datafiles import PACKAGE_DIR, REPO_ROOT, data_root
 from ..lab.atomic import write_text
-from .assignments import DIST_DIR, AssignmentError, autograder_zip, generate, list_assignments
+from .assignments import DIST_DIR, AssignmentError, ensure_autograder, list_assignments
 from .grading_refs import startup_code
 
 FIXED = ("submission",)
@@ -220,10 +220,7 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
     """Grade every submission under `paths` that `out` does not already have a row for; returns all rows."""
     name = full_name(name)
     subs = find_submissions(paths)
-    try:
-        zip_path = autograder_zip(name, dist)
-    except AssignmentError:
-        zip_path = generate(name, dist)["autograder"]
+    zip_path = ensure_autograder(name, dist)
     points = question_points(zip_path)
     columns = [*FIXED, *points, *TAIL]
     out = Path(out)
@@ -270,10 +267,7 @@ def command(a) -> int:
         raise AssignmentError(f"--timeout must be positive, got {a.timeout:g}")
     if not paths and Path(first).is_file():  # one notebook: its scores on stdout
         name = assignment_name(Path(first))
-        try:
-            zip_path = autograder_zip(name, dist)
-        except AssignmentError:
-            zip_path = generate(name, dist)["autograder"]
+        zip_path = ensure_autograder(name, dist)
         points = question_points(zip_path)
         r = row(first, grade_one(name, zip_path, Path(first), a.timeout), points)
         for q, pts in points.items():

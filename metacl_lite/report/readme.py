@@ -42,20 +42,21 @@ def headline_cells(records: Sequence[Mapping[str, Any]]) -> list[dict]:
     test over several K); "–" for a claim whose deciding test did not run (mean None)."""
     from .. import training as T
 
+    name = {m: T.METHODS[m].label for m in T.METHODS}
     out = []
     for r in records:
         missing = [f for f in HEADLINE_FIELDS if f not in r]
         if missing:
             raise ValueError(f"claim record {r.get('claim')!r} lacks {missing}; claims.headline gives {HEADLINE_FIELDS}")
-        name = {m: T.METHODS[m].label for m in T.METHODS}
-        mean = r["mean"]
-        difference = (f"{name.get(r['a'], r['a'])} − {name.get(r['b'], r['b'])}" if r["b"] else
-                      name.get(r["a"], r["a"]))
-        metric, test = r["metric"], r.get("test")
-        if test and " − " in test and ", " in test[test.index(" − "):]:
-            # the test's own name, "a − b, what is measured": a control's γ and the measure in full
-            cut = test.index(" − ") + test[test.index(" − "):].index(", ")
+        mean, test = r["mean"], r.get("test") or ""
+        minus = test.find(" − ")
+        cut = test.find(", ", minus) if minus >= 0 else -1  # a label may hold a comma: the first one after the " − "
+        if cut >= 0:  # the test's own name, "a − b, what is measured": a control's γ and the measure in full
             difference, metric = test[:cut], test[cut + 2:]
+        else:
+            difference = (f"{name.get(r['a'], r['a'])} − {name.get(r['b'], r['b'])}" if r["b"] else
+                          name.get(r["a"], r["a"]))
+            metric = r["metric"]
         out.append({"claim": r["claim"], "title": r["title"], "verdict": f"**{r['verdict']}**",
                     "difference": difference, "metric": metric, "K": "across K" if r["K"] is None and mean is not None
                     else r["K"],
