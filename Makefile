@@ -43,9 +43,11 @@ book: $(STAMP)
 	$(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder html
 	@echo "open book/_build/html/index.html"
 
-# Course assignments: run every test against the solutions, write dist/assignments/ and refresh book/assignments/.
+# Course assignments: run every test against the solutions, write dist/assignments/ (and the student kit there) and
+# refresh book/assignments/.
 assignments: $(STAMP)
 	$(PY) -m metacl_lite assignments generate
+	$(PY) -m metacl_lite assignments kit
 
 # Long runs (minutes to hours on a 2-core CPU); each writes results/<benchmark>-K<K>.json and resumes if killed.
 results: $(STAMP)

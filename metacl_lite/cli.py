@@ -269,14 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     sc = ssub.add_parser("check", help="a student: run the visible tests on your notebook")
     sc.add_argument("notebook", type=Path)
     sc.add_argument("-q", "--question", default=None, help="one question (e.g. q2)")
-    from .report.grading import add_parser
+    from .report import grading, kit
 
-    add_parser(ssub)
+    grading.add_parser(ssub), kit.add_parser(ssub)
     return p
 
 
 def _assignments(a) -> int:
-    from .report import assignments as A, grading
+    from .report import assignments as A
 
     if a.acmd == "list":
         for name in A.list_assignments():
@@ -302,14 +302,14 @@ def _assignments(a) -> int:
         for n in A.update_pages(names):
             print(f"wrote book/assignments/{n}.ipynb")
         return 0
-    if a.acmd == "grade":
-        return grading.command(a)
+    if getattr(a, "run", None):  # grade, kit: their modules' commands
+        return a.run(a)
     results = A.check(a.notebook, a.question)
     print(results.summary(public_only=True))
     for q, score, possible in A.score_table(results):
         print(f"{q}: {score:g} / {possible:g}")
     print(f"total: {results.total:g} / {results.possible:g}")
-    print("visible tests only: the grade also counts hidden tests, run by `assignments grade`")
+    print("visible tests only: the grade adds hidden tests, worth more (each question says its points)")
     return 0 if results.total == results.possible else 1  # tells a script whether every visible test passed
 
 

@@ -1,6 +1,7 @@
 """Course assignments (otter-grader): every solution passes all its tests, every unmodified student version fails
 them (the tests are not vacuous), the book pages are what the sources generate and leak no solution."""
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,9 +88,10 @@ def test_check_command_passes_the_solution_and_fails_the_student_version(tmp_pat
                               capture_output=True, text=True, cwd=tmp_path)
 
     ok, bad = check(out["solution"]), check(ROOT / "book/assignments/a1_dynamic_balance.ipynb")
-    assert ok.returncode == 0 and "total: 9 / 9" in ok.stdout, ok.stdout + ok.stderr
-    assert bad.returncode == 1 and "total: 0 / 9" in bad.stdout, bad.stdout + bad.stderr
-    assert "hidden tests" in ok.stdout.splitlines()[-1]  # 9 / 9 is not the grade: the hidden tests count too
+    assert ok.returncode == 0 and "total: 9 / 9" in ok.stdout, ok.stdout + ok.stderr  # the solution holds all tests
+    # the student's visible tests are worth 1 point of each question's 3: the hidden tests weigh more
+    assert bad.returncode == 1 and "total: 0 / 3" in bad.stdout, bad.stdout + bad.stderr
+    assert "hidden tests" in ok.stdout.splitlines()[-1] and "worth more" in ok.stdout.splitlines()[-1]
 
 
 def test_bad_input_gives_clear_errors(tmp_path):
@@ -108,3 +110,56 @@ def test_bad_input_gives_clear_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "metacl_lite", "assignments", "generate", "nope"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "unknown assignment" in r.stderr
+
+
+def _questions(name):
+    """(config, prompt and cells up to its END QUESTION) of each question of an assignment's source."""
+    import yaml
+
+    text = A.source_path(name).read_text()
+    blocks = re.findall(r"```otter\n# BEGIN QUESTION\n(.*?)```(.*?)```otter\n# END QUESTION", text, re.S)
+    return [(yaml.safe_load(conf), body) for conf, body in blocks]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_question_states_its_points_and_hidden_tests_weigh_more(name):
+    """The points a prompt states are its configuration's; an autograded question has one visible test, then one
+    hidden test worth more; the index's table gives each assignment's autograded + written points."""
+    autograded = written = 0.0
+    for conf, body in _questions(name):
+        n = conf["name"][1:]
+        if conf.get("manual"):
+            assert f"**Question {n}** (written, {conf['points']:g} points, graded by hand)." in body, conf
+            written += conf["points"]
+            continue
+        visible, hidden = conf["points"]
+        assert hidden > visible, conf
+        assert len(re.findall(r"^def test_", body, re.M)) == 2 and body.index("# HIDDEN\ndef test_") > body.index(
+            "def test_"), f"{name} {conf['name']}: one visible test, then the hidden one"
+        assert (f"**Question {n}** ({visible + hidden:g} points: {visible:g} for the visible test, {hidden:g} for the "
+                f"hidden one).") in body, conf
+        autograded += visible + hidden
+    index = (ROOT / "book/assignments/index.md").read_text()
+    row = next(line for line in index.splitlines() if f"]({name}.ipynb)" in line)
+    assert row.rstrip(" |").endswith(f"| {autograded:g}" + (f" + {written:g} written" if written else "")), row
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_written_question_has_an_answer_cell(name):
+    """Every question mark in a prompt belongs to a written question (graded by hand, with an answer cell on the
+    student page) or to a 'Try it' marked as not graded."""
+    nb = nbformat.read(str(ROOT / "book/assignments" / f"{name}.ipynb"), as_version=4)
+    cells = nb.cells
+    for i, c in enumerate(cells):
+        if c.cell_type != "markdown" or "?" not in re.sub(r"\$.*?\$|`.*?`", "", c.source):
+            continue
+        if "(written," in c.source:
+            assert "otter_answer_cell" in cells[i + 1].metadata.get("tags", []), c.source[:80]
+        else:
+            assert "not graded" in c.source or c.source.startswith("# "), c.source[:120]
+
+
+def test_without_the_sources_the_commands_say_where_they_are(tmp_path):
+    """An installed package has no book/: `assignments list` and the rest say so instead of printing nothing."""
+    with pytest.raises(A.AssignmentError, match="no assignment sources in .*checkout of the metacl-lite repository"):
+        A.list_assignments(tmp_path / "none")

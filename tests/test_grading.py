@@ -20,17 +20,19 @@ from metacl_lite.report import grading as G
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "a1_dynamic_balance"
 TIMEOUT = "25"
-EXPECTED = {  # submission -> (q1, q2, q3, total, status)
+EXPECTED = {  # submission -> (q1, q2, q3, total, status); each question: 1 point visible test, 2 points hidden
     "blank": ("0", "0", "0", "0", "ok"),
     "correct": ("3", "3", "3", "9", "ok"),
-    "wrong": ("3", "3", "1.5", "7.5", "ok"),  # the KKT dual residual left out: only the hidden q3 test sees it
+    "wrong": ("3", "3", "1", "7", "ok"),  # the KKT dual residual left out: only the hidden q3 test sees it
     "loop": ("0", "0", "0", "0", "timeout"),
     "killed": ("0", "0", "0", "0", "crashed"),
-    "sysexit": ("0", "0", "1.5", "1.5", "ok"),  # the tests that call my_lambda fail; the hidden q3 test passes
+    "sysexit": ("0", "0", "2", "2", "ok"),  # the tests that call my_lambda fail; the hidden q3 test passes
     "reference": ("3", "3", "0", "6", "ok"),  # my_kkt calls metacl_lite's kkt_residuals: withheld while grading
     "patched": ("0", "0", "0", "0", "ok"),  # blank, with a cell that makes every otter test pass: put back
     "overrider": ("3", "3", "0", "6", "ok"),  # a wrong my_kkt that disables assert_close and abs when called
     "vandal": ("3", "3", "3", "9", "ok"),  # the solution, then breaks the package's balance.py: only in its own copy
+    "a1_dynamic_balance (1)": ("3", "3", "3", "9", "ok"),  # the solution, renamed as a second download is
+    "export": ("3", "3", "3", "9", "ok"),  # the zip that the notebook's export cell wrote, run outside the checkout
 }
 VANDAL = ("import pathlib\nimport metacl_lite.balance\n"
           "with open(pathlib.Path(metacl_lite.balance.__file__), 'a') as f:\n    f.write('raise ImportError(1)')\n")
@@ -92,6 +94,29 @@ def make_submissions(dist: Path, folder: Path) -> None:
             "import torch\ntorch.testing.assert_close = lambda *a, **k: None\n"))
 
     _variant(out["student"], folder / "patched.ipynb", patched)
+    shutil.copy(out["solution"], folder / "a1_dynamic_balance (1).ipynb")
+    (folder / "export.zip").write_bytes(exported(out["solution"], folder.parent / "student"))
+
+
+def exported(notebook: Path, where: Path) -> bytes:
+    """Run a notebook as a student would, renamed and in a folder outside the checkout, through its last cell, the
+    export; the zip it wrote. Every grader.check cell must have found the notebook and its tests."""
+    import nbclient
+
+    where.mkdir()
+    renamed = where / "my copy of a1.ipynb"
+    shutil.copy(notebook, renamed)
+    nb = nbformat.read(str(renamed), as_version=4)
+    env = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
+    nbclient.NotebookClient(nb, timeout=300, resources={"metadata": {"path": str(where)}}).execute(env=env)
+    checks = [c for c in nb.cells if c.cell_type == "code" and "grader.check" in c.source]
+    for c in checks:
+        text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in c.outputs)
+        assert "All test cases passed" in text, (c.source, c.outputs)
+    assert len(checks) == 4
+    zips = list(where.glob("my copy of a1_*.zip"))
+    assert len(zips) == 1, list(where.iterdir())
+    return zips[0].read_bytes()
 
 
 def grade(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -128,7 +153,8 @@ def test_each_submission_gets_its_score_and_status(graded):
     cwd, r = graded
     assert r.returncode == 0, r.stdout + r.stderr
     rows = sheet(cwd / "grades.csv")
-    assert list(rows[0]) == ["submission", "q1", "q2", "q3", "total", "possible", "status"]
+    assert list(rows[0]) == ["submission", "q1", "q2", "q3", "q4 (manual)", "total", "possible", "status"]
+    assert {x["q4 (manual)"] for x in rows} == {""}  # the written question: for the instructor to fill in
     got = {Path(x["submission"]).stem: (x["q1"], x["q2"], x["q3"], x["total"], x["status"]) for x in rows}
     assert set(got) == set(EXPECTED)
     for name, (q1, q2, q3, total, status) in EXPECTED.items():
@@ -137,8 +163,9 @@ def test_each_submission_gets_its_score_and_status(graded):
     assert {x["possible"] for x in rows} == {"9"}  # the full score on every row, also for a timeout or a crash
     assert not list((cwd / "tmpdir").iterdir()), "a grading left its temporary folder behind"
     feedback = (cwd / "fb" / "subs_wrong.ipynb.txt").read_text()
-    assert "total: 7.5 / 9" in feedback and "q3: 1.5 / 3" in feedback
-    assert re.search(r"failed .*\(hidden\).*dual = 0\.0", feedback), feedback
+    assert "total: 7 / 9" in feedback and "q3: 1 / 3" in feedback and "q4: manual / 2" in feedback
+    assert "passed test_q3_zero_at_optimum\n" in feedback
+    assert re.search(r"failed test_q3_random_candidates_against_reference \(hidden\).*dual = 0\.0", feedback), feedback
     assert "overrode torch.testing.assert_close" in (cwd / "fb" / "subs_overrider.ipynb.txt").read_text()
     assert "called sys.exit(0)" in (cwd / "fb" / "subs_sysexit.ipynb.txt").read_text()
     assert "status: timeout" in (cwd / "fb" / "subs_loop.ipynb.txt").read_text()
@@ -178,7 +205,8 @@ def test_a_rerun_grades_only_the_missing_rows(graded):
 def test_one_notebook_prints_its_scores(graded):
     cwd, _ = graded
     r = grade(cwd, "subs/wrong.ipynb", "--dist", "dist", "--timeout", TIMEOUT)
-    assert r.returncode == 0 and "q3: 1.5 / 3" in r.stdout and "total: 7.5 / 9" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "q3: 1 / 3" in r.stdout and "total: 7 / 9" in r.stdout, r.stdout + r.stderr
+    assert "q4: manual / 2" in r.stdout
 
 
 def test_bad_arguments_exit_2_with_one_line(tmp_path):
@@ -215,3 +243,36 @@ def test_every_test_is_seeded(name):
             seeded = re.search(r"(manual_seed|default_rng)\(\w+\)", body)
             assert seeded and seeded.start() < draw.start(), f"unseeded draw in {body.splitlines()[0]}"
         assert "SeedSequence()" not in body and "default_rng()" not in body, body.splitlines()[0]
+
+
+@pytest.mark.slow
+def test_ctrl_c_halfway_then_a_rerun_completes_the_sheet(graded):
+    """Ctrl-C while a looping submission is graded: the command stops at once (exit 130, one line), leaves no kernel
+    and no temporary folder, keeps the rows already graded; the rerun grades only the rest."""
+    import signal
+    import time
+
+    cwd, _ = graded
+    subs = cwd / "ctrlc"
+    subs.mkdir()
+    for name in ("correct", "loop", "wrong"):
+        shutil.copy(cwd / "subs" / f"{name}.ipynb", subs / f"{name}.ipynb")
+    tmp = cwd / "tmpdir"
+    env = dict(os.environ, TMPDIR=str(tmp), METACL_LITE_PROGRESS="0")
+    cmd = [sys.executable, "-m", "metacl_lite", "assignments", "grade", "a1", "ctrlc", "--out", "ctrlc.csv",
+           "--timeout", "120", "--dist", "dist"]
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (cwd / "ctrlc.csv").exists() and time.monotonic() < deadline:  # the first row, then the loop starts
+        time.sleep(0.5)
+    time.sleep(5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and len(err.strip().splitlines()) == 1, (proc.returncode, err)
+    assert [Path(x["submission"]).stem for x in sheet(cwd / "ctrlc.csv")] == ["correct"]
+    assert not list(tmp.iterdir()), "the interrupted grading left its folder (and perhaps its kernel) behind"
+    r = grade(cwd, "a1", "ctrlc", "--out", "ctrlc.csv", "--timeout", TIMEOUT, "--dist", "dist")
+    assert r.returncode == 0, r.stderr
+    assert [line.split(":")[0] for line in r.stdout.splitlines()[:-1]] == ["ctrlc/loop.ipynb", "ctrlc/wrong.ipynb"]
+    rows = {Path(x["submission"]).stem: (x["total"], x["status"]) for x in sheet(cwd / "ctrlc.csv")}
+    assert rows == {"correct": ("9", "ok"), "loop": ("0", "timeout"), "wrong": ("7", "ok")}

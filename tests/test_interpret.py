@@ -475,6 +475,7 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
     assert pages["running.md"] == ["book-timings.json", "bench-pmnist-K20.json", "bench-pmnist-cuda.json",
                                    "bench-cifar100.json", "bench-cifar100-cuda.json", "bench-cub.json",
                                    "bench-cub-cuda.json"]
+    assert pages["instructors.md"] == ["grading-times.json"]
     for page, names in stamped_pages().items():
         assert files_stamp(names) in page.read_text().splitlines(), page
     assert write_pages(check=True) == []

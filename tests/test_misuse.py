@@ -96,6 +96,10 @@ CORRUPTIONS = {
     "short row": (lambda d: d["runs"]["finetune/0"]["acc_matrix"][1].pop(), "runs/finetune/0", "acc_matrix[1]"),
     "reference": (lambda d: d["references"]["1"].__setitem__("acc", [75.0, None]), "references/1", "acc[1] is None"),
     "oracle": (lambda d: d["oracle"]["0"].pop("acc"), "oracle/0", "acc is missing"),
+    "over 100 %": (lambda d: d["runs"]["finetune/0"]["acc_matrix"][1].__setitem__(1, 150.0), "runs/finetune/0",
+                   "acc_matrix[1][1] is 150.0, not an accuracy in percent (0 to 100)"),
+    "negative": (lambda d: d["oracle"]["0"]["acc"].__setitem__(0, -5.0), "oracle/0",
+                 "acc[0] is -5.0, not an accuracy in percent (0 to 100)"),
     "tasks of another stream": (lambda d: d["references"]["0"]["acc"].append(70.0), "runs/finetune/0",
                                 "its 2 tasks are not the 3 of references/0"),
 }

@@ -79,12 +79,17 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _percent(a: Any) -> bool:
+    """An accuracy: a finite number of percent, 0 to 100."""
+    return _finite(a) and 0 <= a <= 100
+
+
 def _accuracies(v: Any, name: str) -> Optional[str]:
-    """Why `v` is not a non-empty list of finite accuracies (None when it is)."""
+    """Why `v` is not a non-empty list of accuracies in percent (None when it is)."""
     if not isinstance(v, list) or not v:
         return f"{name} is {'missing' if v is None else repr(v) + ', not a list of accuracies'}"
-    bad = next((i for i, a in enumerate(v) if not _finite(a)), None)
-    return None if bad is None else f"{name}[{bad}] is {v[bad]!r}, not a finite number"
+    bad = next((i for i, a in enumerate(v) if not _percent(a)), None)
+    return None if bad is None else f"{name}[{bad}] is {v[bad]!r}, not an accuracy in percent (0 to 100)"
 
 
 def _acc_matrix(m: Any) -> Optional[str]:
@@ -97,8 +102,8 @@ def _acc_matrix(m: Any) -> Optional[str]:
         if not isinstance(row, list) or len(row) != n:
             return f"acc_matrix[{i}] is not a row of {n} entries (one per task)"
         for j, a in enumerate(row):
-            if not (_finite(a) or (j > i and a is None)):
-                return f"acc_matrix[{i}][{j}] is {a!r}, not a finite number"
+            if not (_percent(a) or (j > i and a is None)):
+                return f"acc_matrix[{i}][{j}] is {a!r}, not an accuracy in percent (0 to 100)"
     return None
 
 

@@ -40,7 +40,12 @@ class AssignmentError(UsageError):
 
 
 def list_assignments(source_dir: Path = SOURCE_DIR) -> list[str]:
-    """The assignment names (source file stems), in book order."""
+    """The assignment names (source file stems), in book order. An installed package has no sources: an error that
+    says where they are."""
+    if not Path(source_dir).is_dir():
+        raise AssignmentError(f"no assignment sources in {source_dir}: the assignments are generated and graded from a "
+                              "checkout of the metacl-lite repository (book/assignments/source); students need only "
+                              "the student kit or the book's pages")
     return sorted(p.stem for p in Path(source_dir).glob("*.md"))
 
 
@@ -53,16 +58,64 @@ def source_path(name: str, source_dir: Path = SOURCE_DIR) -> Path:
 
 
 INIT_MARK = "# Initialize Otter"
+#: the line of otter's init cell that names the notebook file, and what replaces it (`notebook_path`)
+INIT_LINE = 'grader = otter.Notebook("{name}.ipynb")'
+INIT_FOUND = ('from metacl_lite.report.assignments import notebook_path\n'
+              'grader = otter.Notebook(notebook_path("{name}"))  # this notebook, renamed or moved')
+
+
+def notebook_path(name: str) -> Optional[str]:
+    """The file of the running notebook of assignment `name`, for otter's `Notebook` (its `check` and `export` read
+    it), so that a renamed download ("a1_dynamic_balance (1).ipynb") or a copy outside the repository works: the path
+    Jupyter gives the kernel (`JPY_SESSION_NAME`, VS Code's `__vsc_ipynb_file__`), else `<name>.ipynb` in the working
+    folder, else the notebook there whose otter metadata names the assignment (the latest saved when several do).
+    None while otter grades (it finds the notebook itself) or when nothing fits (otter's own search then runs)."""
+    import json
+    import os
+
+    try:
+        import otter
+
+        if otter.Notebook._grading_mode:
+            return None
+    except (ImportError, AttributeError):
+        pass
+    given = [os.environ.get("JPY_SESSION_NAME", "")]
+    try:
+        given.append(str(get_ipython().user_ns.get("__vsc_ipynb_file__", "")))  # noqa: F821 - in a kernel only
+    except NameError:
+        pass
+    here = Path.cwd()
+    for p in given:
+        if p.endswith(".ipynb") and Path(p).is_file():
+            p = Path(p).resolve()
+            return str(p.relative_to(here)) if p.is_relative_to(here) else str(p)
+    if (here / f"{name}.ipynb").is_file():
+        return f"{name}.ipynb"
+    mine = []
+    for p in here.glob("*.ipynb"):
+        try:
+            meta = json.loads(p.read_text(encoding="utf-8")).get("metadata", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(meta, dict) and meta.get("otter", {}).get("assignment_name") == name:
+            mine.append(p)
+    return max(mine, key=lambda p: p.stat().st_mtime).name if mine else None
 
 
 def init_after_title(nb) -> None:
     """otter assign puts its "Initialize Otter" code cell first, above the assignment's title; move it to just after
-    the title (the first Markdown cell that starts with "# "), so that a notebook opens with its title. In place."""
+    the title (the first Markdown cell that starts with "# "), so that a notebook opens with its title; and let its
+    `otter.Notebook` find the notebook's file when it is renamed or moved (`notebook_path`). In place."""
     cells = nb.cells
     init = next((i for i, c in enumerate(cells) if c.cell_type == "code" and c.source.startswith(INIT_MARK)), None)
     title = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("# ")), None)
     if init is not None and title is not None and init < title:
         cells.insert(title, cells.pop(init))
+    name = nb.metadata.get("otter", {}).get("assignment_name")
+    for c in cells:
+        if c.cell_type == "code" and c.source.startswith(INIT_MARK) and name:
+            c.source = c.source.replace(INIT_LINE.format(name=name), INIT_FOUND.format(name=name))
 
 
 def _normalise_ids(path: Path) -> None:

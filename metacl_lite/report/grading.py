@@ -11,6 +11,7 @@ atomically after each row, so a rerun after Ctrl-C grades only the missing rows.
 """
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import json
@@ -27,7 +28,7 @@ from typing import Callable, Optional, Sequence
 
 from ..data.datafiles import PACKAGE_DIR, REPO_ROOT, data_root
 from ..lab.atomic import write_text
-from .assignments import DIST_DIR, AssignmentError, ensure_autograder, list_assignments
+from .assignments import DIST_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
 from .grading_refs import startup_code
 
 FIXED = ("submission",)
@@ -46,15 +47,35 @@ def full_name(name: str) -> str:
 
 
 def question_points(zip_path: Path) -> dict[str, float]:
-    """Each question's points, read from the autograder's test files (`points = 3`)."""
+    """Each autograded question's points, read from the autograder's test files (`points = 3`, or a list of the
+    points of each test case: `points = [1, 2]`)."""
     out = {}
     with zipfile.ZipFile(zip_path) as z:
         for member in sorted(z.namelist()):
             m = re.fullmatch(r"tests/(\w+)\.py", member)
             if m:
-                pts = re.search(r"^points = ([0-9.]+)\s*$", z.read(member).decode(), re.M)
-                out[m.group(1)] = float(pts.group(1)) if pts else 0.0
+                pts = re.search(r"^points = (.+?)\s*$", z.read(member).decode(), re.M)
+                value = ast.literal_eval(pts.group(1)) if pts else 0.0
+                out[m.group(1)] = float(sum(value) if isinstance(value, list) else value)
     return out
+
+
+def manual_points(name: str) -> dict[str, float]:
+    """The points of each question graded by hand (`manual: true` in the assignment's source)."""
+    import yaml
+
+    out = {}
+    text = source_path(name).read_text()
+    for block in re.findall(r"```otter\n# BEGIN QUESTION\n(.*?)```", text, re.S):
+        conf = yaml.safe_load(block)
+        if conf.get("manual"):
+            out[conf["name"]] = float(conf.get("points") or 0)
+    return out
+
+
+def manual_column(q: str) -> str:
+    """The grade sheet's column of a question graded by hand: left empty, for the instructor's points."""
+    return f"{q} (manual)"
 
 
 def find_submissions(paths: Sequence[Path]) -> list[Path]:
@@ -147,8 +168,20 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float) -> di
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def ordered(points: dict[str, float], manual: dict[str, float]) -> list[str]:
+    """The questions, autograded and graded by hand, in order (q1, q2, ..., q10)."""
+    return sorted({*points, *manual}, key=lambda q: (len(q), q))
+
+
+def columns(points: dict[str, float], manual: dict[str, float]) -> list[str]:
+    """The grade sheet's columns: submission, every question in order (those graded by hand as `q2 (manual)`),
+    total, possible, status."""
+    return [*FIXED, *(manual_column(q) if q in manual else q for q in ordered(points, manual)), *TAIL]
+
+
 def row(key: str, rec: dict, points: dict[str, float]) -> dict:
-    """The grade-sheet row of one record: the points of each question, total, possible (the full score), status."""
+    """The grade-sheet row of one record: the points of each autograded question, total and possible (the
+    autograded full score), status. The columns of the questions graded by hand are left empty."""
     possible = sum(points.values())
     scores = {q: 0.0 for q in points}
     status = "ok"
@@ -173,12 +206,16 @@ def row(key: str, rec: dict, points: dict[str, float]) -> dict:
             "possible": f"{possible:g}", "status": status}
 
 
-def feedback_text(key: str, rec: dict, r: dict, points: dict[str, float]) -> str:
-    """One submission's feedback: per question its points, per test passed/failed (hidden ones marked), otter's
-    message for a failure. Records, one a line."""
+def feedback_text(key: str, rec: dict, r: dict, points: dict[str, float], manual: dict[str, float]) -> str:
+    """One submission's feedback: per question its points (or `manual` and its points, for a question graded by
+    hand), per test passed/failed (hidden ones marked), otter's message for a failure. Records, one a line."""
     lines = [f"submission: {key}", f"status: {r['status']}", f"total: {r['total']} / {r['possible']}"]
     got = rec.get("questions", {})
-    for q, pts in points.items():
+    for q in ordered(points, manual):
+        if q in manual:
+            lines.append(f"{q}: manual / {manual[q]:g}")
+            continue
+        pts = points[q]
         lines.append(f"{q}: {r[q]} / {pts:g}")
         for t in got.get(q, {}).get("tests", []):
             mark = "passed" if t["passed"] else "failed"
@@ -205,7 +242,7 @@ def read_sheet(path: Path, columns: list[str]) -> list[dict]:
 
 def write_sheet(path: Path, columns: list[str], rows: list[dict]) -> None:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", restval="")
     w.writeheader()
     w.writerows(rows)
     write_text(path, buf.getvalue())
@@ -221,10 +258,10 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
     name = full_name(name)
     subs = find_submissions(paths)
     zip_path = ensure_autograder(name, dist)
-    points = question_points(zip_path)
-    columns = [*FIXED, *points, *TAIL]
+    points, manual = question_points(zip_path), manual_points(name)
+    cols = columns(points, manual)
     out = Path(out)
-    rows = read_sheet(out, columns)
+    rows = read_sheet(out, cols)
     done = {r["submission"] for r in rows}
     for sub in subs:
         key = str(sub)
@@ -233,14 +270,14 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
         rec = grade_one(name, zip_path, sub, timeout)
         r = row(key, rec, points)
         if feedback is not None:
-            write_text(Path(feedback) / feedback_name(key), feedback_text(key, rec, r, points))
+            write_text(Path(feedback) / feedback_name(key), feedback_text(key, rec, r, points, manual))
         rows.append(r)
         done.add(key)
-        write_sheet(out, columns, rows)
+        write_sheet(out, cols, rows)
         if on_row:
             on_row(r)
     if not out.exists():
-        write_sheet(out, columns, rows)
+        write_sheet(out, cols, rows)
     return rows
 
 
@@ -255,6 +292,7 @@ def add_parser(ssub) -> None:
     sr.add_argument("--feedback", type=Path, default=None, help="a folder for one feedback file per submission")
     sr.add_argument("--timeout", type=float, default=600, help="seconds per submission (default 600)")
     sr.add_argument("--dist", type=Path, default=None, help="where the autograders are (default dist/assignments)")
+    sr.set_defaults(run=command)
 
 
 def command(a) -> int:
@@ -268,10 +306,10 @@ def command(a) -> int:
     if not paths and Path(first).is_file():  # one notebook: its scores on stdout
         name = assignment_name(Path(first))
         zip_path = ensure_autograder(name, dist)
-        points = question_points(zip_path)
+        points, manual = question_points(zip_path), manual_points(name)
         r = row(first, grade_one(name, zip_path, Path(first), a.timeout), points)
-        for q, pts in points.items():
-            print(f"{q}: {r[q]} / {pts:g}")
+        for q in ordered(points, manual):
+            print(f"{q}: {r[q]} / {points[q]:g}" if q in points else f"{q}: manual / {manual[q]:g}")
         print(f"total: {r['total']} / {r['possible']}" + ("" if r["status"] == "ok" else f"\nstatus: {r['status']}"))
         return 0
     if not paths:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from ..lab.atomic import check_writable
-from ..data.datafiles import PACKAGE_DIR
+from ..data.datafiles import PACKAGE_DIR, REPO_ROOT
 from ..accel.device import DEVICE_CHOICES
 from ..errors import FileFormatError, NotebookFailed, UsageError
 from ..data.specs import SPECS
@@ -205,6 +205,17 @@ def kernel_imports_this_checkout():
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = old
+
+
+def reproduction_page(name: str) -> Path:
+    """The book's reproduction notebook `name` (`benchmark`): book/reproduce/<name>.md of the checkout, else
+    <name>.md or <name>.ipynb in the working folder (a copy downloaded from the book, for an installed package)."""
+    here = Path.cwd()
+    for p in (REPO_ROOT / "book" / "reproduce" / f"{name}.md", here / f"{name}.md", here / f"{name}.ipynb"):
+        if p.is_file():
+            return p
+    raise UsageError(f"the book's reproduction notebook {name}.md is neither in {REPO_ROOT / 'book' / 'reproduce'} "
+                     f"nor in {here}: download it from the book's Reproductions page into this folder")
 
 
 def run_notebook(path: Path, params: dict[str, Any], out_dir: Path, kernel: str = "python3",

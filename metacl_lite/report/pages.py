@@ -72,7 +72,7 @@ def stamped_pages() -> dict[Path, list[str]]:
     the Permuted MNIST files beyond the paper's K and every K's tuning file), "Running this book"
     (the page timings), the intro's findings and the claims chapter (the results and control files, and the training
     logs of claims 5 and 6) and the analysis chapter (the results files, those training logs, the tuning file of every
-    K, the lambda story)."""
+    K, the lambda story), and the instructors' page of the assignments (the grading times)."""
     from .evidence import CONTROLS, control_file
     from .timings import DEVICE_FILES
 
@@ -90,7 +90,8 @@ def stamped_pages() -> dict[Path, list[str]]:
             chapters / "07_claims.md": pmnist + controls + [DYNAMICS],
             chapters / "08_analysis.md": [f"pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks] + [DYNAMICS]
             + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
-            + ["lambda-story-pmnist.json"]}
+            + ["lambda-story-pmnist.json"],
+            REPO_ROOT / "book" / "assignments" / "instructors.md": ["grading-times.json"]}
 
 
 def _stamped(text: str, stamp: Optional[str]) -> str:
