@@ -4,6 +4,7 @@ files give one line and exit 2, `table` shows only what the matrices say and say
 notebook kernels import the checkout that launched them, and the protocol's wiring (validation split for tuning,
 each reference on its own task, each variant's options) is checked by spies on what each unit is given."""
 import json
+import shutil
 import math
 import os
 import subprocess
@@ -580,3 +581,48 @@ def test_a_failing_notebook_cell_is_one_line_naming_the_executed_notebook(tmp_pa
     executed = next((tmp_path / "out").glob("fails-*.ipynb"))
     assert err == f"error: {tmp_path / 'fails.ipynb'}: cell [2] raised {name}. The executed notebook, with the " \
                   f"traceback, is {executed}\n"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The open choices: a rerun with nothing new keeps the file; an edited tuning file cannot steer a decision
+# ----------------------------------------------------------------------------------------------------------------
+def _choices_in(tmp_path, monkeypatch, copy_tuning=False):
+    """The open-choices module writing its decision file to a copy of the committed one (and, with copy_tuning,
+    reading copies of the variants' tuning files)."""
+    from metacl_lite.lab import choices as CH
+
+    shutil.copy(ROOT / "results" / "open-choices-pmnist.json", tmp_path / "open-choices-pmnist.json")
+    monkeypatch.setattr(CH, "summary_file", lambda b: tmp_path / f"open-choices-{b}.json")
+    if copy_tuning:
+        shutil.copytree(ROOT / "results" / "open-choices", tmp_path / "open-choices")
+        real = CH.variant_file
+        monkeypatch.setattr(CH, "variant_file", lambda *a, **k: tmp_path / "open-choices" / real(*a, **k).name)
+    return CH
+
+
+def test_choices_with_nothing_new_keeps_the_file_and_its_provenance(tmp_path, monkeypatch):
+    CH = _choices_in(tmp_path, monkeypatch)
+    path = tmp_path / "open-choices-pmnist.json"
+    before = path.read_bytes()
+    doc = CH.write_summary("pmnist", json.loads(before)["provenance"]["command"])
+    assert path.read_bytes() == before, "the decision file was rewritten though nothing was trained or decided"
+    assert doc["provenance"] == json.loads(before)["provenance"]
+
+
+def test_an_edited_chosen_value_does_not_reach_the_decision(tmp_path, monkeypatch):
+    CH = _choices_in(tmp_path, monkeypatch, copy_tuning=True)
+
+    def decided(table):
+        return {r: {K: {v: {k: x for k, x in s.items() if k != "files"} for v, s in per_v.items()}
+                    for K, per_v in per_k.items()} for r, per_k in table.items()}
+
+    truth = decided(CH.scores("pmnist"))
+    assert truth["pi"], "no decision to compare"
+    f = tmp_path / "open-choices" / "tuning-pmnist-K20-base.json"
+    doc = json.loads(f.read_text())
+    method = sorted(doc["chosen"])[0]
+    param = next(iter(doc["chosen"][method]))
+    doc["chosen"][method][param] = 12345.0  # a hand edit
+    doc["grid"][method]["mean_val_acc"] = [0.0] * len(doc["grid"][method]["mean_val_acc"])
+    f.write_text(json.dumps(doc))
+    assert decided(CH.scores("pmnist")) == truth

@@ -30,6 +30,7 @@ and, once every regulariser is decided, records the decisions in hparams.json ("
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -155,6 +156,10 @@ def _best(doc: dict, method: str) -> Optional[tuple[float, list[float]]]:
 def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optional[Path] = None) -> dict:
     """{regulariser: {K: {variant: {"score", "methods": {method: best mean val ACC}, "chosen": {method: value},
     "file"}}}} over the tuning files that exist and are complete."""
+    from . import store as S
+    from .lattice import choose
+    from .tuning import _upgrade_schema1, grid_of
+
     spec = get_spec(benchmark)
     out: dict = {r: {} for r in ORDER}
     for K in Ks:
@@ -168,11 +173,12 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
                 for m, f in files.items():
                     if not f.exists():
                         continue
-                    doc = read_json(f, "tuning file")
-                    b = _best(doc, m)
+                    # the grid again from the file's units: an edited grid or `chosen` never reaches a decision
+                    grid = grid_of(_upgrade_schema1(S.load(f, "tuning")))
+                    b = _best({"grid": grid}, m)
                     if b is not None:
                         best[m], per_seed[m] = b
-                        chosen[m] = doc["chosen"][m]
+                        chosen[m] = {grid[m]["param"]: choose(grid[m])["value"]}
                 if len(best) == len(files):
                     out[r].setdefault(K, {})[v.name] = {
                         "score": float(np.mean(list(best.values()))),
@@ -228,6 +234,11 @@ def write_summary(benchmark: str, command: str, Ks: Sequence[int] = DECISION_KS)
     files = {f for per_k in table.values() for per_v in per_k.values() for v in per_v.values() for f in v["files"]}
     doc["provenance"]["wall_s_total"] = sum(  # the training time of the tuning files it decides from
         float(read_json(REPO_ROOT / f, "tuning file").get("provenance", {}).get("wall_s_total") or 0.0) for f in files)
+    old = read_json(summary_file(benchmark), "open-choices file") if summary_file(benchmark).exists() else None
+    as_read = json.loads(json.dumps(doc))  # as the file would hold it (its keys strings)
+    same = isinstance(old, dict) and all(old.get(k) == v for k, v in as_read.items() if k != "provenance")
+    if same and (old.get("provenance") or {}).get("wall_s_total") == doc["provenance"]["wall_s_total"]:
+        return old  # nothing new was decided or trained: the file and its provenance (commit, start) stay as they are
     write_json(summary_file(benchmark), doc)
     return doc
 
