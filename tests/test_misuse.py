@@ -626,3 +626,21 @@ def test_an_edited_chosen_value_does_not_reach_the_decision(tmp_path, monkeypatc
     doc["grid"][method]["mean_val_acc"] = [0.0] * len(doc["grid"][method]["mean_val_acc"])
     f.write_text(json.dumps(doc))
     assert decided(CH.scores("pmnist")) == truth
+
+
+def test_the_provenance_names_the_threads_each_unit_ran_with(tmp_path, spy):
+    """A CPU file's device says the torch threads of its units (the plan's), not those of the process that started
+    them: `--threads 1` with torch at 2 threads in the parent."""
+    import torch
+
+    from metacl_lite.lab.executors import check_plan
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        res = run_experiment("pmnist", 5, seeds=[0], methods=["finetune"], out=tmp_path / "r.json", n_tasks=2,
+                             epochs=1, plan=check_plan(workers=1, threads=1))
+    finally:
+        torch.set_num_threads(before)
+    device = res["provenance"]["invocations"][-1]["device"]
+    assert device.startswith("cpu: ") and device.endswith("torch threads 1)"), device

@@ -90,13 +90,14 @@ def accelerator(device: str) -> Optional[str]:
     return torch.cuda.get_device_name(torch.device(device))
 
 
-def describe(device: str) -> str:
-    """Where work really ran, for provenance: the GPU with torch's CUDA and cuDNN versions, or the CPU."""
+def describe(device: str, threads: Optional[int] = None) -> str:
+    """Where work really ran, for provenance: the GPU with torch's CUDA and cuDNN versions, or the CPU with the torch
+    threads of each unit (`threads`; default this process's)."""
     if kind(device) == "cuda":
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
         return (f"cuda: {accelerator(device)} (CUDA {torch.version.cuda}, cuDNN {cudnn}, torch "
                 f"{torch.__version__}{', MPS' if mps_active() else ''})")
-    return f"cpu: {cpu_name()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})"
+    return f"cpu: {cpu_name()} ({os.cpu_count()} cores, torch threads {threads or torch.get_num_threads()})"
 
 
 def mps_active(proc: Path = Path("/proc")) -> bool:

@@ -397,7 +397,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
         doc.setdefault("provenance", {})["command"] = command(doc["config"], out)
 
     store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize, where,
-                     loc.text)
+                     loc.text, plan.threads)
     if redo and not force:
         def forget(doc: dict) -> None:
             c = doc.get("config", {})

@@ -31,16 +31,17 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def device(where: str = "cpu") -> str:
+def device(where: str = "cpu", threads: Optional[int] = None) -> str:
     """Where the work of this process really ran (`where`: the resolved device of the run): the GPU's model and
     software, or the CPU's model, cores and threads. A visible GPU that the run did not use is not named."""
-    return describe(where)
+    return describe(where, threads)
 
 
-def invocation(where: str = "cpu", text: Optional[str] = None) -> dict:
+def invocation(where: str = "cpu", text: Optional[str] = None, threads: Optional[int] = None) -> dict:
     """This process: git commit, packages (torch's version matters: 2.14 and 2.15 give different numbers), the
     device the run uses (`where`; `text`: its description where this process cannot see it, a Ray cluster's GPUs)
-    and what decides how its CPU rounds (`cpu_kernels`; None with `text`: the units ran on other machines)."""
+    and what decides how its CPU rounds (`cpu_kernels`; None with `text`: the units ran on other machines); on the CPU
+    `threads`, the torch threads each unit runs with (default: this process's)."""
     pkgs = {}
     for name in ("metacl-lite", "torch", "torchvision", "numpy", "scipy"):
         try:
@@ -50,7 +51,7 @@ def invocation(where: str = "cpu", text: Optional[str] = None) -> dict:
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {"git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(status) if status is not None else None,
             "python": sys.version.split()[0], "packages": pkgs, "platform": platform.platform(),
-            "device": text or device(where), "cpu_kernels": None if text else cpu_kernels(), "started": now()}
+            "device": text or device(where, threads), "cpu_kernels": None if text else cpu_kernels(), "started": now()}
 
 
 def rounding_differs(recorded: dict) -> Optional[str]:

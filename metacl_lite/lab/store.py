@@ -167,18 +167,20 @@ class UnitFile:
     merge(doc) -> None: fold this process's header (config, ...) into a document read from disk.
     finalize(doc) -> None: recompute derived fields (summary, chosen values, the regenerating command).
     where: the device the units are trained on (`device.resolve`), recorded in this invocation's provenance
-    (`where_text`: its description, when this process cannot see it: `executors.locate`).
+    (`where_text`: its description, when this process cannot see it: `executors.locate`; `threads`: the torch threads
+    of each CPU unit, which the description names).
     """
 
     def __init__(self, path: Path, kind: str, header: dict, sections: Iterable[str],
                  compatible: Callable[[dict], list], merge: Callable[[dict], None],
-                 finalize: Callable[[dict], None], where: str = "cpu", where_text: Optional[str] = None):
+                 finalize: Callable[[dict], None], where: str = "cpu", where_text: Optional[str] = None,
+                 threads: Optional[int] = None):
         self.path = check_writable(Path(path))
         self.kind, self.header, self.sections = kind, header, tuple(sections)
         self.compatible, self.merge, self.finalize = compatible, merge, finalize
         self.doc: dict = {}
         self.fresh = False  # start over (force): the first write replaces what is there
-        self.inv = {"id": uuid.uuid4().hex[:12], **invocation(where, where_text), "units": [], "wall_s": 0.0}
+        self.inv = {"id": uuid.uuid4().hex[:12], **invocation(where, where_text, threads), "units": [], "wall_s": 0.0}
 
     def _read(self) -> Optional[dict]:
         if not self.path.exists():

@@ -328,7 +328,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
                 doc["at_edge"][m] = c["at_edge"]
         doc.setdefault("provenance", {})["command"] = command(doc, out)
 
-    store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize, where, loc.text)
+    store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize, where, loc.text, plan.threads)
     doc = store.open(force)
 
     def jobs_for(m: str, values: Sequence[float]) -> list[Job]:
