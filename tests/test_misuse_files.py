@@ -155,3 +155,29 @@ def test_where_refuses_an_empty_need_gpu(who, capsys):
     assert tools_main(["where", "--benchmark", "cub", "--device", "cpu", "--need-gpu", who]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--need-gpu" in err and "make reproduce-cub" in err
+
+
+@pytest.mark.parametrize("argv", [["readme", "--check"], ["readme"]])
+def test_a_readme_that_is_not_utf8_is_refused_in_one_line(argv, tmp_path, monkeypatch, capsys):
+    from metacl_lite.report import readme as R
+
+    monkeypatch.setattr(R, "REPO_ROOT", tmp_path)
+    path = tmp_path / "README.md"
+    path.write_bytes(README.encode("utf-8").replace("β".encode(), b"\xdf", 1))  # saved as Latin-1 by an editor
+    before = path.read_bytes()
+    assert tools_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and f"{path} is not UTF-8 text (byte" in err, err
+    assert path.read_bytes() == before
+    path.unlink()
+    assert tools_main(argv) == 2 and f"{path} does not exist: restore it from git" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["readme", "--check"], ["pages"], ["pages", "--check"]])
+def test_the_page_tools_in_an_installed_package_say_they_need_a_checkout(argv, monkeypatch, capsys):
+    from metacl_lite.data import datafiles
+
+    monkeypatch.setattr(datafiles, "IN_CHECKOUT", False)
+    assert tools_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs" not in err and "installed package" in err and "pip install -e ." in err

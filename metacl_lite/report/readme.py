@@ -131,8 +131,16 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
     """Replace the body of each generated block of the README (`README_MARK`: `table results/X.json`, `claims
     <benchmark>`) with what its source makes now. Returns True when something was (or, with check, would be)
     changed. A marker out of place (`check_blocks`) is a FileFormatError, before anything is written."""
+    from ..errors import FileFormatError
+
     path = Path(path) if path else REPO_ROOT / "README.md"
-    text = path.read_text()
+    if not path.is_file():
+        raise FileFormatError(f"{path} does not exist: restore it from git (`git checkout -- README.md`)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise FileFormatError(f"{path} is not UTF-8 text (byte {e.start} is {e.object[e.start]:#04x}): save it as "
+                              "UTF-8, or restore it from git") from None
     blocks = check_blocks(text, path)
 
     def repl(mo: re.Match) -> str:

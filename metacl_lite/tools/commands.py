@@ -55,9 +55,21 @@ def _where_cmd(a) -> int:
     return 0
 
 
+def _in_checkout(what: str) -> None:
+    """The maintainers' tools that rewrite the README and the book's pages need the checkout they belong to."""
+    from ..data.datafiles import IN_CHECKOUT, PACKAGE_DIR
+    from ..errors import UsageError
+
+    if not IN_CHECKOUT:
+        raise UsageError(f"`{what}` rewrites files of a checkout of the metacl-lite repository (README.md, book/), and "
+                         f"this metacl_lite is an installed package ({PACKAGE_DIR}): run it from a clone, installed "
+                         "with `pip install -e .`")
+
+
 def _pages(a) -> int:
     from ..report.pages import write_pages
 
+    _in_checkout("pages")
     stale = write_pages(check=a.check)
     for p in stale:
         print(("stale: " if a.check else "wrote ") + str(p))
@@ -67,6 +79,7 @@ def _pages(a) -> int:
 def _readme(a) -> int:
     from ..report.readme import update_readme
 
+    _in_checkout("readme")
     stale = update_readme(check=a.check)
     if a.check and stale:
         print("README.md tables are out of date; run `python -m metacl_lite.tools readme`", file=sys.stderr)
