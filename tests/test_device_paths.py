@@ -409,3 +409,11 @@ def test_a_failed_tuning_unit_is_named_by_its_method_value_and_seed(cluster, tmp
     monkeypatch.setattr(G, "execute_unit", fail_one)
     with pytest.raises(UnitsFailed, match=r"^1 unit\(s\) failed: ewc/beta=3.0/100: RuntimeError: .*boom\. Every"):
         _tune(tmp_path, device="cuda", plan=plan)
+
+
+def test_bench_device_auto_without_a_gpu_names_the_device_it_was_given(no_gpu, capsys):
+    """`bench --device auto` on a machine without a GPU speaks of --device auto (it spoke of --device cuda)."""
+    assert tools_main(["bench", "--device", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: bench --device auto times the grids on a GPU, and no GPU is usable here") \
+        and "cuda" not in err and len(err.strip().splitlines()) == 1, err

@@ -322,7 +322,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     if kind(where) != "cuda":
         from ..errors import UsageError
 
-        raise UsageError("bench --device cuda times the grids on a GPU; on the CPU use bench without --device")
+        raise UsageError(f"bench --device {device} times the grids on a GPU, and no GPU is usable here; on the CPU "
+                         f"use bench without --device")
     spec = get_spec(suite)
     check_precision(precision, where)  # an unknown precision: refused before any work
     K, _, target = GPU_TARGETS[suite]
