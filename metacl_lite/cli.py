@@ -168,10 +168,14 @@ def _plan(a):
     from .accel.device import kind
     from .lab.executors import check_plan, default_workers
 
-    workers = a.workers
-    if workers is None and a.executor != "ray":
+    workers, cores = a.workers, default_workers()
+    if a.executor != "ray" and (workers is None or workers > cores):
         where = _where(a)
-        workers = default_workers(kind(where) == "cuda", _benchmark(a), where)
+        if workers is None:
+            workers = default_workers(kind(where) == "cuda", _benchmark(a), where)
+        elif kind(where) != "cuda":  # more local CPU workers than cores: each would wait for the others
+            raise UserError(f"--workers {workers}: this machine has {cores} cores, and a local grid on the CPU runs "
+                            f"at most one worker per core; give --workers {cores} or fewer (or --executor ray)")
     return check_plan(a.executor, workers, a.threads, a.address, a.gpu_share)
 
 
@@ -478,12 +482,9 @@ def dispatch(a, commands: dict[str, Callable[[Any], int]]) -> int:
         hint = _hint(e, a)
         print(f"error: {e}" + (f"; {hint}" if hint else ""), file=sys.stderr)
         return 2
-    except UnitsFailed as e:
+    except (UnitsFailed, NotebookFailed) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
-    except NotebookFailed as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2 if e.user else 1
+        return 2 if getattr(e, "user", False) else 1
     except BrokenPipeError:  # `table ... | head`: the reader went away; nothing to say, no traceback
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again

@@ -131,7 +131,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(grid, "deterministic", lambda d: None)
     monkeypatch.setattr(training, "deterministic", lambda d: None)
     monkeypatch.setattr(training, "set_precision", lambda p, d: None)
-    monkeypatch.setattr(provenance, "describe", lambda d: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")
+    monkeypatch.setattr(provenance, "describe", lambda d, *_: "cuda: GPU X" if str(d).startswith("cuda") else "cpu: Y")
 
 
 @pytest.fixture

@@ -233,7 +233,7 @@ def test_local_gpu_workers_train_on_the_resolved_device_itself(hparams_file, mon
     monkeypatch.setattr("metacl_lite.accel.device.resolve", lambda d: "cuda:1")
     monkeypatch.setattr("metacl_lite.accel.device.accelerator", lambda d: "GPU X")
     monkeypatch.setattr(G, "run_all", fake_run_all)
-    monkeypatch.setattr(provenance, "describe", lambda d: f"{d}: GPU X")
+    monkeypatch.setattr(provenance, "describe", lambda d, *_: f"{d}: GPU X")
     G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=tmp_path / "b.json", device="cuda:1",
                      plan=Plan(executor="local", workers=2), **TINY)
     assert seen == {"share": 0.0, "devices": {"cuda:1"}}
@@ -249,7 +249,7 @@ def test_gpu_bench_writes_a_variant_where_out_says_and_its_command_regenerates_i
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (79 * 2 ** 30, 80 * 2 ** 30))
     monkeypatch.setattr(dev, "deterministic", lambda d: None)
-    monkeypatch.setattr(dev, "describe", lambda d: "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)")
+    monkeypatch.setattr(dev, "describe", lambda d, *_: "cuda: GPU X (CUDA 13.0, cuDNN 1, torch 2.11)")
     monkeypatch.setattr(provenance, "describe", dev.describe)
     jobs = []
 

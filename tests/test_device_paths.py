@@ -161,7 +161,7 @@ def cluster(hparams_file, fake_units, monkeypatch):
     from metacl_lite.lab.executors import check_plan
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(provenance, "describe", lambda d: "cpu: Y")
+    monkeypatch.setattr(provenance, "describe", lambda d, *_: "cpu: Y")
     monkeypatch.setattr(E, "_said", set())
 
     def make(nodes, gpu_name="GPU X", unit_gpu="GPU X", gpu_gb=80.0):

@@ -121,7 +121,7 @@ def test_where_says_how_many_workers_share_this_machines_card(card, monkeypatch,
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "GPU X")
-    monkeypatch.setattr(D, "describe", lambda d: f"{d}: GPU X (CUDA 13.0)")
+    monkeypatch.setattr(D, "describe", lambda d, *_: f"{d}: GPU X (CUDA 13.0)")
     card(15.0)
     assert tools_main(["where", "--benchmark", "cub", "--need-gpu", "make reproduce-cub"]) == 0
     out, err = capsys.readouterr()

@@ -644,3 +644,15 @@ def test_the_provenance_names_the_threads_each_unit_ran_with(tmp_path, spy):
         torch.set_num_threads(before)
     device = res["provenance"]["invocations"][-1]["device"]
     assert device.startswith("cpu: ") and device.endswith("torch threads 1)"), device
+
+
+def test_more_local_cpu_workers_than_cores_are_refused_before_any_work(spy, capsys):
+    from metacl_lite.lab.executors import default_workers
+
+    cores = default_workers()
+    argv = ["run", "--benchmark", "pmnist", "--K", "5", "--seeds", "1", "--methods", "finetune", "--n-tasks", "2",
+            "--epochs", "1", "--workers", str(cores + 1)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --workers {cores + 1}: this machine has {cores} cores") and not spy.streams, err
+    assert len(err.strip().splitlines()) == 1
