@@ -138,3 +138,44 @@ def test_the_cache_files_get_a_new_files_permissions_not_0600(images):
     files = sorted(IC.cache_folder("toy").glob("toy-toy-v1-*"))
     assert [p.suffix for p in files] == [".json", ".npy"]
     assert [oct(p.stat().st_mode & 0o777) for p in files] == ["0o644", "0o644"]
+
+
+def test_a_manifest_that_is_not_an_object_is_rebuilt(images, capsys):
+    base, paths = images
+    want = np.array(IC.cached_images("toy", base, paths, decode, "toy-v1", progress=False))
+    manifest = next(IC.cache_folder("toy").glob("*.json"))
+    manifest.write_text("[1, 2]")
+    IC._VERIFIED.clear()
+    np.testing.assert_array_equal(IC.cached_images("toy", base, paths, decode, "toy-v1", progress=False), want)
+    assert "its manifest is list JSON, not an object; rebuilding it" in capsys.readouterr().err
+
+
+def test_a_cache_folder_that_cannot_be_written_is_one_clear_error(images, monkeypatch):
+    """A read-only folder (simulated: the tests may run as root): a complete cache is read as it is; without one,
+    a DataError naming the folder and the fix, and nothing left behind."""
+    from metacl_lite.data.datafiles import DataError
+
+    base, paths = images
+    want = np.array(IC.cached_images("toy", base, paths, decode, "toy-v1", progress=False))
+    real_open = open
+
+    def read_only(file, mode="r", *a, **k):
+        if str(file).endswith(".lock"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, mode, *a, **k)
+
+    monkeypatch.setattr("builtins.open", read_only)
+    np.testing.assert_array_equal(IC.cached_images("toy", base, paths, decode, "toy-v1", progress=False), want)
+    with pytest.raises(DataError, match=r"cannot write the image cache in .*toy \(Permission denied\); make it "
+                                        r"writable, or set METACL_LITE_DATA"):
+        IC.cached_images("toy", base, paths[:3], decode, "toy-v1", progress=False)
+    monkeypatch.setattr("builtins.open", real_open)
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np.lib.format, "open_memmap", full)
+    with pytest.raises(DataError, match=r"\(the disk is full\): No space left on device; free some space, or set "
+                                        r"METACL_LITE_DATA to a folder on another disk"):
+        IC.cached_images("toy", base, paths[:4], decode, "toy-v1", progress=False)
+    assert not [p for p in IC.cache_folder("toy").iterdir() if p.name.endswith(".part")]

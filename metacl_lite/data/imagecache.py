@@ -18,6 +18,7 @@ Where the cache lives: `<data root>/cache/<dataset>/` (`datafiles.data_root`).
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -31,7 +32,7 @@ import numpy as np
 import torch
 
 from ..accel.progress import progress_enabled
-from .datafiles import data_root, file_digest, new_file_mode
+from .datafiles import DataError, data_root, file_digest, new_file_mode
 
 #: Paths of caches already checked against their sha256 in this process.
 _VERIFIED: set[str] = set()
@@ -86,10 +87,14 @@ def _build(array_path: Path, manifest_path: Path, base: Path, paths: Sequence[st
         Path(tmp).unlink(missing_ok=True)
         raise
     fd, mtmp = tempfile.mkstemp(dir=array_path.parent, prefix=f".{manifest_path.name}.", suffix=".part")
-    with os.fdopen(fd, "w") as f:
-        json.dump(manifest, f, indent=1)
-    os.chmod(mtmp, new_file_mode())
-    os.replace(mtmp, manifest_path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(manifest, f, indent=1)
+        os.chmod(mtmp, new_file_mode())
+        os.replace(mtmp, manifest_path)
+    except BaseException:
+        Path(mtmp).unlink(missing_ok=True)
+        raise
 
 
 def _valid(array_path: Path, manifest_path: Path, preprocess: str, digest: str, n: int) -> Optional[str]:
@@ -98,6 +103,8 @@ def _valid(array_path: Path, manifest_path: Path, preprocess: str, digest: str, 
         m = json.loads(manifest_path.read_text())
     except (OSError, ValueError) as e:
         return f"its manifest cannot be read ({e})"
+    if not isinstance(m, dict):
+        return f"its manifest is {type(m).__name__} JSON, not an object"
     if (m.get("preprocess"), m.get("sources_sha256"), m.get("n_images")) != (preprocess, digest, n):
         return "its manifest describes other images or another preprocessing"
     if str(array_path) not in _VERIFIED:
@@ -116,16 +123,30 @@ def cached_images(dataset: str, base: Path, paths: Sequence[str], decode: Callab
     progress = progress_enabled(progress)
     digest = sources_digest(base, paths)
     array_path, manifest_path = cache_paths(dataset, preprocess, digest)
-    array_path.parent.mkdir(parents=True, exist_ok=True)
+    folder = array_path.parent
+    fix = "make it writable, or set METACL_LITE_DATA to a data folder you can write"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(folder / ".lock", "a+")
+    except OSError as e:
+        if manifest_path.exists() and _valid(array_path, manifest_path, preprocess, digest, len(paths)) is None:
+            return np.load(array_path, mmap_mode="r")  # a complete cache in a read-only folder: read it as it is
+        raise DataError(f"cannot write the image cache in {folder} ({e.strerror or e}); {fix}") from None
     # one builder at a time: workers that start together wait for the first one's cache instead of each decoding
-    with open(array_path.parent / ".lock", "a+") as lock:
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if manifest_path.exists():
             why = _valid(array_path, manifest_path, preprocess, digest, len(paths))
             if why is None:
                 return np.load(array_path, mmap_mode="r")
             print(f"image cache {array_path}: {why}; rebuilding it from the images", file=sys.stderr)
-        _build(array_path, manifest_path, base, paths, decode, preprocess, digest, progress)
+        try:
+            _build(array_path, manifest_path, base, paths, decode, preprocess, digest, progress)
+        except OSError as e:  # a full disk, a folder made read-only meanwhile: nothing half-written is left (_build)
+            if e.errno == errno.ENOSPC:
+                raise DataError(f"cannot write the image cache {array_path} (the disk is full): {e.strerror}; free "
+                                "some space, or set METACL_LITE_DATA to a folder on another disk") from None
+            raise DataError(f"cannot write the image cache {array_path}: {e.strerror or e}; {fix}") from None
         _VERIFIED.add(str(array_path))
         return np.load(array_path, mmap_mode="r")
 
