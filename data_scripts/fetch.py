@@ -41,6 +41,11 @@ def main(argv=None) -> int:
     except UserError as e:  # missing or corrupted data: the message says what to do
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a folder that cannot be written (read-only, a full disk): nothing is replaced until checked
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}; give a folder you can write (--dest for MNIST, or METACL_LITE_DATA)",
+              file=sys.stderr)
+        return 2
     return 0
 
 

@@ -257,6 +257,27 @@ def test_fetch_refuses_bad_folders_in_one_line(tmp_path, monkeypatch, capsys, ca
     assert list(work.iterdir()) == [] and (tmp_path / "afile").read_text() == "x"
 
 
+def test_fetch_into_a_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    """A read-only target (simulated: the tests may run as root, whom permissions do not stop)."""
+    import pathlib
+
+    real = pathlib.Path.mkdir
+
+    def mkdir(self, *a, **k):
+        if "readonly" in str(self):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *a, **k)
+
+    from metacl_lite.data.mnist import mnist_raw_dir
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", mkdir)
+    assert _fetch_main()(["mnist", "--dest", str(tmp_path / "readonly" / "mnist"), "--from",
+                          str(mnist_raw_dir())]) == 2  # the real files (`make mnist-raw`): checked, then copied
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'readonly'}") and "Permission denied; give a folder you can write" \
+        in err and err.count("\n") == 1, err
+
+
 def test_fetch_script_exits_2_in_one_line(tmp_path):
     """The script as run from a shell (its own import of this checkout)."""
     r = subprocess.run([sys.executable, str(FETCH), "mnist", "--dest", ""], cwd=tmp_path, capture_output=True,
