@@ -677,3 +677,14 @@ def test_more_local_cpu_workers_than_cores_are_refused_before_any_work(spy, caps
     err = capsys.readouterr().err
     assert err.startswith(f"error: --workers {cores + 1}: this machine has {cores} cores") and not spy.streams, err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("benchmark, K, most", [("cifar100", 501, 500), ("cub", 30, 29), ("pmnist", 5422, 5421)])
+def test_a_K_beyond_the_smallest_class_is_refused_before_the_notebook_runs(benchmark, K, most, tmp_path, capsys):
+    defaults = declared_parameters(BENCH)
+    validate({"benchmark": benchmark, "K": most}, defaults)  # the largest K there is: accepted
+    with pytest.raises(ParameterError, match=rf"K.*at most {most} training images in its smallest class: give K <= "
+                                             rf"{most}"):
+        validate({"benchmark": benchmark, "K": K}, defaults)
+    assert main(["notebook", str(BENCH), "-p", "benchmark", benchmark, "-p", "K", str(K), "-o", str(tmp_path)]) == 2
+    assert f"give K <= {most}" in capsys.readouterr().err and list(tmp_path.iterdir()) == []

@@ -60,6 +60,14 @@ def _positive(v: int, point: dict[str, Any]) -> None:
         raise _Invalid("give a positive integer (1, 2, ...)")
 
 
+def _K(v: int, point: dict[str, Any]) -> None:
+    _positive(v, point)
+    spec = SPECS.get(point.get("benchmark"))  # an unknown benchmark is reported by its own check
+    if spec and v > spec.max_K:
+        raise _Invalid(f"{spec.title} has at most {spec.max_K} training images in its smallest class: give K <= "
+                       f"{spec.max_K}")
+
+
 def _epochs(v: int, point: dict[str, Any]) -> None:
     if v < 0:
         raise _Invalid("give 0 (the paper's number) or a positive integer")
@@ -98,7 +106,7 @@ def _device(v: Optional[str], point: dict[str, Any]) -> None:
 #: it. `validate` applies them, so the command line (before any kernel starts) and `check_parameters` (inside the
 #: notebook, under plain papermill) check the same things.
 VALUE_CHECKS: dict[str, Callable[[Any, dict[str, Any]], None]] = {
-    "benchmark": _benchmark, "K": _positive, "seeds": _positive, "methods": _methods,
+    "benchmark": _benchmark, "K": _K, "seeds": _positive, "methods": _methods,
     "epochs": _epochs, "n_tasks": _n_tasks, "device": _device,
 }
 
