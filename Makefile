@@ -91,8 +91,15 @@ reproduce-pmnist: $(STAMP)
 # HOST:PORT" the cluster's GPUs count, not this machine's (it may have none); every node needs the data and weights.
 DEVICE    ?= auto
 CIFAR_KS  ?= 20 50 200 500
+# Before the environment is installed (torch with CUDA, about 5 GB), a machine without any NVIDIA GPU is told at once
+# (unless DEVICE=cpu, or EXEC names a Ray cluster's address, whose GPUs count); `where --need-gpu` then checks for real.
+gpu-precheck-%:
+	@[ "$(DEVICE)" = cpu ] || [ -z "$(STAMP)" ] || [ -f "$(STAMP)" ] || case "$(EXEC)" in *--address*) ;; *) \
+	  nvidia-smi -L 2>/dev/null | grep -q "^GPU" || { echo "error: make reproduce-$* needs a CUDA GPU, and nvidia-smi \
+	finds none here; give DEVICE=cpu to train on the CPU (days), or EXEC=\"--executor ray --address HOST:PORT\" for a \
+	cluster's GPUs (nothing was installed)" >&2; exit 2; } ;; esac
 NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -m metacl_lite.tools where --benchmark $(subst reproduce-,,$@) --device $(DEVICE) $(WHERE_OPTS) --need-gpu "make $@"
-reproduce-cifar100: $(STAMP)
+reproduce-cifar100: gpu-precheck-cifar100 $(STAMP)
 	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cifar100 $(if $(SRC),--from $(SRC),)
 	$(PY) -m metacl_lite choices --benchmark cifar100 --device $(DEVICE) $(WHERE_OPTS)
@@ -104,7 +111,7 @@ reproduce-cifar100: $(STAMP)
 	done
 	$(PY) -m metacl_lite.tools pages && $(PY) -m metacl_lite.tools readme
 
-reproduce-cub: $(STAMP)
+reproduce-cub: gpu-precheck-cub $(STAMP)
 	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cub $(if $(SRC),--from $(SRC),)
 	$(PY) -c "import torchvision; torchvision.models.resnet18(weights='IMAGENET1K_V1')"  # hub cache, sha256-checked

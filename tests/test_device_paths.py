@@ -417,3 +417,32 @@ def test_bench_device_auto_without_a_gpu_names_the_device_it_was_given(no_gpu, c
     err = capsys.readouterr().err
     assert err.startswith("error: bench --device auto times the grids on a GPU, and no GPU is usable here") \
         and "cuda" not in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("target", ["reproduce-cifar100", "reproduce-cub"])
+def test_the_make_targets_stop_before_installing_on_a_machine_without_a_gpu(target, tmp_path):
+    """No nvidia-smi GPU (an empty PATH but for the shell's tools), no venv yet: refused before the 5 GB install;
+    DEVICE=cpu or a Ray cluster's address goes on to the install (here a stand-in that records it)."""
+    import shutil
+    import subprocess
+
+    stamp = tmp_path / "venv" / "stamp"
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for tool in ("sh", "grep", "echo", "test", "["):
+        real = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        if real.startswith("/"):
+            (bin_ / tool).symlink_to(real)
+    env = {"PATH": str(bin_), "HOME": str(tmp_path)}
+
+    def make(*extra):
+        return subprocess.run([shutil.which("make"), "-s", target, f"STAMP={stamp}", "PY=false", "PYTHON=false", *extra],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+
+    r = make()
+    assert r.returncode == 2 and r.stderr.startswith(f"error: make {target} needs a CUDA GPU, and nvidia-smi finds "
+                                                     "none here; give DEVICE=cpu"), r.stderr
+    assert not stamp.parent.exists()
+    for extra in (["DEVICE=cpu"], ["EXEC=--executor ray --address 10.0.0.1:6379"]):
+        r = make(*extra)  # past the precheck: the install's first command (the stand-in `false`) fails
+        assert "needs a CUDA GPU" not in r.stderr and r.returncode != 0, r.stderr
