@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     from metacl_lite.report import assignments as A, grading as G
 
     check_writable(a.out)
+    start = time.perf_counter()
     prov = invocation()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
     command = "python data_scripts/grading_times.py"
     if a.out.resolve() != (ROOT / "results" / "grading-times.json").resolve():
         command += f" --out {relative_to_repo(a.out)}"
-    prov.update(command=command, finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    prov.update(command=command, wall_s_total=round(time.perf_counter() - start, 1))
     write_json(a.out, {"kind": "grading-times", "rows": rows, "provenance": prov})
     print(f"wrote {relative_to_repo(a.out)}")
     return 0

@@ -46,10 +46,11 @@ def test_results_files_carry_provenance():
     for f in files:
         doc = json.loads(f.read_text())
         prov = doc["provenance"]
-        # results/book-timings.json and results/gpu-check.json are written by data scripts, the rest by the package's
-        # command line
+        # results/book-timings.json, gpu-check.json and grading-times.json are written by data scripts, the rest by
+        # the package's command line
         prefix = {"book-timings": "python data_scripts/book_timings.py",
-                  "gpu-check": "python data_scripts/gpu_check.py"}.get(doc.get("kind"), "python -m metacl_lite")
+                  "gpu-check": "python data_scripts/gpu_check.py",
+                  "grading-times": "python data_scripts/grading_times.py"}.get(doc.get("kind"), "python -m metacl_lite")
         assert prov["command"].startswith(prefix), f
         assert prov["git_commit"] and prov["packages"]["torch"] and prov["device"], f
         if doc.get("kind") == "gpu-check":  # a check, not a timed run: the tests it ran, each with its time
