@@ -23,7 +23,10 @@ anything but 127.0.0.1, file:, data: or blob: is failed and reported. Each page 
   image's own src), unless it is marked decorative (role="presentation" or aria-hidden="true");
 - a figure with no caption (a <figure> without caption text, or an <img> outside any <figure>), or a captioned figure
   with no number (numfig numbers a figure only when it has a caption and a :name:);
-- an external request.
+- an external request;
+- on the pages of MENU_PAGES, a menu that does not work as a reader presses it: at 390 px the ☰ button must open the
+  site navigation and the contents button the page's contents (links shown on top, in the viewport), and at 1280 px
+  the ☰ button must collapse the navigation. Each press is made on a freshly loaded page.
 
 "The page's content" is the theme's article (article.bd-article), else <main>, else <body>.
 
@@ -64,6 +67,33 @@ CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--disable-extensions", "--disable-default-apps", "--mute-audio",
                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--remote-debugging-pipe"]
+
+# The theme's menus, pressed on a few pages (the theme is the same on every page): (width, toggle) -> whether its links
+# are shown before the press and after it. "primary": the ☰ button and the site navigation; "secondary": the page's
+# contents button and its contents.
+MENU_PAGES = ("intro.html", "chapters/03_dynamic_balance.html", "reproduce/pmnist-K50.html",
+              "assignments/instructors.html")
+MENU_EXPECT = {(390, "primary"): (False, True), (390, "secondary"): (False, True), (1280, "primary"): (True, False)}
+MENU_JS = r"""
+(async (which) => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  const shown = sel => [...document.querySelectorAll(sel)].some(a => {
+    const r = a.getBoundingClientRect();
+    if (r.width <= 0 || r.height <= 0 || r.right <= 0 || r.left >= innerWidth || r.bottom <= 0 || r.top >= innerHeight)
+      return false;
+    const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return !!top && (top === a || a.contains(top) || top.contains(a));
+  });
+  const button = [...document.querySelectorAll(`.${which}-toggle`)].find(b => {
+    const r = b.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && getComputedStyle(b).visibility !== 'hidden' && r.right > 0 && r.left < innerWidth;
+  });
+  const links = which === 'primary' ? 'nav.bd-links a' : 'nav.bd-toc-nav a, .page-toc a';
+  const out = {before: shown(links), button: !!button, after: null};
+  if (button) { button.click(); await sleep(800); out.after = shown(links); }
+  return out;
+})
+"""
 
 # Installed before any page script: the time of the last change to the DOM's structure or text.
 WATCH_JS = """
@@ -346,6 +376,37 @@ def _set_width(chrome: Chrome, session: str, width: int) -> None:
                                                        "mobile": width < 600}, session)
 
 
+def check_menus(chrome: Chrome, url: str, settle_ms: float = 1000, max_wait: float = 60) -> list[str]:
+    """Press each menu toggle of MENU_EXPECT on a freshly loaded page at its width; the problems found."""
+    problems = []
+    for (width, which), want in MENU_EXPECT.items():
+        target = chrome.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = chrome.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        try:
+            for domain in ("Runtime", "Page"):
+                chrome.call(f"{domain}.enable", session=session)
+            chrome.call("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_JS}, session)
+            _set_width(chrome, session, width)
+            chrome.call("Page.navigate", {"url": url}, session)
+            deadline = time.monotonic() + max_wait
+            while time.monotonic() < deadline:
+                chrome.pump(0.25)
+                if (chrome.evaluate(session, SETTLED_JS, timeout=max_wait) or 0) >= settle_ms:
+                    break
+            got = chrome.evaluate(session, f"({MENU_JS})('{which}')")
+        finally:
+            chrome.call("Target.closeTarget", {"targetId": target})
+        what = "site navigation (☰)" if which == "primary" else "page contents"
+        if not got["button"]:
+            problems.append(f"menu at {width} px: no {what} button to press")
+        elif (got["before"], got["after"]) != want:
+            def state(s):
+                return "shown" if s else "hidden"
+            problems.append(f"menu at {width} px: the {what} was {state(got['before'])}, and {state(got['after'])} "
+                            f"after pressing its button; it should be {state(want[0])}, then {state(want[1])}")
+    return problems
+
+
 def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_wait: float = 60) -> PageReport:
     """Open `url` in a new tab at 1280 px, wait until it is loaded, MathJax is done and the DOM has not changed for
     `settle_ms`, inspect it, then measure the display math again at 390 px."""
@@ -407,6 +468,8 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
     for w in WIDTHS[1:]:
         p += [f"table wider than the column at {w} px and not in a box that scrolls: {t['width']} px in "
               f"{t['column']} px ({t['head']})" for t in tables[w] if not t["scrolls"]]
+    if rel in MENU_PAGES:
+        p += check_menus(chrome, url, settle_ms, max_wait)
     report.math = info["math"]
     report.widgets = info["widgets_rendered"]
     return report
