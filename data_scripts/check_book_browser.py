@@ -15,7 +15,8 @@ anything but 127.0.0.1, file:, data: or blob: is failed and reported. Each page 
 - Markdown list markers inside a paragraph (a bulleted list that was glued or written into running text): a line of
   a <p> that starts with "- ", "* " or "+ ", or a colon or full stop followed by " - item ... - item";
 - ipywidgets not rendered exactly once: one rendered view per widget-view tag, each with content;
-- display math wider than its container at 1280 px or at 390 px (a phone);
+- display math wider than its container at 1280 px or at 390 px (a phone), or inline math (which does not wrap) that
+  ends past the content column;
 - a table wider than the content column at 1280 px; at 390 px, a table wider than the column that is not inside a
   box that scrolls sideways (the page itself would slide). A table that fits at 1280 px may scroll inside its own box
   on a phone: the reader scrolls that table, not the page, and the theme wraps every table in such a box;
@@ -192,9 +193,23 @@ OVERFLOW_JS = """
   const wide = [];
   try {
     if (!(window.MathJax && MathJax.startup && MathJax.startup.document)) return wide;
+    const root = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+    const rr = root.getBoundingClientRect(), cs = getComputedStyle(root);
+    const right = rr.right - parseFloat(cs.paddingRight);
     for (const item of MathJax.startup.document.math) {
       const c = item.typesetRoot;
-      if (!item.display || !c || !c.isConnected) continue;
+      if (!c || !c.isConnected) continue;
+      if (!item.display) {  // inline math does not wrap: it must end inside the column, or sit in a box that scrolls
+        const r = c.getBoundingClientRect();
+        if (!root.contains(c) || r.width === 0 || r.right <= right + 1) continue;
+        let scrolls = false;
+        for (let a = c.parentElement; a && a !== root; a = a.parentElement) {
+          const ox = getComputedStyle(a).overflowX;
+          if ((ox === 'auto' || ox === 'scroll') && a.getBoundingClientRect().right <= right + 1) { scrolls = true; break; }
+        }
+        if (!scrolls) wide.push(`inline, ends ${Math.round(r.right - right)}px past the column: ${item.math.trim().slice(0, 60)}`);
+        continue;
+      }
       const box = c.closest('.math') || c;
       const inner = c.querySelector('mjx-math');
       const need = Math.max(box.scrollWidth, c.scrollWidth, inner ? Math.ceil(inner.getBoundingClientRect().width) : 0);
@@ -462,7 +477,7 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
                  f"{info['widgets_empty']} empty")
     if info["widget_views"] < REQUIRED_WIDGET_VIEWS.get(rel, 0):
         p.append(f"widgets: {info['widget_views']} views, expected at least {REQUIRED_WIDGET_VIEWS[rel]}")
-    p += [f"display math overflows at {w} px: {o}" for w, items in overflow.items() for o in items]
+    p += [f"math overflows at {w} px: {o}" for w, items in overflow.items() for o in items]
     for t in tables[WIDTHS[0]]:
         p.append(f"table wider than the column at {WIDTHS[0]} px: {t['width']} px in {t['column']} px ({t['head']})")
     for w in WIDTHS[1:]:
