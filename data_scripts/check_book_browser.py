@@ -494,12 +494,6 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def send_error(self, code, message=None, explain=None):
-        if code == 404 and self.path == "/favicon.ico":  # the browser asks for it by itself; the book has none
-            self.send_response(204)
-            self.end_headers()
-            return
-        super().send_error(code, message, explain)
 
 
 def pages(html: Path) -> list[str]:
