@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -490,6 +491,7 @@ def dispatch(a, commands: dict[str, Callable[[Any], int]]) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again
         return 141
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second press while this exits changes nothing
         if a.cmd in ("run", "tune", "choices"):
             print(f"\ninterrupted: every finished unit is saved{' in ' + _out_of(a) if _out_of(a) else ''}; run the "
                   f"same command again to resume", file=sys.stderr)

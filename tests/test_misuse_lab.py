@@ -124,6 +124,44 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
     pytest.fail("the worker outlived its killed parent")
 
 
+def test_two_ctrl_c_during_a_grid_of_two_workers_end_it_at_once_without_tracebacks(tmp_path):
+    """Ctrl-C in a terminal reaches the whole process group: the parent and both workers. The workers leave it to the
+    parent, which ends them at once (their units would train on for minutes) with a second press ignored meanwhile;
+    before, the second press hung the exit in concurrent.futures' atexit join and printed tracebacks."""
+    started = tmp_path / "started"
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        from metacl_lite.lab.executors import Plan, run_all
+        def unit(job):
+            open({str(started)!r} + str(job), "w").close()
+            time.sleep(300)  # a unit that would train for minutes
+        if __name__ == "__main__":
+            try:
+                run_all(unit, [0, 1], lambda job, result: None, Plan(workers=2))
+            except KeyboardInterrupt:
+                print("interrupted", file=sys.stderr)
+                sys.exit(130)
+    """)
+    (tmp_path / "grid.py").write_text(script)
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "grid.py")], cwd=tmp_path, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    deadline = time.time() + 60
+    while not all((tmp_path / f"started{j}").exists() for j in (0, 1)) and time.time() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"two Ctrl-C did not end the grid within 30 s: {proc.communicate()[1][-2000:]}")
+    # 130 from the script, or -SIGINT where the second press landed after run_all had stopped the workers and put
+    # back the handler: either way stopped at once
+    assert proc.returncode in (130, -signal.SIGINT) and "interrupted" in err, err
+    assert "Traceback" not in err, err
+
+
 @pytest.mark.parametrize("xi", [float("inf"), float("nan"), 0.0, -1.0, True])
 def test_library_callers_get_the_finite_pi_xi_check_too(xi):
     with pytest.raises(UserError, match="must be a finite positive number"):

@@ -285,10 +285,14 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
                          f"is running (`ray start --head` prints it)") from None
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, own_ctrl_c: bool = False) -> None:
     import torch
 
     _die_with_parent()
+    if not own_ctrl_c:  # a local worker: Ctrl-C is the parent's to handle (it ends the workers; see _stop_pool)
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
 
 
@@ -305,8 +309,22 @@ def _die_with_parent() -> None:
 
 
 def _call(fn: Callable, job: Any, threads: int) -> Any:
-    _init_worker(threads)
+    _init_worker(threads, own_ctrl_c=True)  # a Ray task: Ray's own worker process, stopped by ray.cancel
     return fn(job)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """After Ctrl-C: end the local workers now (a unit can train for minutes) and wait until they are gone, with
+    further Ctrl-C ignored meanwhile, so that a second press neither hangs the exit nor prints tracebacks."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[Any, Any], None], plan: Plan,
@@ -373,7 +391,7 @@ def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[
                 else:
                     done(futures[f], result)
     except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)  # the workers got the same SIGINT and stop too
+        _stop_pool(pool)
         raise
     pool.shutdown()
     return failures
