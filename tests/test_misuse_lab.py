@@ -124,6 +124,24 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
     pytest.fail("the worker outlived its killed parent")
 
 
+def test_a_full_disk_while_run_saves_a_unit_stops_with_a_message_and_keeps_the_file(hparams_file, fake_units, tmp_path,
+                                                                                   monkeypatch, capsys):
+    out = tmp_path / "r.json"
+    assert main(["run", "--benchmark", "pmnist", "--K", "20", "--seeds", "1", "--methods", "finetune", "--n-tasks", "2",
+                 "--epochs", "1", "--workers", "1", "--out", str(out), "--no-progress"]) == 0
+    before = out.read_bytes()
+
+    def full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)  # the disk fills while the next unit's result is saved
+    assert main(["run", "--benchmark", "pmnist", "--K", "20", "--seeds", "2", "--methods", "finetune", "--n-tasks", "2",
+                 "--epochs", "1", "--workers", "1", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {out}: the disk is full (No space left on device)" in err and "Traceback" not in err, err
+    assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
 def test_two_ctrl_c_during_a_grid_of_two_workers_end_it_at_once_without_tracebacks(tmp_path):
     """Ctrl-C in a terminal reaches the whole process group: the parent and both workers. The workers leave it to the
     parent, which ends them at once (their units would train on for minutes) with a second press ignored meanwhile;

@@ -50,9 +50,12 @@ def write_bytes(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, _mode(path))
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OutputError(f"cannot write {path}: the disk is full ({e.strerror}); {path.name} is kept as it was "
+                              f"before this write: free some space and run the same command again") from None
         raise
 
 
