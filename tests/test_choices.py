@@ -31,7 +31,8 @@ def _tuning(path, best: dict, spread: float = 0.0):
     grid = {m: {"param": "gamma" if m.endswith("lambda") else "beta", "values": [0.1, 1.0], "complete": True,
                 "mean_val_acc": [b - 5, b], "val_acc": [[b - 5, b - 5], [b - spread, b + spread]]}
             for m, b in best.items()}
-    path.write_text(json.dumps({"kind": "tuning", "grid": grid,
+    path.write_text(json.dumps({"kind": "tuning", "benchmark": "pmnist", "K": 20, "n_tasks": 20, "epochs": 1,
+                                "seeds": [0, 1], "grid": grid,
                                 "chosen": {m: {g["param"]: 1.0} for m, g in grid.items()}}))
 
 
@@ -148,3 +149,39 @@ def test_the_decision_table_holds_scores_candidates_and_decisions(folder, hparam
     assert {K: [round(x, 2) for x in xs] for K, xs in d["per_seed_margin"].items()} == {"20": [3.0, 3.0],
                                                                                           "200": [-0.3, 0.7]}
     assert d["kept_base_because"] == CH.KEPT_BASE.format(cand="max", K=20)
+
+def test_choices_trains_each_variant_with_its_own_options(folder, hparams_file, fake_units, monkeypatch):
+    """Through the command, down to the training configuration of every unit: each variant's tuning trains its
+    regularisers' methods with that variant's options (and nothing else), not the base options."""
+    from metacl_lite.lab import grid as G
+
+    monkeypatch.setattr(G, "execute_unit", _scored(G.execute_unit))  # a peak inside each grid: no edge extensions
+    made, make = {}, G.make_benchmark
+
+    def once(spec, K, **kw):  # each stream built once (the grid keeps one per process; the tuning seeds alternate)
+        key = (spec.name, K, *sorted(kw.items()))
+        if key not in made:
+            made[key] = make(spec, K, **kw)
+        return made[key]
+
+    monkeypatch.setattr(G, "make_benchmark", once)
+    assert main(["choices", "--K", "20", "--workers", "1", "--no-progress"]) == 0
+    defaults = {"omega_accumulate": "sum", "omega_normalise": "none", "pi_xi": 0.1}
+    expected = {(m, tuple(sorted({**defaults, **v.options}.items())))
+                for v in CH.CANDIDATES.values() for r in v.regularisers for m in CH.FAMILY[r]}
+    trained = {(u.method, tuple(sorted((k, getattr(cfg, k)) for k in defaults))) for u, cfg in fake_units}
+    assert trained == expected
+    assert len(expected) == 4 * 9 + 3  # four variants of every regulariser's three methods, xi of PI's three
+
+
+def _scored(fake):
+    """The fake unit, with a validation ACC that peaks at the middle of the half-decade ladder (beta or gamma = 1)."""
+    import math
+
+    def unit(u, bench, cfg, evaluate_rows="all"):
+        out = fake(u, bench, cfg, evaluate_rows)
+        value = cfg.gamma if u.method and u.method.endswith("lambda") else cfg.beta
+        if "acc" in out and value:
+            out["acc"] = [50.0 - abs(math.log10(value))] * len(out["acc"])
+        return out
+    return unit
