@@ -107,3 +107,56 @@ def test_a_results_file_records_it_per_invocation_and_at_the_top(machine, tmp_pa
 
 def test_provenance_reads_this_machine_through_cpu_kernels():
     assert provenance.cpu_kernels is device.cpu_kernels
+
+
+def _store(path):
+    return UnitFile(path, "results", {}, ["runs"], compatible=lambda d: [], merge=lambda d: None,
+                    finalize=lambda d: None)
+
+
+def test_a_file_refuses_cpu_units_from_a_machine_that_rounds_otherwise(machine, tmp_path):
+    """What cannot be made equal is refused when mixed: a CPU file made with AVX-512 kernels takes no units from an
+    AVX2 machine (nor another processor model, BLAS or torch), before any unit trains; the same kind of machine
+    continues it."""
+    from metacl_lite.errors import ConfigMismatch
+
+    path = tmp_path / "r.json"
+    first = _store(path)
+    first.open()
+    first.add("runs", "ewc/0", {"acc_matrix": [[50.0]], "wall_s": 1.0})
+    before = path.read_bytes()
+    machine(capability="AVX2")
+    with pytest.raises(ConfigMismatch, match=r"cpu_kernels\.capability: 'AVX512' in the file, 'AVX2' here"):
+        _store(path).open()
+    machine(cpuinfo=EPYC_ZEN4)
+    with pytest.raises(ConfigMismatch, match=r"cpu_kernels\.model: '1' in the file, '17' here"):
+        _store(path).open()
+    machine()
+    doc = json.loads(path.read_text())
+    doc["provenance"]["invocations"][0]["packages"]["torch"] = "2.0.0"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigMismatch, match=r"torch: '2\.0\.0' in the file"):
+        _store(path).open()
+    path.write_bytes(before)
+    again = _store(path)  # the same kind of machine: continued
+    again.open()
+    again.add("runs", "ewc/1", {"acc_matrix": [[50.0]], "wall_s": 1.0})
+    assert set(json.loads(path.read_text())["runs"]) == {"ewc/0", "ewc/1"}
+
+
+def test_invocations_that_record_no_kernels_are_not_compared(machine, tmp_path):
+    """The committed files (made before cpu_kernels was recorded) and a Ray cluster's invocations (its nodes' kernels
+    are not this process's) can still be continued: what decided their rounding is unknown."""
+    path = tmp_path / "r.json"
+    first = _store(path)
+    first.open()
+    first.add("runs", "ewc/0", {"acc_matrix": [[50.0]], "wall_s": 1.0})
+    doc = json.loads(path.read_text())
+    doc["provenance"]["invocations"][0]["cpu_kernels"] = None
+    path.write_text(json.dumps(doc))
+    machine(capability="AVX2")
+    _store(path).open()
+    ray = UnitFile(path, "results", {}, ["runs"], compatible=lambda d: [], merge=lambda d: None,
+                   finalize=lambda d: None, where_text="ray cluster: 8 CPU(s) on 1 live node(s)")
+    assert ray.inv["cpu_kernels"] is None
+    ray.open()

@@ -25,7 +25,7 @@ from .executors import Plan, check_plan, locate, run_all, unit_device
 from .provenance import relative_to_repo
 from .summary import summarize
 from ..data.specs import BenchmarkSpec, get_spec
-from .store import UnitFile, load, load_results
+from .store import DIFFERS, UnitFile, load, load_results
 from ..accel.progress import progress
 from ..training import METHODS, TrainConfig, run_stream, train_joint, train_reference
 
@@ -226,8 +226,6 @@ def _filled(config: dict) -> dict:
     return c
 
 
-#: One field in which a file's configuration differs from a run's, in the message that refuses the run.
-DIFFERS = "{}: {!r} in the file, {!r} here"
 
 
 def _compat_diff(old_config: dict, config: dict) -> list[str]:

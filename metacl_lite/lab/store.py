@@ -20,6 +20,9 @@ from typing import Any, Callable, Iterable, Optional
 from .atomic import check_writable, jsonable, locked, read_json, write_json
 from ..errors import ConfigMismatch, CorruptUnit, FileFormatError
 from .provenance import invocation, now
+
+#: One field in which a file's configuration differs from a run's, in the message that refuses the run.
+DIFFERS = "{}: {!r} in the file, {!r} here"
 from .summary import summarize
 
 SCHEMA = 2
@@ -186,10 +189,31 @@ class UnitFile:
         if not self.path.exists():
             return None
         doc = load(self.path, self.kind)
-        diff = self.compatible(doc)
+        diff = self.compatible(doc) + self._rounds_otherwise(doc)
         if diff:
             raise ConfigMismatch(f"{self.path} was made with a different configuration ({', '.join(diff)})")
         return doc
+
+    def _rounds_otherwise(self, doc: dict) -> list[str]:
+        """Where this invocation trains on this machine's CPU: how the CPU units already in `doc` were made on a CPU
+        that rounds otherwise (torch's version, or a field of `cpu_kernels`: AVX2 and AVX-512 kernels sum in other
+        orders), so that one file never mixes numbers that cannot be made equal. Invocations that record no
+        `cpu_kernels` (made before they were recorded; a Ray cluster's, whose nodes `unit_machines` counts) are not
+        compared: what decided their rounding is unknown."""
+        here = self.inv.get("cpu_kernels")
+        if here is None or not str(self.inv.get("device", "")).startswith("cpu"):
+            return []
+        torch_here = (self.inv.get("packages") or {}).get("torch")
+        diff: list[str] = []
+        for inv in (doc.get("provenance") or {}).get("invocations", []):
+            then = inv.get("cpu_kernels")
+            if inv.get("id") == self.inv["id"] or not inv.get("units") or not isinstance(then, dict):
+                continue
+            torch_then = (inv.get("packages") or {}).get("torch")
+            diff += ([DIFFERS.format("torch", torch_then, torch_here)] if torch_then != torch_here else [])
+            diff += [DIFFERS.format(f"cpu_kernels.{k}", then.get(k), here.get(k)) for k in here
+                     if then.get(k) != here.get(k)]
+        return list(dict.fromkeys(diff))
 
     def open(self, force: bool = False) -> dict:
         """Load what is there (checking that it may be continued), or start a new document."""
@@ -221,7 +245,7 @@ class UnitFile:
                 del doc[s][k]
             check_file_units(doc, self.kind, self.path)  # what is kept must be usable
             forget(doc)
-            diff = self.compatible(doc)
+            diff = self.compatible(doc) + self._rounds_otherwise(doc)
             if diff:  # the rest of the file cannot be continued either: discard nothing
                 raise ConfigMismatch(f"{self.path} was made with a different configuration ({', '.join(diff)})")
             if gone:
