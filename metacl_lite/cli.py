@@ -107,8 +107,7 @@ def _device_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> No
     p.add_argument("--device", type=_device, default=None,
                    help=help or "auto, cpu, cuda or cuda:N (default: cpu for pmnist, whose committed files were made "
                                 "on the CPU; auto for cifar100 and cub); recorded in the file, which refuses units "
-                                "from another device kind, GPU model, or CPU that rounds otherwise (torch's CPU "
-                                "capability, processor model, BLAS, torch version)")
+                                "from another device kind, GPU model or CPU kernels (cpu_kernels, torch's version)")
 
 
 def _executor_options(p: argparse.ArgumentParser) -> None:

@@ -32,6 +32,7 @@ MESSAGES = {
     "data.datafiles.fetch_hint": "the how-to-fetch hint of the missing-data errors",
     "data.imagecache._valid": "why an image cache is rebuilt (a validator's reason)",
     "lab.store._acc_matrix": "why a results unit is corrupt (a validator's reason, raised as CorruptUnit)",
+    "lab.store._accuracies": "why a unit's accuracies are corrupt (a validator's reason, raised as CorruptUnit)",
     "lab.store._tuning_unit": "why a tuning unit is corrupt (a validator's reason, raised as CorruptUnit)",
     "lab.bench.bench_gpu": "the `data` field of a GPU bench record (what the timed grid trained on)",
     "lab.dynamics.load_dynamics": "the file kind named in read_json's errors",
