@@ -2,10 +2,11 @@
 the paper states it, section and LaTeX line, and the tests that weigh it); `verdict_rows` runs every test on the
 evidence (`report.evidence`) and returns one record per test and K: the paired t-test's numbers (`report.stats`),
 the raw verdict, whether the claim counts the test (and why not, as a record) and, within the claim, Holm's
-correction. `claim_verdict` and `deciding_test` give a claim's verdict and the one test behind it, `headline` one
-record per claim, `seed_power` what the number of seeds can show, `differences_frame` the per-seed differences for
-the plots (`plots.claim_differences`). The words that say what these records mean are in the book (chapter 7, the
-intro, chapter 8).
+correction. `claim_verdict` and `deciding_test` give a claim's verdict and the one test behind it, `claim_parts` its
+verdict per part (metric, control), `headline` one record per claim with what qualifies its verdict,
+`largest_angle` claim 6's angles against the projection's bound, `seed_power` what the number of seeds can show,
+`differences_frame` the per-seed differences for the plots (`plots.claim_differences`). The words that say what
+these records mean are in the book (chapter 7, the intro, chapter 8).
 
 Within one seed every method sees the same task permutations, initial weights and batch order (`run_stream`), so
 methods are compared by paired per-seed differences a − b. A claim counts a test only where the paper states it
@@ -26,8 +27,8 @@ from ..training import METHODS, VARIANTS
 from .evidence import (ANGLE_PAIR, CONTROL_COMMAND, CONTROLS, DYNAMICS_COMMAND, SPEED_PAIRS, Evidence,
                        control_file)
 from .paper import PAPER_SOURCES, paper_table
-from .stats import (ALPHA, CONFIRMED, LOW_K, NOT_COUNTED, NOT_RUN, STANDARD_K, angle_mean, angle_spread,
-                    detectable_effect, epoch_accuracy, holm_verdicts, log_differences,
+from .stats import (ALPHA, CONFIRMED, INCONCLUSIVE, LOW_K, NOT_COUNTED, NOT_RUN, REFUTED, STANDARD_K, angle_mean,
+                    angle_spread, angles_degrees, detectable_effect, epoch_accuracy, holm_verdicts, log_differences,
                     low_vs_standard, overall, paired_differences, paired_test, smallest_sign_p, verdict)
 
 ACROSS_K, LIVE = "across K", "training logs"  # the column of claim 4's tests and of claims 5-6's (`column`)
@@ -79,12 +80,14 @@ def _label(m: str) -> str:
 
 def _row(test: str, K, diffs: Optional[Mapping[int, float]], a: str, b: Optional[str], metric: str,
          threshold: float = 0.0, unit: str = "points", paper: Optional[float] = None,
-         missing: Sequence[dict] = (), live: bool = False, excluded: Optional[dict] = None) -> dict:
+         missing: Sequence[dict] = (), live: bool = False, excluded: Optional[dict] = None,
+         part: Optional[str] = None) -> dict:
     """One test's row: its name (`test`), the methods a and b and the metric, `paired_test` numbers, the raw verdict,
-    what is missing when it has not run (records: {"kind": "file" | "runs" | "control" | "logs", ...}), and whether
-    the claim counts it (`excluded`: None, or why not as a record). `Claim.evaluate` adds the Holm verdict."""
+    what is missing when it has not run (records: {"kind": "file" | "runs" | "control" | "logs", ...}), whether
+    the claim counts it (`excluded`: None, or why not as a record) and the part of its claim it tests (`part`: the
+    metric unless given; `claim_parts`). `Claim.evaluate` adds the Holm verdict."""
     t = paired_test(diffs or {}, threshold)
-    return {"test": test, "K": K, "a": a, "b": b, "metric": metric, "live": live, **t,
+    return {"test": test, "K": K, "a": a, "b": b, "metric": metric, "part": part or metric, "live": live, **t,
             "verdict": verdict(t, threshold), "threshold": threshold, "unit": unit, "paper": paper,
             "missing": list(missing), "differences": dict(diffs or {}), "counted": not excluded, "excluded": excluded}
 
@@ -153,7 +156,8 @@ def control_tests(metric: str = "ACC"):
 
 def _control_row(ev: Evidence, K: int, control: str, imp: str, metric: str) -> dict:
     lam, beta = f"{imp}-metacl-lambda", f"{imp}-metacl-beta"
-    test = f"{_label(lam)} (γ = {'β' if control == 'gamma=beta' else '0'}) − {_label(beta)}, {metric}"
+    part = f"γ = {'β' if control == 'gamma=beta' else '0'}"  # the control: claim 7's parts (`claim_parts`)
+    test = f"{_label(lam)} ({part}) − {_label(beta)}, {metric}"
     ctl = ev.controls.get(control, {}).get(K)
     missing = _missing(ev, K, (beta,))
     excluded = None if K in stated_ks(ev.benchmark, PAPER) else _beyond(ev.benchmark, PAPER)
@@ -166,14 +170,14 @@ def _control_row(ev: Evidence, K: int, control: str, imp: str, metric: str) -> d
     elif not missing and lam not in ctl["config"]["methods"]:
         missing = [{"kind": "runs", "K": K, "file": cfile, "methods": [lam]}]
     if missing:
-        return _row(test, K, None, lam, beta, metric, missing=missing, excluded=excluded)
+        return _row(test, K, None, lam, beta, metric, missing=missing, excluded=excluded, part=part)
     _check_control(ctl, ev.results[K], imp, control, K)
     same = repeated_runs(ctl, ev.results[K], lam)
     if same:  # the same runs as the main file's: their difference is already a test of the main file
         excluded = {"kind": "repeats", "same": same, "file": f"results/{ev.benchmark}-K{K}.json",
                     "test": f"{_label(lam)} − {_label(beta)}, {metric}", "claim": "2b" if metric == "ACC" else None}
     return _row(test, K, paired_differences(ctl, lam, beta, metric, res_b=ev.results[K]), lam, beta, metric,
-                excluded=excluded)
+                excluded=excluded, part=part)
 
 
 def _check_control(ctl: dict, main: dict, imp: str, control: str, K: int) -> None:
@@ -196,14 +200,15 @@ def speed_tests(pairs: Sequence[tuple] = SPEED_PAIRS):
         log = ev.logs.get("speed")
         if log is None or not log["runs"]:
             return [_row(f"{_label(a)} − {_label(b)}, accuracy after each epoch", None, None, a, b,
-                         "accuracy after each epoch", missing=[NO_LOGS], live=True) for a, b in pairs]
+                         "accuracy after each epoch", missing=[NO_LOGS], live=True, part=f"{_label(a)} − {_label(b)}")
+                    for a, b in pairs]
         first = next(iter(log["runs"].values()))
         rows = []
         for a, b in pairs:
             for e in range(epoch_accuracy(first).shape[1]):
                 diffs = log_differences(log["runs"], a, b, lambda r, e=e: float(epoch_accuracy(r)[:, e].mean()))
                 rows.append(_row(f"{_label(a)} − {_label(b)}, accuracy after epoch {e + 1}", log["K"], diffs, a, b,
-                                 f"accuracy after epoch {e + 1}", live=True))
+                                 f"accuracy after epoch {e + 1}", live=True, part=f"{_label(a)} − {_label(b)}"))
         return rows
     return evaluate
 
@@ -356,21 +361,69 @@ def deciding_test(rows: Sequence[dict]) -> Optional[dict]:
     return max(pool, key=key) if v == CONFIRMED else min(pool, key=key)
 
 
+#: The fields of a test that say what the number behind a verdict is (`headline`, `claim_parts`).
+NUMBER_FIELDS = ("test", "metric", "part", "K", "a", "b", "mean", "p_holm", "threshold", "unit", "n_agree", "n",
+                 "paper")
+
+
+def _number(row: Optional[dict]) -> dict:
+    """`NUMBER_FIELDS` of a test's row, "K" an int (None across K); every field None for no row."""
+    row = row or {}
+    return {**{k: row.get(k) for k in NUMBER_FIELDS}, "K": row["K"] if isinstance(row.get("K"), int) else None}
+
+
+def claim_parts(rows: Sequence[dict]) -> list[dict]:
+    """A claim's verdict per part, in the order of its rows: for each `part` of its counted tests that ran (the
+    metric; claim 7: the control, "γ = β" or "γ = 0"; claim 5: the method pair), {"part", "verdict": the part's
+    `claim_verdict`, "n": its tests, CONFIRMED / REFUTED / INCONCLUSIVE: how many have that Holm verdict,
+    "deciding": `_number` of the part's `deciding_test`}."""
+    by: dict[str, list] = {}
+    for r in rows:
+        if r["counted"] and r["verdict"] != NOT_RUN:
+            by.setdefault(r["part"], []).append(r)
+    return [{"part": p, "verdict": claim_verdict(rs), "n": len(rs),
+             **{v: sum(r["holm"] == v for r in rs) for v in (CONFIRMED, REFUTED, INCONCLUSIVE)},
+             "deciding": _number(deciding_test(rs))} for p, rs in by.items()]
+
+
 def headline(rows: Sequence[dict], claims: Sequence[Claim] = tuple(CLAIMS)) -> list[dict]:
     """One record per claim, in the registry's order: {"claim": its id, "title": its short title, "verdict": its
-    Holm verdict, "raw": its raw verdict, and from its `deciding_test` (None where no counted test ran): "test",
-    "metric", "K" (an int, None across K), "a", "b" (methods), "mean" (the number behind the verdict), "p_holm",
-    "threshold" and "unit" ("points" or "degrees")}."""
+    Holm verdict, "raw": its raw verdict}, the `NUMBER_FIELDS` of its `deciding_test` ("test", "metric", "part", "K"
+    (an int, None across K), "a", "b" (methods), "mean" (the number behind the verdict), "p_holm", "threshold",
+    "unit" ("points" or "degrees"), "n_agree", "n", "paper"; all None where no counted test ran), and what qualifies
+    the verdict: "parts" (`claim_parts`), "split" (True when its parts' verdicts differ), "other_way" (its counted
+    tests left undecided by Holm whose mean lies on the other side of the threshold) and "paper_against" (its counted
+    tests where the paper's own difference does), each a list of `_number` records."""
     out = []
     for c in claims:
         mine = [r for r in rows if r["claim"] == c.id]
-        d = deciding_test(mine) or {}
+        parts = claim_parts(mine)
+        counted = [r for r in mine if r["counted"]]
         out.append({"claim": c.id, "title": c.short, "verdict": claim_verdict(mine),
-                    "raw": claim_verdict(mine, holm=False), "test": d.get("test"), "metric": d.get("metric"),
-                    "K": d.get("K") if isinstance(d.get("K"), int) else None, "a": d.get("a"), "b": d.get("b"),
-                    "mean": d.get("mean"), "p_holm": d.get("p_holm"), "threshold": d.get("threshold"),
-                    "unit": d.get("unit")})
+                    "raw": claim_verdict(mine, holm=False), **_number(deciding_test(mine)), "parts": parts,
+                    "split": len({p["verdict"] for p in parts}) > 1,
+                    "other_way": [_number(r) for r in counted if r["holm"] == INCONCLUSIVE
+                                  and r["mean"] < r["threshold"]],
+                    "paper_against": [_number(r) for r in counted if r["paper"] is not None
+                                      and r["paper"] < r["threshold"]]})
     return out
+
+
+#: The largest angle between the update g_x and g2 that MetaCL-λ's projection allows, in degrees: with γ ≥ 0,
+#: g_x · g2 ≥ 0 (Eq. 3; `balance.dynamic_balance`).
+PROJECTION_CAP = 90.0
+
+
+def largest_angle(ev: Evidence, which: str = "g2", task: Optional[int] = None, pair: tuple = ANGLE_PAIR) -> dict:
+    """Claim 6 against the projection's bound: per method of `pair`, the largest angle (degrees) between g_x and g2
+    (or g1) over the seeds and outer steps of the last task of claim 6's stream (or the 0-based `task`); {} without
+    training logs. MetaCL-λ's stays at most `PROJECTION_CAP` by construction."""
+    log = ev.logs.get("angles")
+    if log is None or not log["runs"]:
+        return {}
+    t = log["n_tasks"] - 1 if task is None else task
+    return {m: max(float(np.max(angles_degrees(r, t, which))) for k, r in log["runs"].items() if k.split("/")[0] == m)
+            for m in pair}
 
 
 def seed_power(rows: Sequence[dict], more: int = 10, alpha: float = ALPHA, power: float = 0.8) -> Optional[dict]:
