@@ -1,16 +1,18 @@
-"""The committed results, trained again: `--device cpu` (the default for Permuted MNIST) must give today the accuracy
-matrices the committed files hold, bit for bit. Unlike the tests that compare the loop with a textbook loop built from
-the same registries (test_speed, test_device), this one compares with numbers computed before any change, so a change
-inside the balance, the importance or the task gradients that moves any number fails here.
+"""Committed units, trained again: `--device cpu` (the default for Permuted MNIST) must give today the accuracy
+matrices that results/golden-pmnist-K1.json holds, bit for bit. Unlike the tests that compare the loop with a textbook
+loop built from the same registries (test_speed, test_device), this one compares with numbers computed before any
+change, so a change inside the balance, the importance or the task gradients that moves any number fails here.
 
 Equality is asked for only where the file's invocation records what decides the CPU's rounding (`cpu_kernels`: torch's
 CPU capability, AVX2 or AVX512..., the processor's vendor, family and model, the BLAS library) and all of it, with
 torch's version, is this machine's (`provenance.rounding_differs`). The CPU's model name alone does not decide: two
 "AMD EPYC" machines may run AVX2 and AVX-512 kernels, which round differently. Elsewhere the test still trains the
 units and asks for agreement within float rounding's effect on a whole stream (the mean final accuracy within 1
-point), and says in its output why it could not ask for equality. The committed files were made before `cpu_kernels`
-was recorded, so on them the test takes that path on every machine: their numbers are checked within rounding, not
-bit for bit, until the units are trained again with a version that records it."""
+point), and says in its output why it could not ask for equality.
+
+results/golden-pmnist-K1.json holds seed 0 of three methods of results/pmnist-K1.json, trained again by a version that
+records `cpu_kernels` (results/pmnist-K1.json was made before it was): on an AMD EPYC of family 25, model 17 (AVX-512,
+MKL) with torch 2.14.1 they came out bit for bit equal to that file's, references and oracle included."""
 from __future__ import annotations
 
 import json
@@ -28,7 +30,7 @@ from metacl_lite.training import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: Units of results/pmnist-K1.json that cover every piece of the loop: the dynamic balance (Eq. 5) with EWC and
+#: Units of results/golden-pmnist-K1.json that cover every piece of the loop: the dynamic balance (Eq. 5) with EWC and
 #: MetaCL's inner loop, the fixed balance with PI's path integral and plain gradients, MAS with MetaCL-beta.
 UNITS = ("ewc-metacl-lambda", "pi", "mas-metacl-beta")
 
@@ -40,7 +42,7 @@ def _invocation(doc: dict, unit: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("method", UNITS)
 def test_the_committed_units_train_again_to_the_same_numbers(method, capsys):
-    doc = json.loads((REPO / "results" / "pmnist-K1.json").read_text())
+    doc = json.loads((REPO / "results" / "golden-pmnist-K1.json").read_text())
     c = doc["config"]
     inv = _invocation(doc, f"runs/{method}/0")
     differs = rounding_differs(inv)
