@@ -1,8 +1,9 @@
 """Grading a class (`assignments grade ASSIGNMENT PATH...`): one folder of a1 submissions made from the student
 notebook (blank, the solution, partly wrong, an infinite loop, a killed kernel, sys.exit in a graded function, a call
-of the package's reference, a cell that overrides otter's runner, a function that overrides the assertion helpers
-when called, one that writes into the package), each graded in its own process and folder with a time limit; the
-same sheet every time; a rerun grades only missing rows."""
+of the package's reference, one of the hidden tests' `reference`, a cell that overrides otter's runner, a function
+that overrides the assertion helpers when called, one that writes into the package, a renamed copy, an otter export
+zip), each graded in its own process and folder with a time limit; the same sheet every time; a rerun grades only
+missing rows, also after Ctrl-C."""
 import csv
 import os
 import re
@@ -28,6 +29,7 @@ EXPECTED = {  # submission -> (q1, q2, q3, total, status); each question: 1 poin
     "killed": ("0", "0", "0", "0", "crashed"),
     "sysexit": ("0", "0", "2", "2", "ok"),  # the tests that call my_lambda fail; the hidden q3 test passes
     "reference": ("3", "3", "0", "6", "ok"),  # my_kkt calls metacl_lite's kkt_residuals: withheld while grading
+    "refcall": ("3", "3", "0", "6", "ok"),  # my_kkt asks the hidden tests' `reference` for the trusted copy: refused
     "patched": ("0", "0", "0", "0", "ok"),  # blank, with a cell that makes every otter test pass: put back
     "overrider": ("3", "3", "0", "6", "ok"),  # a wrong my_kkt that disables assert_close and abs when called
     "vandal": ("3", "3", "3", "9", "ok"),  # the solution, then breaks the package's balance.py: only in its own copy
@@ -73,6 +75,11 @@ def make_submissions(dist: Path, folder: Path) -> None:
                                                "def my_kkt(g1, g2, g, lam):\n"
                                                "    return kkt_residuals(g1, g2, g, lam)\n")
 
+    def refcall(nb):
+        _code_cell(nb, "def my_kkt").source = ("from metacl_lite.report.grading_refs import reference\n\n"
+                                               "def my_kkt(g1, g2, g, lam):\n"
+                                               "    return reference('balance.kkt_residuals')(g1, g2, g, lam)\n")
+
     def overrider(nb):
         wrong(nb)
         _code_cell(nb, "def my_kkt").source += (
@@ -84,7 +91,7 @@ def make_submissions(dist: Path, folder: Path) -> None:
         nb.cells.append(nbformat.v4.new_code_cell(VANDAL))
 
     for name, edit in (("wrong", wrong), ("loop", loop), ("killed", killed), ("sysexit", sysexit),
-                       ("reference", reference), ("overrider", overrider), ("vandal", vandal)):
+                       ("reference", reference), ("refcall", refcall), ("overrider", overrider), ("vandal", vandal)):
         _variant(out["solution"], folder / f"{name}.ipynb", edit)
 
     def patched(nb):
@@ -168,6 +175,7 @@ def test_each_submission_gets_its_score_and_status(graded):
     assert re.search(r"failed test_q3_random_candidates_against_reference \(hidden\).*dual = 0\.0", feedback), feedback
     assert "overrode torch.testing.assert_close" in (cwd / "fb" / "subs_overrider.ipynb.txt").read_text()
     assert "called sys.exit(0)" in (cwd / "fb" / "subs_sysexit.ipynb.txt").read_text()
+    assert "is for the autograder's tests" in (cwd / "fb" / "subs_refcall.ipynb.txt").read_text()
     assert "status: timeout" in (cwd / "fb" / "subs_loop.ipynb.txt").read_text()
 
 

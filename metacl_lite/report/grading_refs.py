@@ -5,7 +5,9 @@ While `grading` grades a submission, the kernel's IPython startup file (run befo
 own calls are untouched), then replaces the package's functions with ones that raise, so a submission that calls
 `metacl_lite.balance.dynamic_lambda` instead of computing λ fails. The hidden tests take their expected values from
 `reference(...)`: the trusted copy while grading, the package's function otherwise (`otter assign`'s own run of the
-tests against the solution, `assignments check`).
+tests against the solution, `assignments check`). While grading, `reference` gives the trusted copy only to the test
+files (code compiled from a `tests/*.py` file), so a submission cannot call it in place of its own function either;
+the copies are held in its closure, not in a module attribute.
 
 `protect()` (the same startup file) snapshots otter's test runner and the assertion helpers the tests use, and puts
 them back before every cell runs and before every test case, so a cell that overrides them
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+from pathlib import Path
 from typing import Any
 
 #: assignment -> the references its hidden tests compare with ("module.name" under metacl_lite)
@@ -25,7 +29,6 @@ WITHHELD = {
     "a2_importance": ("importance.PathIntegral", "importance.mas_importance"),
     "a3_reptile": ("reptile.g1_exact", "reptile.g1_second_order", "reptile.taylor_errors"),
 }
-_TRUSTED: dict[str, Any] = {}
 
 
 class Withheld(RuntimeError):
@@ -51,24 +54,40 @@ def _private_copy(module: str):
 
 
 def withhold(assignment: str) -> None:
-    """Keep trusted copies of the assignment's references, then make the package's own raise when called."""
+    """Keep trusted copies of the assignment's references, then make the package's own raise when called, and
+    `reference` hand the copies to the test files only."""
     copies: dict[str, Any] = {}
+    trusted: dict[str, Any] = {}
     for dotted in WITHHELD.get(assignment, ()):
         module, name = dotted.rsplit(".", 1)
         if module not in copies:
             copies[module] = _private_copy(module)
-        _TRUSTED[dotted] = getattr(copies[module], name)
+        trusted[dotted] = getattr(copies[module], name)
     for dotted in WITHHELD.get(assignment, ()):
         module, name = dotted.rsplit(".", 1)
         setattr(importlib.import_module(f"metacl_lite.{module}"), name, _stub(dotted))
 
+    def reference_while_grading(dotted: str):
+        if dotted not in trusted:
+            return _package(dotted)
+        caller = Path(sys._getframe(1).f_code.co_filename)
+        if caller.suffix != ".py" or caller.parent.name != "tests":
+            raise Withheld(f"reference({dotted!r}) is for the autograder's tests; the question asks you to write it")
+        return trusted[dotted]
 
-def reference(dotted: str):
-    """The reference `module.name` the hidden tests compare with: the trusted copy while grading, else the package's."""
-    if dotted in _TRUSTED:
-        return _TRUSTED[dotted]
+    reference_while_grading.__doc__ = reference.__doc__
+    globals()["reference"] = reference_while_grading
+
+
+def _package(dotted: str):
     module, name = dotted.rsplit(".", 1)
     return getattr(importlib.import_module(f"metacl_lite.{module}"), name)
+
+
+def reference(dotted: str):
+    """The reference `module.name` the hidden tests compare with: the package's function (while grading, `withhold`
+    replaces this function by one that gives the test files a trusted copy)."""
+    return _package(dotted)
 
 
 #: (module, attribute or None for every attribute of a class/module) put back before each cell while grading
