@@ -1,6 +1,9 @@
 """The book's own Sphinx extensions (book/_ext), on a two-page Sphinx project built in-process in a few seconds:
 figure and table numbers per page after the page title's number, a glued table numbered as a table with its caption
-above, the version, commit and date in every footer, and the zip of every executed notebook linked from it."""
+above, the version, commit and date in every footer, and the zip of every executed notebook linked from it, each
+notebook with the values and figures its page glues pasted into its text."""
+import base64
+import json
 import re
 import subprocess
 import sys
@@ -14,6 +17,7 @@ EXT = ROOT / "book" / "_ext"
 sys.path.insert(0, str(EXT))
 import book_numbers  # noqa: E402
 import build_info  # noqa: E402
+import ipynb_download  # noqa: E402
 
 CONF = f"""
 import sys
@@ -40,6 +44,84 @@ CHAPTER = ("6. Metrics: ACC, BT, FA\n=======================\n\n.. toctree::\n\n
 APPENDIX = "Running this book\n=================\n" + FIGURE.format(name="fig-run", figclass="", caption="Runs.")
 
 
+#: A page's executed notebook as MyST-NB leaves it: the glued values are not in its cells but in <page>.glue.json.
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n a tiny image").decode()
+MARKDOWN = """# 6. Metrics
+
+The verdict holds for {glue:text}`n_held` of {glue:text}`n_all` methods, BT {glue:text}`bt:.2f` ({glue:md}`where`).
+
+```{glue:md} findings
+:format: myst
+```
+
+:::{table} ACC per method. {glue:md}`caption`
+:name: tab-acc
+
+```{glue:md} table
+:format: myst
+```
+:::
+
+```{glue:figure} fig_curves
+:alt: A line chart [of accuracy]
+:name: fig-curves
+
+The curves of {glue:md}`where`, as in {doc}`chapter 8 <../chapters/08_analysis>`.
+```
+
+See {doc}`appendix` and {glue:text}`never_glued`.
+"""
+NOTEBOOK = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": MARKDOWN},
+                      {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": "glue('n_held', 2)",
+                       "outputs": []}],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+PREFIX = "application/papermill.record/"
+
+
+def _glued(name, data):
+    return {"output_type": "display_data", "metadata": {"scrapbook": {"name": name, "mime_prefix": PREFIX}},
+            "data": {PREFIX + k: v for k, v in data.items()}}
+
+
+GLUE_FILE = {k: _glued(k, v) for k, v in {
+    "n_held": {"text/plain": "2"}, "n_all": {"text/plain": "3"}, "bt": {"text/plain": "-1.2345"},
+    "where": {"text/plain": "<IPython.core.display.Markdown object>", "text/markdown": "results/`pmnist-K20.json`"},
+    "findings": {"text/plain": "<Markdown>", "text/markdown": "- **Holds:** claim 5.\n- **Refuted:** claim 2a.\n"},
+    "caption": {"text/markdown": "Permuted MNIST, K = 20."},
+    "table": {"text/markdown": "| Method | ACC |\n|:--|--:|\n| MAS | 51.2 |"},
+    "fig_curves": {"text/plain": "<Figure size 640x480 with 1 Axes>", "image/png": PNG}}.items()}
+
+
+def test_a_notebook_for_readers_has_every_glued_value_and_figure_in_its_text():
+    glue = ipynb_download.glued_values_from(GLUE_FILE)
+    nb = ipynb_download.reader_notebook(NOTEBOOK, glue, page="chapters/06_metrics")
+    cell = nb["cells"][0]
+    text = cell["source"]
+    assert "The verdict holds for 2 of 3 methods, BT -1.23 (results/`pmnist-K20.json`)." in text
+    assert "- **Holds:** claim 5.\n- **Refuted:** claim 2a." in text
+    # a table fence becomes its caption above the table; a figure an attached image with its caption
+    assert "ACC per method. Permuted MNIST, K = 20.\n\n| Method | ACC |\n|:--|--:|\n| MAS | 51.2 |" in text
+    assert "![A line chart  of accuracy ](attachment:fig_curves.png)\n\nThe curves of results/`pmnist-K20.json`" in text
+    assert cell["attachments"] == {"fig_curves.png": {"image/png": PNG}}
+    # links to the other pages point at their notebooks; a key the page never glued stays as written
+    assert "[chapter 8](08_analysis.ipynb)" in text and "[appendix](appendix.ipynb)" in text
+    assert "{glue:text}`never_glued`" in text
+    assert "{glue" not in text.replace("{glue:text}`never_glued`", "") and "{table}" not in text
+    assert ":name:" not in text and ":alt:" not in text
+    assert nb["cells"][1] == NOTEBOOK["cells"][1] and NOTEBOOK["cells"][0]["source"] == MARKDOWN  # a copy
+
+
+def test_the_downloads_hold_the_pasted_notebooks(built):
+    with zipfile.ZipFile(built / "metacl-lite-notebooks.zip") as z:
+        zipped = json.loads(z.read("metacl-lite-book/index.ipynb"))
+    single = json.loads((built / "_sources" / "index.ipynb").read_text())
+    for nb in (zipped, single):
+        text = nb["cells"][0]["source"]
+        assert "holds for 2 of 3 methods" in text and "{glue:md}" not in text
+        assert nb["cells"][0]["attachments"]["fig_curves.png"]["image/png"] == PNG
+        assert "See [Running this book](appendix.ipynb)" in text  # a bare link takes the page's title
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     from sphinx.application import Sphinx
@@ -53,7 +135,8 @@ def built(tmp_path_factory):
     (src / "dot.png").write_bytes(b"")
     executed = tmp / "_build" / "jupyter_execute"  # where MyST-NB leaves the executed notebooks
     executed.mkdir(parents=True)
-    (executed / "index.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    (executed / "index.ipynb").write_text(json.dumps(NOTEBOOK))
+    (executed / "index.glue.json").write_text(json.dumps(GLUE_FILE))  # what MyST-NB keeps of the page's glue
     (executed / "stale.ipynb").write_text("{}")  # a page this book no longer has
     app = Sphinx(str(src), str(src), str(out), str(tmp / "doctrees"), "html", status=None, warning=None,
                  freshenv=True)

@@ -131,10 +131,115 @@ def test_elapsed_gives_each_runs_start_to_last_unit():
          "units": ["units/a", "units/b", "units/c"], "wall_s": 3000.0},
         {**inv, "started": "2026-01-02T10:00:00+00:00", "units": [], "wall_s": 0.0}]}}
     assert Ti.elapsed(doc, "results/t.json") == {"file": "results/t.json", "units": 3, "span_min": 29.5, "runs": 1,
-                                                 "unit_min": 50.0, "device": "cpu: X", "commit": "0123456789"}
-    doc["provenance"]["invocations"][1].update(finished="2026-01-02T10:01:00+00:00", units=["units/d"], wall_s=60.0)
+                                                 "unit_min": 50.0, "device": "cpu: X", "commit": "0123456789",
+                                                 "invocations": [{"span_min": 29.5, "unit_min": 50.0, "units": 3,
+                                                                  "seeds": 3}]}
+    doc["provenance"]["invocations"][1].update(finished="2026-01-02T10:01:00+00:00", wall_s=60.0,
+                                               units=["references/3", "oracle/3", "runs/mas/3", "runs/mas/4"])
     e = Ti.elapsed(doc, "results/t.json")
-    assert (e["units"], e["span_min"], e["runs"], e["unit_min"]) == (4, 30.5, 2, 51.0)
+    assert (e["units"], e["span_min"], e["runs"], e["unit_min"]) == (7, 30.5, 2, 51.0)
+    # each invocation on its own: the pages set the wall time of each beside the units' summed time
+    assert e["invocations"][1] == {"span_min": 1.0, "unit_min": 1.0, "units": 4, "seeds": 2}
+
+
+def test_the_committed_k20_file_took_what_the_running_page_says():
+    """The three CPU timings of Permuted MNIST K = 20 ("Running this book"): the committed file's two invocations,
+    each of five seeds, read from its provenance."""
+    import json
+
+    from metacl_lite.data.datafiles import REPO_ROOT
+    from metacl_lite.report import timings as Ti
+
+    doc = json.loads((REPO_ROOT / "results" / "pmnist-K20.json").read_text())
+    e = Ti.elapsed(doc, "results/pmnist-K20.json")
+    invs = doc["provenance"]["invocations"]
+    assert [i["seeds"] for i in e["invocations"]] == [5, 5] and e["runs"] == len(invs) == 2
+    assert e["unit_min"] * 60 == pytest.approx(doc["provenance"]["wall_s_total"])  # the 98 min the page showed
+    assert e["span_min"] == pytest.approx(sum(i["span_min"] for i in e["invocations"]))
+    assert e["span_min"] < e["unit_min"] / 1.5  # units ran side by side: the wall time is the smaller figure
+
+
+def test_a_negative_number_gets_the_minus_sign_and_a_name_keeps_its_hyphens():
+    from metacl_lite.report.tables import minus, signed
+
+    assert minus("MAS-MetaCL-β (-5.9); MAS (-5.7)") == "MAS-MetaCL-β (−5.9); MAS (−5.7)"
+    assert minus("-0.40 [-1.03, +0.23], x -.5") == "−0.40 [−1.03, +0.23], x −.5"
+    kept = "images 400-499, ξ = 1e-3, `run --seeds 5 -p K 50`, |:--|--:|, K=1-5"
+    assert minus(kept) == kept
+    assert minus(-1.5) == -1.5 and minus(None) is None  # numbers and None are left to their format
+    assert (signed(-1.25), signed(3.04), signed(-0.004), signed(-2, "+.0f")) == ("−1.2", "+3.0", "−0.0", "−2")
+
+
+def test_the_provenance_note_beyond_the_commit_that_ran():
+    from metacl_lite.report.timings import note_beyond_commit, ran_commit
+
+    ran = ("The code that ran is commit 977ad48 (this session's device runs send the working tree; the device copy's "
+           "git metadata showed the base commit 0078ca7).")
+    assert note_beyond_commit({"note": ran}) == ""  # all it says is the commit, which the pages show as the commit
+    assert ran_commit({"git_commit": "0078ca70e6ff", "note": ran})["commit"] == "977ad48"
+    assert note_beyond_commit({"note": ran + " Timed under NVIDIA MPS."}) == "Timed under NVIDIA MPS."
+    assert note_beyond_commit({"note": "N.B."}) == "N.B." and note_beyond_commit({}) == ""
+
+
+def _gpu_doc(suite="cub", K=10, grid_s=2500.0, measured=1):
+    return {"kind": "bench", "suite": suite, "device": "cuda: GPU X (CUDA 13.0)", "K": K, "seeds": 5,
+            "measured_seeds": measured, "wall_s_measured": grid_s * measured / 5, "grid_s": grid_s,
+            "units": [{"unit": "runs/ewc/0", "wall_s": 130.0}, {"unit": "runs/finetune/0", "wall_s": 120.0},
+                      {"unit": "references/0", "wall_s": 100.0}, {"unit": "oracle/0", "wall_s": 90.0}]}
+
+
+def test_the_runs_of_make_reproduce_follow_the_makefile_and_the_protocol():
+    """`make reproduce-cifar100`: the open choices at K = 20 (four variants of the nine methods and PI's ξ for its
+    three, 13 β or 14 γ values, 2 seeds) and at K = 200 (base and a candidate, the plain method on five values),
+    β/γ tuned at 50 and 200, then 5 seeds of every method with references and oracle, and the three MetaCL-λ
+    methods under two γ controls, at every K; CUB tunes at K = 10 without the open choices."""
+    import re
+
+    from metacl_lite.data.datafiles import REPO_ROOT
+    from metacl_lite.report.timings import reproduce_runs
+
+    cifar = [(st["step"], st["K"], sum(st["runs"].values())) for st in reproduce_runs("cifar100")]
+    assert cifar == [("choices", 20, (4 * 3 + 1) * 40 * 2), ("choices", 200, 3 * 2 * 5 * 2),
+                     ("tune", 50, 3 * 40 * 2), ("tune", 200, 240),
+                     ("run", 20, 13 * 5), ("controls", 20, 3 * 2 * 5), ("run", 50, 65), ("controls", 50, 30),
+                     ("run", 200, 65), ("controls", 200, 30), ("run", 500, 65), ("controls", 500, 30)]
+    cub = reproduce_runs("cub", seeds=3)
+    assert [(st["step"], st["K"], sum(st["runs"].values())) for st in cub] == \
+        [("tune", 10, 240), ("run", 10, 13 * 3), ("controls", 10, 3 * 2 * 3)]
+    assert cub[2]["runs"] == {"mas-metacl-lambda": 6, "pi-metacl-lambda": 6, "ewc-metacl-lambda": 6}
+    make = (REPO_ROOT / "Makefile").read_text()
+    for b, runs in (("cifar100", cifar), ("cub", [(st["step"],) for st in cub])):
+        recipe = make.split(f"\nreproduce-{b}:")[1].split("\n\n")[0]
+        assert ("choices" in {r[0] for r in runs}) == bool(re.search(rf"metacl_lite choices --benchmark {b}", recipe))
+
+
+def test_the_gpu_estimate_scales_the_timed_grid_by_runs_and_k():
+    from metacl_lite.report.timings import reproduce_gpu_estimate
+
+    doc = _gpu_doc()
+    e = reproduce_gpu_estimate(doc)
+    c = (130 + 120 + 100 + 90) / 500.0  # the units' summed time over the grid's wall time: 0.88 ran at once
+    assert e["concurrency"] == pytest.approx(c)
+    steps = {st["step"]: st for st in e["steps"]}
+    # tuning: EWC's 26 runs at its own time, the 214 runs of methods the file did not time at the mean of those it did
+    assert steps["tune"]["s"] == pytest.approx((26 * 130 + 214 * 125) / c)
+    assert steps["run"]["s"] == pytest.approx(5 * (130 + 120 + 9 * 125 + 100 + 90) / c)
+    assert not any(st["measured"] for st in e["steps"])  # the file timed 2 of the 11 methods: no step was timed
+    assert steps["controls"]["s"] == pytest.approx(30 * 125 / c)
+    assert e["total_s"] == pytest.approx(sum(st["s"] for st in e["steps"])) and e["n_runs"] == 240 + 65 + 30
+    assert (e["scaled"], e["measured_seeds"], e["seeds"], e["grid_s"]) == (True, 1, 5, 2500.0)
+    # a file that timed every method: the run at its K with its seeds is its grid, the one step marked measured
+    from metacl_lite.training import METHODS
+
+    full = _gpu_doc(grid_s=2000.0)
+    full["units"] = [{"unit": f"runs/{m}/0", "wall_s": 100.0 + i} for i, m in enumerate(METHODS)] + full["units"][2:]
+    f = reproduce_gpu_estimate(full)
+    assert [(st["step"], st["s"]) for st in f["steps"] if st["measured"]] == [("run", pytest.approx(2000.0))]
+    # a larger K: each step's time grows as K / K0
+    big = reproduce_gpu_estimate(_gpu_doc(suite="cifar100", K=20))
+    by = {(st["step"], st["K"]): st["s"] for st in big["steps"]}
+    assert by[("run", 500)] == pytest.approx(25 * by[("run", 20)])
+    assert by[("tune", 200)] == pytest.approx(4 * by[("tune", 50)])
 
 
 @pytest.mark.parametrize("prov", [{"command": "x", "wall_s_total": 5.0, "device": "cpu"},  # schema 1: no invocations

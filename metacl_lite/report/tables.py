@@ -4,7 +4,8 @@ results file or from `paper.py`."""
 from __future__ import annotations
 
 import math
-from typing import Optional
+import re
+from typing import Any, Optional
 
 import numpy as np
 
@@ -131,6 +132,22 @@ def paper_rows(benchmark: str, K: int) -> list[dict]:
             row.update({f"{k} ours": "–", f"{k} paper": _fmt(*p) if p else "–", f"{k} diff": None})
         rows.append(row)
     return rows
+
+
+#: A hyphen-minus that signs a number: before a digit (or ".5"), not inside a word, a name or a range (MAS-MetaCL-β,
+#: images 400-499, 1e-3), nor after another hyphen (a command's --option).
+_SIGN = re.compile(r"(?<![\w\-−.])-(?=\.?\d)")
+
+
+def minus(text: Any) -> Any:
+    """`text` with the hyphen-minus of every negative number written as the minus sign U+2212 ("(-5.9)" ->
+    "(−5.9)"), hyphens in words, names and ranges kept; anything but a string is returned as it is."""
+    return _SIGN.sub("−", text) if isinstance(text, str) else text
+
+
+def signed(x: float, fmt: str = "+.1f") -> str:
+    """`x` formatted with `fmt` (default: sign and one decimal), its minus the minus sign U+2212."""
+    return minus(format(x, fmt))
 
 
 def _cell(text: str) -> str:

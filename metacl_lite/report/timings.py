@@ -56,6 +56,12 @@ def provenance_note(prov: dict) -> str:
     return prov.get("note") or (invs[-1]["note"] if invs else "")
 
 
+def note_beyond_commit(prov: dict) -> str:
+    """A file's provenance note less the sentence that names the commit whose code ran (`RAN_COMMIT`, with its
+    parenthesis): what the note says beyond `ran_commit`'s `commit`; "" when nothing."""
+    return re.sub(r"\s*The " + RAN_COMMIT.pattern + r"(\s*\([^)]*\))?\.?", "", provenance_note(prov)).strip()
+
+
 def ran_commit(prov: dict) -> dict[str, Any]:
     """The commit whose code made a file: `commit`, the one its provenance note names ("The code that ran is commit
     X") where it names one (`from_note`), else git_commit (10 characters); `recorded`, what git_commit records; `dirty`,
@@ -70,7 +76,7 @@ def gpu_grid(doc: dict) -> dict[str, Any]:
     """What a GPU speed-benchmark file (`bench --device cuda`, results/bench-<suite>-cuda.json) measured: the whole
     grid's wall time (`grid_s`, scaled to every seed from `measured_seeds` timed ones when `scaled`) beside its target
     (`met`), with the command, device, commit (`ran_commit`), data, workers, MPS, compile and precision, and the
-    provenance note (`provenance_note`)."""
+    provenance note (`note`, `provenance_note`; `note_beyond_commit`, what it says besides the commit)."""
     prov = doc.get("provenance") or {}
     return {"command": relative_command(prov.get("command")), "device": doc["device"], **ran_commit(prov),
             "K": doc["K"], "n_methods": len(doc.get("methods") or ()), "n_tasks": doc["n_tasks"],
@@ -78,7 +84,8 @@ def gpu_grid(doc: dict) -> dict[str, Any]:
             "compile": doc.get("compile", "off"), "precision": doc.get("precision", "float32"),
             "seeds": doc["seeds"], "grid_s": doc["grid_s"], "measured_seeds": doc["measured_seeds"],
             "wall_s_measured": doc.get("wall_s_measured"), "scaled": doc["measured_seeds"] < doc["seeds"],
-            "target_s": doc["target_s"], "met": doc["grid_s"] <= doc["target_s"], "note": provenance_note(prov)}
+            "target_s": doc["target_s"], "met": doc["grid_s"] <= doc["target_s"], "note": provenance_note(prov),
+            "note_beyond_commit": note_beyond_commit(prov)}
 
 
 def gpu_units(doc: dict):
@@ -99,11 +106,81 @@ def gpu_units(doc: dict):
     return df.loc[order]
 
 
+def reproduce_runs(benchmark: str, seeds: Optional[int] = None) -> list[dict[str, Any]]:
+    """The training runs of `make reproduce-<benchmark>` (CIFAR-100 or CUB; `commands.make_target_steps`), step by
+    step, at the protocol's default grids (a tuning grid extended at an edge adds runs): records {"step", "K", "runs":
+    {unit kind: count}}, a unit kind a method, "references" (a seed's references, one unit as a bench file times them)
+    or "oracle". Steps: "choices" at each decision K where the validation split can decide the open choices (every
+    variant's full grids at the tuning K; at the others, the plain method of each regulariser for its base variant
+    and at most one candidate, five values around the tuning K's), "tune" at each other K the validation images
+    allow (every tunable method's full grid), then per paper K "run" (every method, the references and the oracle,
+    `seeds` seeds, default `commands.SEEDS`) and "controls" (the MetaCL-λ methods once per γ control)."""
+    from ..lab.choices import CANDIDATES, DECISION_KS, FAMILY, around
+    from ..lab.hparams import strength_key
+    from ..lab.lattice import BETA_GRID, GAMMA_GRID
+    from ..lab.tuning import TUNABLE, TUNING_SEEDS
+    from ..training import METHODS
+    from .commands import SEEDS, make_target_steps
+    from .evidence import CONTROLS
+
+    seeds = SEEDS if seeds is None else seeds
+    spec, make = SPECS[benchmark], make_target_steps(benchmark)
+    n_grid = {m: len(GAMMA_GRID if strength_key(m) == "gamma" else BETA_GRID) * len(TUNING_SEEDS) for m in TUNABLE}
+    steps, tune_Ks = [], list(make["own_Ks"])
+    if all(K <= spec.val_offset for K in DECISION_KS):
+        for K in DECISION_KS:
+            runs: dict[str, int] = {}
+            for v in CANDIDATES.values():
+                for r in v.regularisers:
+                    for m in (FAMILY[r] if K == spec.tuning_K else ()):
+                        runs[m] = runs.get(m, 0) + n_grid[m]
+            if K != spec.tuning_K:  # base and a candidate per regulariser, on five values
+                runs = {r: 2 * len(around(1.0)) * len(TUNING_SEEDS) for r in FAMILY}
+            steps.append({"step": "choices", "K": K, "runs": runs})
+    else:
+        tune_Ks = [spec.tuning_K] + tune_Ks
+    steps += [{"step": "tune", "K": K, "runs": dict(n_grid)} for K in tune_Ks]
+    lambdas = [m for m in METHODS if strength_key(m) == "gamma"]
+    for K in spec.paper_Ks:
+        steps.append({"step": "run", "K": K, "runs": {**{m: seeds for m in METHODS}, "references": seeds,
+                                                       "oracle": seeds}})
+        steps.append({"step": "controls", "K": K, "runs": {m: seeds * len(CONTROLS) for m in lambdas}})
+    return steps
+
+
+def reproduce_gpu_estimate(doc: dict, seeds: Optional[int] = None) -> dict[str, Any]:
+    """What `make reproduce-<suite>` would take on the GPU of a GPU bench file (`doc`, whose grid at K0 = doc["K"] was
+    timed): an estimate. Each unit kind's measured wall time while sharing the card (`gpu_units`; a method the file
+    did not time: the mean of those it did), divided by `concurrency` (the timed units' summed time over the grid's
+    wall time: how many ran at once on average), times K/K0 (a run's training steps grow with K, its evaluation does
+    not, so a larger K takes at most that), times each step's runs (`reproduce_runs`). Returns K0, concurrency,
+    `steps` (each `reproduce_runs` record with `n_runs` and `s`, and `measured`: the file's own grid, the run step
+    at K0 with the file's seeds where it timed every kind of unit, whose `s` is then the file's `grid_s`),
+    `total_s`, `n_runs`, and the file's `grid_s`, `scaled`, `measured_seeds`, `wall_s_measured`, `seeds`,
+    `device`."""
+    from ..training import METHODS
+
+    units = gpu_units(doc)["wall_s"]
+    concurrency = sum(u["wall_s"] for u in doc["units"]) / doc["wall_s_measured"]
+    methods = [m for m in units.index if m in METHODS]
+    per = lambda kind: float(units[kind] if kind in units.index else units[methods].mean())  # noqa: E731
+    K0, steps = doc["K"], []
+    for st in reproduce_runs(doc["suite"], seeds):
+        s = sum(n * per(kind) for kind, n in st["runs"].items()) / concurrency * st["K"] / K0
+        steps.append({**st, "n_runs": sum(st["runs"].values()), "s": s,
+                      "measured": st["step"] == "run" and st["K"] == K0 and st["runs"]["oracle"] == doc["seeds"]
+                      and all(kind in units.index for kind in st["runs"])})
+    return {"K0": K0, "concurrency": concurrency, "steps": steps, "total_s": sum(st["s"] for st in steps),
+            "n_runs": sum(st["n_runs"] for st in steps), "grid_s": doc["grid_s"],
+            "scaled": doc["measured_seeds"] < doc["seeds"], "measured_seeds": doc["measured_seeds"],
+            "wall_s_measured": doc["wall_s_measured"], "seeds": doc["seeds"], "device": doc["device"]}
+
+
 def gpu_check(doc: dict, current: Optional[Sequence[str]] = None):
     """The GPU tests' outcome (results/gpu-check.json, written by data_scripts/gpu_check.py) as a DataFrame (index:
     the test id; outcome, time_s), with `current` (the ids of the checkout's GPU tests, `gpu_test_ids`) the tests the
     check did not run (added or reparametrised since) as outcome "not run". `attrs` holds the figures: passed, failed,
-    not_run, device, command and the commit (`ran_commit`)."""
+    not_run, device, command, the commit (`ran_commit`) and the note (`note`; `note_beyond_commit`)."""
     import pandas as pd
 
     ran = {t["test"] for t in doc["tests"]}
@@ -112,7 +189,8 @@ def gpu_check(doc: dict, current: Optional[Sequence[str]] = None):
     df = pd.DataFrame(rows, columns=["test", "outcome", "time_s"]).set_index("test")
     prov = doc["provenance"]
     df.attrs = {"passed": doc["passed"], "failed": doc["failed"], "not_run": int((df["outcome"] == "not run").sum()),
-                "device": doc["device"], "command": prov["command"], **ran_commit(prov), "note": provenance_note(prov)}
+                "device": doc["device"], "command": prov["command"], **ran_commit(prov), "note": provenance_note(prov),
+                "note_beyond_commit": note_beyond_commit(prov)}
     return df
 
 
@@ -188,8 +266,9 @@ def cpu_bench(b: dict) -> dict[str, Any]:
 def elapsed(doc: dict, name: str) -> dict[str, Any]:
     """How long a results or tuning file took to make, from its provenance: over the invocations that computed units,
     `units`, `span_min` (each invocation's start to its last saved unit, summed: on a pool of workers the wall time),
-    `unit_min` (the units' own wall times, about the workers times as much), `runs`, and the last one's device and
-    commit."""
+    `unit_min` (the units' own wall times, about the workers times as much), `runs`, the last one's device and
+    commit, and `invocations`, each one's `span_min`, `unit_min`, `units` and `seeds` (how many seeds its units
+    belong to: a unit key ends with its seed), in order."""
     from datetime import datetime
 
     from ..errors import FileFormatError
@@ -200,11 +279,12 @@ def elapsed(doc: dict, name: str) -> dict[str, Any]:
     if not invs:
         raise FileFormatError(f"{name}: its provenance records no run with its start, end and units (files made "
                               f"before each run was recorded, schema 1, have none)")
-    span = sum((datetime.fromisoformat(i["finished"]) - datetime.fromisoformat(i["started"])).total_seconds()
-               for i in invs)
-    return {"file": name, "units": sum(len(i["units"]) for i in invs), "span_min": span / 60, "runs": len(invs),
-            "unit_min": sum(float(i["wall_s"]) for i in invs) / 60, "device": invs[-1]["device"],
-            "commit": (invs[-1].get("git_commit") or "?")[:10]}
+    each = [{"span_min": (datetime.fromisoformat(i["finished"]) - datetime.fromisoformat(i["started"])).total_seconds()
+             / 60, "unit_min": float(i["wall_s"]) / 60, "units": len(i["units"]),
+             "seeds": len({str(u).rsplit("/", 1)[-1] for u in i["units"]})} for i in invs]
+    return {"file": name, "units": sum(len(i["units"]) for i in invs), "span_min": sum(e["span_min"] for e in each),
+            "runs": len(invs), "unit_min": sum(e["unit_min"] for e in each), "device": invs[-1]["device"],
+            "commit": (invs[-1].get("git_commit") or "?")[:10], "invocations": each}
 
 
 def device_table(docs: dict[str, dict]):
@@ -212,8 +292,8 @@ def device_table(docs: dict[str, dict]):
     name -> document), as a DataFrame (index: the benchmark's title): `cpu_s` (Permuted MNIST: a whole grid timed
     with references and oracle, `cpu_seeds` seeds; CIFAR-100 and CUB: the mean timed run × the eleven methods × 5
     seeds, without them, on synthetic tensors, `cpu_extrapolated` where from a reduced run), `cpu_device`; `gpu_s`
-    for `gpu_seeds` seeds with references and oracle, `gpu_scaled` (from fewer timed seeds), `gpu_synthetic` (else
-    `gpu_data`), `gpu_device`. A missing file gives NaN/None."""
+    for `gpu_seeds` seeds with references and oracle, `gpu_scaled` (from `gpu_measured_seeds` timed seeds),
+    `gpu_synthetic` (else `gpu_data`), `gpu_device`. A missing file gives NaN/None."""
     import pandas as pd
 
     from ..training import METHODS
@@ -223,7 +303,8 @@ def device_table(docs: dict[str, dict]):
         cpu, gpu = docs.get(cpu_name), docs.get(gpu_name)
         r: dict[str, Any] = {"cpu_s": float("nan"), "cpu_seeds": None, "cpu_whole_grid": None,
                              "cpu_extrapolated": None, "cpu_device": None, "gpu_s": float("nan"), "gpu_seeds": None,
-                             "gpu_scaled": None, "gpu_synthetic": None, "gpu_data": None, "gpu_device": None}
+                             "gpu_scaled": None, "gpu_measured_seeds": None, "gpu_synthetic": None, "gpu_data": None,
+                             "gpu_device": None}
         if cpu is not None and "grids" in cpu:  # Permuted MNIST: whole grids timed
             g = cpu["grids"][0]
             r.update(cpu_s=g["new"]["wall_s"], cpu_seeds=g["seeds"], cpu_whole_grid=True, cpu_extrapolated=False,
@@ -234,6 +315,7 @@ def device_table(docs: dict[str, dict]):
                      cpu_extrapolated=est["reduced"], cpu_device=est["device_long"])
         if gpu is not None:
             r.update(gpu_s=gpu["grid_s"], gpu_seeds=gpu["seeds"], gpu_scaled=gpu["measured_seeds"] < gpu["seeds"],
+                     gpu_measured_seeds=gpu["measured_seeds"],
                      gpu_synthetic=bool(gpu.get("synthetic")), gpu_data=gpu["data"].split(",")[0],
                      gpu_device=gpu["device"].split(" (")[0])
         rows[SPECS[b].title] = r
