@@ -85,13 +85,13 @@ def _positive_finite(name):
     return conv
 
 
-def _method_list(text: str) -> list[str]:
+def _method_list(text: str, extra: tuple = ()) -> list[str]:
     from .training import METHODS
 
     items = _items(text, "--methods")
-    bad = [m for m in items if m not in METHODS]
+    bad = [m for m in items if m not in [*METHODS, *extra]]
     if bad:
-        raise argparse.ArgumentTypeError(f"unknown method {bad[0]!r}; choose from: {', '.join(METHODS)}")
+        raise argparse.ArgumentTypeError(f"unknown method {bad[0]!r}; choose from: {', '.join([*METHODS, *extra])}")
     return items
 
 
@@ -196,9 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--data", default="auto", choices=("auto", "embedded", "raw"), help="MNIST source")
     r.add_argument("--out", type=Path, default=None, help="results file (default results/<benchmark>-K<K>.json)")
     r.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
-    r.add_argument("--redo", type=_method_list, default=None, metavar="METHODS",
-                   help="discard the finished runs of these methods in --out and train them again (e.g. after their "
-                        "beta/gamma were tuned again); the file records what was discarded")
+    r.add_argument("--redo", type=lambda t: _method_list(t, ("oracle",)), default=None, metavar="METHODS",
+                   help="discard the finished runs of these methods (or 'oracle': the joint-training units) in --out "
+                        "and train them again (e.g. after retuning); the file records what was discarded")
     r.add_argument("--weights", default=None, help="cub: ImageNet ResNet-18 weights file (default: torch hub cache)")
     r.add_argument("--random-init", action="store_true", help="cub: train ResNet-18 from random init (recorded)")
     r.add_argument("--gamma", choices=("beta", "0"), default=None,

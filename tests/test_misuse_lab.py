@@ -253,3 +253,21 @@ def test_a_tuning_file_records_a_thread_count_other_than_one_and_refuses_another
         tune("pmnist", 5, plan=check_plan("local", 1, 1), **kw)
     one = tune("pmnist", 5, plan=check_plan("local", 1, 1), **{**kw, "out": tmp_path / "t1.json"})
     assert "threads" not in one["protocol"] and "--threads" not in one["provenance"]["command"]
+
+
+def test_redo_oracle_trains_the_joint_units_again_and_keeps_the_runs(hparams_file, fake_units, tmp_path, capsys):
+    """After a change of train_joint (the oracle's outer steps): `--redo oracle` discards and trains again only the
+    oracle units, and the file records what was discarded and why."""
+    out = tmp_path / "r.json"
+    assert main(RUN + ["--seeds", "2", "--methods", "finetune", "--out", str(out)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    fake_units.clear()
+    assert main(RUN + ["--seeds", "2", "--methods", "finetune", "--redo", "oracle", "--out", str(out)]) == 0
+    assert sorted((u.kind, u.seed) for u, _ in fake_units) == [("joint", 0), ("joint", 1)]
+    doc = json.loads(out.read_text())
+    assert doc["runs"] == runs and set(doc["oracle"]) == {"0", "1"}
+    assert doc["provenance"]["discarded"][-1]["units"] == ["oracle/0", "oracle/1"]
+    assert doc["provenance"]["discarded"][-1]["why"] == "--redo oracle: retrained with the oracle as train_joint trains it"
+    with pytest.raises(SystemExit) as exit_:
+        main(RUN + ["--seeds", "2", "--methods", "finetune", "--redo", "oracles", "--out", str(out)])
+    assert exit_.value.code == 2 and "unknown method 'oracles'" in capsys.readouterr().err

@@ -22,7 +22,7 @@ from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.models import mlp
 from metacl_lite.data.streams import Experience
 from metacl_lite.training import (METHODS, RegState, TrainConfig, evaluate, get_method, metacl_gradient,
-                                  params_vector, plain_gradient, run_stream, train_experience, train_joint,
+                                  outer_steps, params_vector, plain_gradient, run_stream, train_experience, train_joint,
                                   train_reference)
 
 # 50 training images per task (K=5): 5 outer steps per epoch, each with m = 2 mini-bundles
@@ -332,6 +332,16 @@ def test_evaluate_is_the_percentage_correct_in_any_chunking():
     assert evaluate(model, Experience(0, x, y), batch_size=3) == 0.0
 
 
+def test_the_oracle_takes_as_many_outer_steps_as_the_stream_when_tasks_are_smaller_than_a_batch(bench, small_nets,
+                                                                                                 adam):
+    """K = 5: each task is 50 images, one mini-batch of 100 per epoch for the stream (2 tasks x 3 epochs = 6 steps);
+    3 epochs of the 100-image union would be 3 steps. The oracle takes the stream's 6, in full batches."""
+    cfg = TrainConfig(epochs=3, batch_size=100)
+    assert [len(e) for e in bench.train_stream] == [50, 50] and outer_steps(bench.train_stream, cfg) == 6
+    train_joint(bench, cfg, seed=0)
+    assert len(adam["steps"]) == 6 and all(s["opt"] is adam["made"][0] for s in adam["steps"])
+
+
 def test_reference_equals_finetune_first_task(bench, small_nets):
     cfg = TrainConfig(**CFG)
     a = run_stream(bench, "finetune", cfg, seed=2)["acc_matrix"]
@@ -339,7 +349,9 @@ def test_reference_equals_finetune_first_task(bench, small_nets):
 
 
 def test_joint_oracle_is_adam_on_the_union(bench, small_nets):
-    """Eq. 1: every task's training data in one set, mini-batches drawn from the union, Adam(eta)."""
+    """Eq. 1: every task's training data in one set, mini-batches drawn from the union, Adam(eta), for the stream's
+    number of outer steps: 2 epochs of 3 batches of 20 (the last of 10) for each 50-image task make 12, so the oracle
+    takes 2 epochs of the union's 5 batches and 2 batches of a third."""
     cfg = TrainConfig(epochs=2, batch_size=20)
     got = train_joint(bench, cfg, seed=0)
     model = small_nets("pmnist", 10, 1, seed=0)
@@ -347,12 +359,12 @@ def test_joint_oracle_is_adam_on_the_union(bench, small_nets):
     x = torch.cat([e.inputs() for e in bench.train_stream])
     y = torch.cat([e.y for e in bench.train_stream])
     opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr)
-    for _ in range(cfg.epochs):
-        order = torch.randperm(len(y), generator=gen)
-        for s in range(0, len(y), cfg.batch_size):
-            opt.zero_grad()
-            F.cross_entropy(model(x[order[s: s + cfg.batch_size]]), y[order[s: s + cfg.batch_size]]).backward()
-            opt.step()
+    epochs = [torch.randperm(len(y), generator=gen) for _ in range(3)]  # one shuffle of the union per epoch
+    batches = [idx for order in epochs for idx in order.split(cfg.batch_size)]
+    for idx in batches[:12]:
+        opt.zero_grad()
+        F.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()
     with torch.no_grad():
         want = [100.0 * int((model(e.inputs()).argmax(1) == e.y).sum()) / len(e) for e in bench.test_stream]
     assert got == want

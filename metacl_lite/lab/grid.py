@@ -319,12 +319,14 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     work; its kind is recorded in config["train"]["device"] and the GPU model in config["accelerator"], so a file
     refuses units trained on another kind of device or another GPU model. `precision`: `TrainConfig.precision`
     ("float32", or "tf32" on a GPU: faster products and convolutions, other numbers), recorded in config["train"].
-    `redo`: methods whose finished runs in `out` are discarded first and trained again (after their beta/gamma or
+    `redo`: methods (and "oracle", the joint-training units) whose finished runs in `out` are discarded first and
+    trained again (after their beta/gamma or
     options changed); the file records what was discarded (provenance.discarded)."""
     spec = get_spec(benchmark)  # resolved once: every check, lookup and unit below gets the spec, not the name
     benchmark = spec.name  # what the results file records
     methods = check_methods(methods)
-    redo = check_methods(list(redo)) if redo else []
+    redo_oracle = "oracle" in redo  # the joint-training units (after a change of train_joint)
+    redo = check_methods([m for m in redo if m != "oracle"]) if set(redo) - {"oracle"} else []
     if set(redo) - set(methods):
         raise UsageError(f"--redo {','.join(sorted(set(redo) - set(methods)))}: not among the methods this run trains; "
                          f"add it to --methods or leave it out of --redo")
@@ -396,7 +398,7 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
 
     store = UnitFile(out, "results", config, ("runs", "references", "oracle"), compatible, merge, finalize, where,
                      loc.text, plan.threads)
-    if redo and not force:
+    if (redo or redo_oracle) and not force:
         def forget(doc: dict) -> None:
             c = doc.get("config", {})
             for key in ("method_hparams", "hparams_source", "method_options"):
@@ -404,12 +406,14 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                     c.get(key, {}).pop(m, None)
             c["methods"] = [m for m in c.get("methods", []) if m not in redo]
 
-        why = f"--redo {','.join(redo)}: retrained with " + "; ".join(f"{m} {method_hp[m]}" for m in redo)
+        why = (f"--redo {','.join(redo + ['oracle'] * redo_oracle)}: retrained with " + "; ".join(
+            [f"{m} {method_hp[m]}" for m in redo] + ["the oracle as train_joint trains it"] * redo_oracle))
         keep = redone_units(out, why)  # a resumed --redo keeps what its first attempt already retrained
-        gone = store.discard(lambda s, k: s == "runs" and k.split("/")[0] in redo and f"{s}/{k}" not in keep,
-                             forget, why)
+        gone = store.discard(lambda s, k: (s == "runs" and k.split("/")[0] in redo or s == "oracle" and redo_oracle)
+                             and f"{s}/{k}" not in keep, forget, why)
         if gone:
-            print(f"discarded {len(gone)} finished runs of {', '.join(redo)} from {out}; training them again")
+            print(f"discarded {len(gone)} finished runs of {', '.join(redo + ['oracle'] * redo_oracle)} from {out}; "
+                  f"training them again")
     doc = store.open(force)
     if gamma is not None:
         copied = reuse_shared_units(store, config, default_out(benchmark, K))
