@@ -61,10 +61,11 @@ def _text(page: Path) -> str:
     return re.sub(r"\s+", " ", H.unescape(re.sub(r"<[^>]+>", " ", t)))
 
 
-#: The pages whose sources this check covers (the intro, chapter 7 and the reference chapter have their own owners).
-MINUS_PAGES = [f"chapters/0{i}_{n}" for i, n in enumerate(("problem", "forgetting", "dynamic_balance", "adaptation",
-                                                            "algorithms", "metrics"), 1)] + ["chapters/08_analysis",
-                                                                                             "running"]
+#: The pages this check covers, besides the reproduction pages: the intro, every chapter, "Running this book" and the
+#: reference page.
+MINUS_PAGES = ["intro"] + [f"chapters/0{i}_{n}" for i, n in enumerate(
+    ("problem", "forgetting", "dynamic_balance", "adaptation", "algorithms", "metrics", "claims", "analysis"), 1)] + [
+    "running", "reference"]
 
 
 @pytest.mark.slow
@@ -73,6 +74,9 @@ def test_a_negative_number_has_the_minus_sign(book_build):
     hyphens = {p: re.findall(r"(?<![\w\-/.=:])-\.?\d[\d.]*", _text(book_build.html / f"{p}.html")) for p in pages}
     assert {p: h for p, h in hyphens.items() if h} == {}
     assert "−" in _text(book_build.html / "reproduce" / "pmnist-K50.html")  # BT is negative there
+    margins = json.loads((ROOT / "results" / "open-choices-pmnist.json").read_text())["decisions"]
+    if any(x < 0 for d in margins.values() for xs in (d.get("per_seed_margin") or {}).values() for x in xs):
+        assert "−" in _text(book_build.html / "reference.html")  # a candidate's margin below the base variant's
 
 
 @pytest.mark.slow
@@ -107,3 +111,36 @@ def test_the_time_figures_say_what_they_measure(book_build):
     assert "the target for one H100" not in overview and "The code that ran is" not in overview
     page = _text(book_build.html / "reproduce" / "benchmark.html")
     assert "Trained now, on this machine, one unit after another in this page’s own process:" in page
+
+
+@pytest.mark.slow
+def test_the_reference_says_what_its_gpu_figures_are(book_build):
+    """The reference page's GPU grids say, in words, how long each took or is estimated to take (an estimate says
+    so, with its timed seeds and the factor) beside what we aim for on one H100, and show the commit that ran
+    without the provenance note's sentence that names it; the GPU tests' last run the same way."""
+    from metacl_lite.lab.store import load
+    from metacl_lite.report.timings import duration, gpu_check, gpu_grid, gpu_test_ids
+
+    R = ROOT / "results"
+    page = (book_build.html / "reference.html").read_text()
+    ref = _text(book_build.html / "reference.html")
+    gpu = ref[ref.index("On a GPU #"):ref.index("On the CPU #")]
+    assert "target on one H100" not in gpu and "✓" not in gpu and "✗" not in gpu and "(scaled from" not in gpu
+    assert "The code that ran is" not in ref
+    for suite in ("pmnist", "cifar100", "cub"):
+        g = gpu_grid(load(R / f"bench-{suite}-cuda.json", "bench"))
+        m, n = g["measured_seeds"], g["seeds"]
+        if g["scaled"]:
+            assert f"about {duration(g['grid_s'])} for {n} seeds" in gpu, suite
+            assert (f"an estimate: {m} seed{'s' if m > 1 else ''} timed ({duration(g['wall_s_measured'])}), "
+                    f"× {n / m:g}, as every seed is the same work") in gpu, suite
+        else:
+            assert f"{n} seeds in {duration(g['grid_s'])} , measured" in gpu, suite
+        what = "this estimate" if g["scaled"] else "this run"
+        assert f"We aim for {duration(g['target_s'])} on one H100; {what} " + (
+            "is within it." if g["met"] else f"is {g['grid_s'] / g['target_s']:.1f} times that.") in gpu, suite
+        assert f'<span class="pre">{g["commit"]}</span>' in page, suite
+    c = gpu_check(json.loads((R / "gpu-check.json").read_text()), gpu_test_ids(ROOT / "tests" / "test_gpu.py"))
+    assert f'<span class="pre">{c.attrs["commit"]}</span>' in page
+    assert (f"{c.attrs['not_run']} that this check did not run" in ref) == bool(c.attrs["not_run"])
+    assert ">nan<" not in page and " nan " not in ref  # a value not measured is "–"

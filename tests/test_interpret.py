@@ -459,9 +459,10 @@ def test_book_timings_reads_the_execution_cache(tmp_path):
 
 
 def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
-    """The overview reads every setting's results file and the CIFAR-100/CUB speed benchmarks, the Running page the
-    timings; `pages` writes their digests into the pages, so a changed file changes the page's code (and the cache
-    runs it again), and `pages --check` is clean only when every stamp is current."""
+    """The overview reads every setting's results file and the CIFAR-100/CUB speed benchmarks, the intro every
+    setting's results file too (whether it exists), the Running page the timings, the reference page the speed
+    benchmarks and the GPU tests' last run; `pages` writes their digests into the pages, so a changed file changes
+    the page's code (and the cache runs it again), and `pages --check` is clean only when every stamp is current."""
     from metacl_lite.report.pages import STAMP, files_stamp, stamped_pages, write_pages
 
     pages = {p.name: names for p, names in stamped_pages().items()}
@@ -471,10 +472,19 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
                                                                         "bench-cifar100-cuda.json", "bench-cub-cuda.json"]
     assert pages["08_analysis.md"][-9:] == ["dynamics-pmnist.json"] + \
         [f"tuning-pmnist-K{K}.json" for K in (1, 5, 10, 20, 50, 200, 500)] + ["lambda-story-pmnist.json"]
-    assert pages["intro.md"] == pages["07_claims.md"] and pages["07_claims.md"][-1] == "dynamics-pmnist.json"
+    # the intro reads chapter 7's files, and whether each setting of the other benchmarks has a results file
+    # (`overview_rows`, for what is reproduced so far): an absent one is stamped "absent", so its arrival re-runs it
+    claims = pages["07_claims.md"]
+    assert claims[-1] == "dynamics-pmnist.json" and not any(n.startswith(("cifar100-", "cub-")) for n in claims)
+    assert pages["intro.md"] == claims + ["cifar100-K20.json", "cifar100-K50.json", "cifar100-K200.json",
+                                          "cifar100-K500.json", "cub-K10.json"]
     assert pages["running.md"] == ["book-timings.json", "bench-pmnist-K20.json", "bench-pmnist-cuda.json",
                                    "bench-cifar100.json", "bench-cifar100-cuda.json", "bench-cub.json",
-                                   "bench-cub-cuda.json"]
+                                   "bench-cub-cuda.json", "pmnist-K20.json"]
+    assert pages["reference.md"] == ["open-choices-pmnist.json", "tuning-pmnist-K500.json", "bench-pmnist-K500.json",
+                                     "bench-pmnist-K20.json", "bench-cifar100.json", "bench-cub.json",
+                                     "bench-pmnist-cuda.json", "bench-cifar100-cuda.json", "bench-cub-cuda.json",
+                                     "gpu-check.json"]
     assert pages["instructors.md"] == ["grading-times.json"]
     for page, names in stamped_pages().items():
         assert files_stamp(names) in page.read_text().splitlines(), page

@@ -70,9 +70,12 @@ def stamped_pages() -> dict[Path, list[str]]:
     """Pages other than the reproduction pages that read files of results/, and which: the overview of every setting
     (each setting's results file, the speed benchmarks of the benchmarks we could not run, and for the targets table
     the Permuted MNIST files beyond the paper's K and every K's tuning file), "Running this book"
-    (the page timings, the speed benchmarks, and the K = 20 results file whose times it sets beside them), the intro's findings and the claims chapter (the results and control files, and the training
-    logs of claims 5 and 6) and the analysis chapter (the results files, those training logs, the tuning file of every
-    K, the lambda story), and the instructors' page of the assignments (the grading times)."""
+    (the page timings, the speed benchmarks, and the K = 20 results file whose times it sets beside them), the intro's
+    findings and the claims chapter (the Permuted MNIST results and control files, and the training logs of claims 5
+    and 6; the intro also the results files of the other benchmarks, whether each exists, for what is reproduced so
+    far), the analysis chapter (the results files, those training logs, the tuning file of every
+    K, the lambda story), the reference page (the open choices, the K = 500 tuning file, the CPU and GPU speed
+    benchmarks and the GPU tests' last run) and the instructors' page of the assignments (the grading times)."""
     from .evidence import CONTROLS, control_file
     from .timings import DEVICE_FILES
 
@@ -86,11 +89,14 @@ def stamped_pages() -> dict[Path, list[str]]:
                                                         "bench-cifar100-cuda.json", "bench-cub-cuda.json"],
             REPO_ROOT / "book" / "running.md": ["book-timings.json"] + [n for pair in DEVICE_FILES.values()
                                                                          for n in pair] + ["pmnist-K20.json"],
-            REPO_ROOT / "book" / "intro.md": pmnist + controls + [DYNAMICS],
+            REPO_ROOT / "book" / "intro.md": pmnist + controls + [DYNAMICS] + [n for n in settings if n not in pmnist],
             chapters / "07_claims.md": pmnist + controls + [DYNAMICS],
             chapters / "08_analysis.md": [f"pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks] + [DYNAMICS]
             + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
             + ["lambda-story-pmnist.json"],
+            REPO_ROOT / "book" / "reference.md": ["open-choices-pmnist.json", "tuning-pmnist-K500.json"]
+            + [f"bench-{n}.json" for n in ("pmnist-K500", "pmnist-K20", "cifar100", "cub", "pmnist-cuda",
+                                           "cifar100-cuda", "cub-cuda")] + ["gpu-check.json"],
             REPO_ROOT / "book" / "assignments" / "instructors.md": ["grading-times.json"]}
 
 
