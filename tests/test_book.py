@@ -195,6 +195,7 @@ def _fixture_site(root: Path) -> None:
         "undefined.html": MATHJAX + math.format(r"\(\nosuchmacro x\)"),
         "texerror.html": MATHJAX + math.format(r"\(x^2^3\)"),  # "Double exponent": an error with no backslash
         "wide.html": MATHJAX + f'<div class="math notranslate nohighlight">{wide}</div>',
+        "wide_inline.html": MATHJAX + "<p>so " + math.format(wide.replace(r"\[", r"\(").replace(r"\]", r"\)")) + "</p>",
         "widget_missing.html": widget_view,
         "widget_twice.html": widget_view + "<script>for (let i = 0; i < 2; i++) document.body.insertAdjacentHTML("
         "'beforeend', '<div class=\"widget-subarea\"><div class=\"jupyter-widgets\">w</div></div>')</script>",
@@ -224,6 +225,7 @@ def _fixture_site(root: Path) -> None:
         (root / name).write_text(f"<!DOCTYPE html><html><head>{VIEWPORT}</head><body>{body.replace('{up}', up)}"
                                  "</body></html>")
     (root / "index.html").write_text("<!DOCTYPE html><html><body><p>index</p></body></html>")
+    (root / "favicon.ico").write_bytes(b"")  # as the book has one: a browser asks every page's site for it
 
 
 @pytest.mark.slow
@@ -251,10 +253,17 @@ def test_browser_check_catches_each_failure(tmp_path):
     assert reports["undefined.html"].problems == [r"math error: \nosuchmacro x"]
     assert reports["texerror.html"].problems == ["math error: x^2^3"]
     wide = reports["wide.html"].problems
-    assert len(wide) == 1 and wide[0].startswith("display math overflows at 390 px: ") and "x_{1}+x_{2}" in wide[0]
+    assert len(wide) == 1 and wide[0].startswith("math overflows at 390 px: ") and "px in " in wide[0]
+    assert "x_{1}+x_{2}" in wide[0]
+    [inline] = reports["wide_inline.html"].problems  # inline math does not wrap: past the column at 390 px only
+    assert inline.startswith("math overflows at 390 px: inline, ends ") and "x_{1}+x_{2}" in inline
     assert reports["widget_missing.html"].problems == ["widgets: 1 views, 0 rendered, 0 empty"]
     assert reports["widget_twice.html"].problems == ["widgets: 1 views, 2 rendered, 0 empty"]
-    assert reports["chapters/03_dynamic_balance.html"].problems == ["widgets: 0 views, expected at least 1"]
+    # a page of MENU_PAGES whose menus a reader cannot press: every press of the menu check fails (the fixture has no
+    # theme; the real book's menus are pressed by test_the_built_book_passes_the_browser_check)
+    assert reports["chapters/03_dynamic_balance.html"].problems == [
+        "widgets: 0 views, expected at least 1", "menu at 390 px: no site navigation (☰) button to press",
+        "menu at 390 px: no page contents button to press", "menu at 1280 px: no site navigation (☰) button to press"]
     assert reports["warn.html"].console_warnings == ["console.warn: careful"]
     assert reports["dollar.html"].problems == ["raw $$ in text: $$ok$$ is the other check",
                                               "raw $ math in text: $g_x$"]
@@ -273,10 +282,11 @@ def test_browser_check_catches_each_failure(tmp_path):
                                                "no caption: figure fig-a without a caption",
                                                "captioned figure without a number: figure fig-b: A caption"]
     for page in ("console.html", "exception.html", "missing.html", "twice.html", "raw.html", "untypeset.html",
-                 "escape.html", "undefined.html", "texerror.html", "wide.html", "widget_missing.html",
+                 "escape.html", "undefined.html", "texerror.html", "wide.html", "wide_inline.html",
+                 "widget_missing.html",
                  "widget_twice.html", "chapters/03_dynamic_balance.html", "warn.html", "dollar.html", "bullets.html",
                  "table_wide.html", "table_phone.html", "alt.html", "caption.html"):
-        assert len(found[page]) == 1, (page, found[page])  # only the failure the page was made for
+        assert len(found[page]) == 1, (page, found[page])  # only the kind of failure the page was made for
 
 
 def test_a_build_made_with_other_package_code_is_removed_before_the_next(tmp_path):
