@@ -69,6 +69,17 @@ MINUS_PAGES = ["intro"] + [f"chapters/0{i}_{n}" for i, n in enumerate(
 
 
 @pytest.mark.slow
+def test_no_page_shows_a_raw_myst_role(book_build):
+    """A role that reaches a page as text (a glued value pasted inline, where MyST does not parse it) shows its
+    markup to the reader, as the intro's "({doc}`reproduce/overview`)" did."""
+    pages = [p for p in book_build.html.rglob("*.html") if p.parts[len(book_build.html.parts)] not in ("_static",
+                                                                                                    "_sources")]
+    role = re.compile(r"\{(?:doc|ref|numref|eq|term|download|cite(?::\w+)?|glue(?::\w+)?|py:\w+|prf:\w+)\}")
+    raw = {str(p.relative_to(book_build.html)): role.findall(_text(p)) for p in pages}
+    assert {p: r for p, r in raw.items() if r} == {}
+
+
+@pytest.mark.slow
 def test_a_negative_number_has_the_minus_sign(book_build):
     pages = MINUS_PAGES + [f"reproduce/{p.stem}" for p in (book_build.html / "reproduce").glob("*.html")]
     hyphens = {p: re.findall(r"(?<![\w\-/.=:])-\.?\d[\d.]*", _text(book_build.html / f"{p}.html")) for p in pages}
