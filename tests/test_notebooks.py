@@ -294,7 +294,8 @@ def test_a_new_results_file_makes_its_page_stale(monkeypatch):
 
 
 def _num(v):
-    return float(v) if not isinstance(v, (int, float)) else v
+    """A glued number, as text (the pages write a negative one with the minus sign) or as a number."""
+    return float(v.replace("\u2212", "-")) if not isinstance(v, (int, float)) else v
 
 
 def _first_epoch_accuracy_finetune(n_tasks: int, seeds: int) -> float:
