@@ -168,17 +168,13 @@ def reader_notebook(nb: dict, glue: dict, page: str = "", titles: dict | None = 
     return nb
 
 
-def _write_reader(app, nb: Path, dest_or_zip, name: str | None = None) -> None:
-    src = _executed_dir(app)
-    page = nb.relative_to(src).with_suffix("").as_posix()
+def _reader_text(app, nb: Path) -> str:
+    """The executed notebook `nb` as a reader downloads it (`reader_notebook`), as the text of its file."""
+    page = nb.relative_to(_executed_dir(app)).with_suffix("").as_posix()
     glue = glued_values(nb.with_name(nb.stem + ".glue.json"))
     titles = {doc: t.astext() for doc, t in getattr(app.env, "titles", {}).items()}
-    text = json.dumps(reader_notebook(json.loads(nb.read_text()), glue, page, titles), ensure_ascii=False, indent=1)
-    if isinstance(dest_or_zip, zipfile.ZipFile):
-        dest_or_zip.writestr(name, text + "\n")
-    else:
-        dest_or_zip.parent.mkdir(parents=True, exist_ok=True)
-        dest_or_zip.write_text(text + "\n")
+    nb_doc = reader_notebook(json.loads(nb.read_text()), glue, page, titles)
+    return json.dumps(nb_doc, ensure_ascii=False, indent=1) + "\n"
 
 
 def _executed_dir(app) -> Path:
@@ -204,8 +200,9 @@ def notebooks(app) -> list[tuple[Path, str]]:
     return [(nb, rel) for nb, rel in found if nb.exists()]
 
 
-def write_zip(app, dest: Path) -> int:
-    """Write the notebooks zip to `dest`; return how many notebooks it holds."""
+def write_zip(app, dest: Path, texts: dict | None = None) -> int:
+    """Write the notebooks zip to `dest` (`texts`: executed notebook -> its `_reader_text`, where already made);
+    return how many notebooks it holds."""
     pages = notebooks(app)
     info = getattr(app, "book_build_info", "")
     tmp = dest.with_suffix(".zip.part")
@@ -213,7 +210,7 @@ def write_zip(app, dest: Path) -> int:
         z.writestr(f"{FOLDER}/README.txt", README.format(title=app.config.html_title or app.config.project,
                                                           info=info))
         for nb, rel in pages:
-            _write_reader(app, nb, z, f"{FOLDER}/{rel}")
+            z.writestr(f"{FOLDER}/{rel}", (texts or {}).get(nb) or _reader_text(app, nb))
     tmp.replace(dest)
     return len(pages)
 
@@ -222,9 +219,12 @@ def _copy(app, exception):
     if exception is not None or app.builder.format != "html":
         return
     src = _executed_dir(app)
-    for nb in src.rglob("*.ipynb"):
-        _write_reader(app, nb, Path(app.outdir) / "_sources" / nb.relative_to(src))
-    write_zip(app, Path(app.outdir) / NOTEBOOKS_ZIP)
+    texts = {nb: _reader_text(app, nb) for nb in src.rglob("*.ipynb")}  # each made once: the page's and the zip's
+    for nb, text in texts.items():
+        dest = Path(app.outdir) / "_sources" / nb.relative_to(src)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+    write_zip(app, Path(app.outdir) / NOTEBOOKS_ZIP, texts)
 
 
 def setup(app):

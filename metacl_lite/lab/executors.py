@@ -12,6 +12,7 @@ the others go on; a worker that dies loses only the unit it was running.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -290,8 +291,6 @@ def _init_worker(threads: int, own_ctrl_c: bool = False) -> None:
 
     _die_with_parent()
     if not own_ctrl_c:  # a local worker: Ctrl-C is the parent's to handle (it ends the workers; see _stop_pool)
-        import signal
-
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
 
@@ -301,7 +300,6 @@ def _die_with_parent() -> None:
     each holding its memory). Elsewhere nothing: the workers notice the broken pipe at their next unit."""
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -316,8 +314,6 @@ def _call(fn: Callable, job: Any, threads: int) -> Any:
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
     """After Ctrl-C: end the local workers now (a unit can train for minutes) and wait until they are gone, with
     further Ctrl-C ignored meanwhile, so that a second press neither hangs the exit nor prints tracebacks."""
-    import signal
-
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         for proc in list((getattr(pool, "_processes", None) or {}).values()):

@@ -320,8 +320,8 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     refuses units trained on another kind of device or another GPU model. `precision`: `TrainConfig.precision`
     ("float32", or "tf32" on a GPU: faster products and convolutions, other numbers), recorded in config["train"].
     `redo`: methods (and "oracle", the joint-training units) whose finished runs in `out` are discarded first and
-    trained again (after their beta/gamma or
-    options changed); the file records what was discarded (provenance.discarded)."""
+    trained again (after their beta/gamma or options changed); the file records what was discarded
+    (provenance.discarded)."""
     spec = get_spec(benchmark)  # resolved once: every check, lookup and unit below gets the spec, not the name
     benchmark = spec.name  # what the results file records
     methods = check_methods(methods)
@@ -406,14 +406,14 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
                     c.get(key, {}).pop(m, None)
             c["methods"] = [m for m in c.get("methods", []) if m not in redo]
 
-        why = (f"--redo {','.join(redo + ['oracle'] * redo_oracle)}: retrained with " + "; ".join(
+        redone = redo + ["oracle"] * redo_oracle
+        why = (f"--redo {','.join(redone)}: retrained with " + "; ".join(
             [f"{m} {method_hp[m]}" for m in redo] + ["the oracle as train_joint trains it"] * redo_oracle))
         keep = redone_units(out, why)  # a resumed --redo keeps what its first attempt already retrained
         gone = store.discard(lambda s, k: (s == "runs" and k.split("/")[0] in redo or s == "oracle" and redo_oracle)
                              and f"{s}/{k}" not in keep, forget, why)
         if gone:
-            print(f"discarded {len(gone)} finished runs of {', '.join(redo + ['oracle'] * redo_oracle)} from {out}; "
-                  f"training them again")
+            print(f"discarded {len(gone)} finished runs of {', '.join(redone)} from {out}; training them again")
     doc = store.open(force)
     if gamma is not None:
         copied = reuse_shared_units(store, config, default_out(benchmark, K))

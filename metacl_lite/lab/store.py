@@ -19,11 +19,12 @@ from typing import Any, Callable, Iterable, Optional
 
 from .atomic import check_writable, jsonable, locked, read_json, write_json
 from ..errors import ConfigMismatch, CorruptUnit, FileFormatError
+from ..accel.device import CPU_KERNEL_KEYS
 from .provenance import invocation, now
+from .summary import summarize
 
 #: One field in which a file's configuration differs from a run's, in the message that refuses the run.
 DIFFERS = "{}: {!r} in the file, {!r} here"
-from .summary import summarize
 
 SCHEMA = 2
 
@@ -211,7 +212,7 @@ class UnitFile:
                 continue
             torch_then = (inv.get("packages") or {}).get("torch")
             diff += ([DIFFERS.format("torch", torch_then, torch_here)] if torch_then != torch_here else [])
-            diff += [DIFFERS.format(f"cpu_kernels.{k}", then.get(k), here.get(k)) for k in here
+            diff += [DIFFERS.format(f"cpu_kernels.{k}", then.get(k), here.get(k)) for k in CPU_KERNEL_KEYS
                      if then.get(k) != here.get(k)]
         return list(dict.fromkeys(diff))
 

@@ -153,7 +153,7 @@ def signed(x: float, fmt: str = "+.1f") -> str:
 def _cell(text: str) -> str:
     """A table cell as a reader expects it: a minus sign for a negative number, and "mean ± ci" kept on one line
     (no-break spaces), so that a narrow column does not split it."""
-    return text.replace("-", "−").replace(" ± ", "\u00a0±\u00a0")
+    return minus(text).replace(" ± ", "\u00a0±\u00a0")
 
 
 def metric_table_markdown(rows: list[dict], metric: str, ours: bool = True, paper: bool = True) -> str:

@@ -282,7 +282,7 @@ def elapsed(doc: dict, name: str) -> dict[str, Any]:
     each = [{"span_min": (datetime.fromisoformat(i["finished"]) - datetime.fromisoformat(i["started"])).total_seconds()
              / 60, "unit_min": float(i["wall_s"]) / 60, "units": len(i["units"]),
              "seeds": len({str(u).rsplit("/", 1)[-1] for u in i["units"]})} for i in invs]
-    return {"file": name, "units": sum(len(i["units"]) for i in invs), "span_min": sum(e["span_min"] for e in each),
+    return {"file": name, "units": sum(e["units"] for e in each), "span_min": sum(e["span_min"] for e in each),
             "runs": len(invs), "unit_min": sum(e["unit_min"] for e in each), "device": invs[-1]["device"],
             "commit": (invs[-1].get("git_commit") or "?")[:10], "invocations": each}
 
