@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     from metacl_lite.lab.atomic import check_writable, write_json
     from metacl_lite.lab.provenance import invocation, relative_to_repo
-    from metacl_lite.report import assignments as A, grading as G
+    from metacl_lite.course import assignments as A, grading as G
 
     check_writable(a.out)
     start = time.perf_counter()

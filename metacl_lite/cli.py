@@ -274,14 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
     sc = ssub.add_parser("check", help="a student: run the visible tests on your notebook")
     sc.add_argument("notebook", type=Path)
     sc.add_argument("-q", "--question", default=None, help="one question (e.g. q2)")
-    from .report import grading, kit
+    from .course import grading, kit
 
     grading.add_parser(ssub), kit.add_parser(ssub)
     return p
 
 
 def _assignments(a) -> int:
-    from .report import assignments as A
+    from .course import assignments as A
 
     if a.acmd == "list":
         for name in A.list_assignments():

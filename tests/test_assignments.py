@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from metacl_lite.report import assignments as A
+from metacl_lite.course import assignments as A
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = A.list_assignments()

@@ -49,7 +49,7 @@ def _intro_lists_every_page_once_titled(html: Path):
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
     files += [s["file"] for part in toc["parts"] for c in part["chapters"] for s in c.get("sections", [])]
-    from metacl_lite.report.assignments import list_assignments
+    from metacl_lite.course.assignments import list_assignments
     from metacl_lite.report.pages import PAGES
 
     assert {f"reproduce/{stem}" for stem in PAGES} | {f"assignments/{a}" for a in list_assignments()} <= set(files)
@@ -72,7 +72,7 @@ def test_book_renders_in_browser(book_build):
 def _assignment_pages_hide_solutions(html: Path):
     from html import unescape
 
-    from metacl_lite.report.assignments import list_assignments, secret_lines
+    from metacl_lite.course.assignments import list_assignments, secret_lines
 
     assert "Course assignments" in (html / "assignments" / "index.html").read_text()
     for name in list_assignments():

@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from metacl_lite.report import assignments as A
-from metacl_lite.report import grading as G
+from metacl_lite.course import assignments as A
+from metacl_lite.course import grading as G
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "a1_dynamic_balance"
@@ -76,7 +76,7 @@ def make_submissions(dist: Path, folder: Path) -> None:
                                                "    return kkt_residuals(g1, g2, g, lam)\n")
 
     def refcall(nb):
-        _code_cell(nb, "def my_kkt").source = ("from metacl_lite.report.grading_refs import reference\n\n"
+        _code_cell(nb, "def my_kkt").source = ("from metacl_lite.course.grading_refs import reference\n\n"
                                                "def my_kkt(g1, g2, g, lam):\n"
                                                "    return reference('balance.kkt_residuals')(g1, g2, g, lam)\n")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from metacl_lite.report import assignments as A
-from metacl_lite.report import kit
+from metacl_lite.course import assignments as A
+from metacl_lite.course import kit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def test_the_kit_holds_notebooks_wheel_and_readme_and_no_source(kit_zip):
     with zipfile.ZipFile(kit_zip.parent / wheel) as w:
         inside = w.namelist()
         package = {n: w.read(n) for n in inside if not n.endswith(".npz")}
-    assert "metacl_lite/balance.py" in inside and "metacl_lite/report/grading.py" in inside
+    assert "metacl_lite/balance.py" in inside and "metacl_lite/course/grading.py" in inside
     assert not [n for n in inside if "book/" in n or n.endswith(".md") and "assignments" in n]
     for name in A.list_assignments():
         for secret in A.secret_lines(name):

@@ -147,7 +147,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float) -> di
         sub.mkdir()
         shutil.copy2(submission, sub / submission.name)
         result = tmp / "result.json"
-        cmd = [sys.executable, "-m", "metacl_lite.report.grading_worker", str(Path(zip_path).resolve()),
+        cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(Path(zip_path).resolve()),
                str(sub / submission.name), str(result)]
         proc = subprocess.Popen(cmd, cwd=tmp, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)

@@ -166,7 +166,7 @@ _MISSING = object()
 
 
 #: the IPython startup file that the grading kernel runs before the notebook
-STARTUP = "from metacl_lite.report.grading_refs import protect, withhold\nwithhold({name!r})\nprotect(get_ipython())\n"
+STARTUP = "from metacl_lite.course.grading_refs import protect, withhold\nwithhold({name!r})\nprotect(get_ipython())\n"
 
 
 def startup_code(assignment: str) -> str:

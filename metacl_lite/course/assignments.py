@@ -60,7 +60,7 @@ def source_path(name: str, source_dir: Path = SOURCE_DIR) -> Path:
 INIT_MARK = "# Initialize Otter"
 #: the line of otter's init cell that names the notebook file, and what replaces it (`notebook_path`)
 INIT_LINE = 'grader = otter.Notebook("{name}.ipynb")'
-INIT_FOUND = ('from metacl_lite.report.assignments import notebook_path\n'
+INIT_FOUND = ('from metacl_lite.course.assignments import notebook_path\n'
               'grader = otter.Notebook(notebook_path("{name}"))  # this notebook, renamed or moved')
 
 

@@ -2,7 +2,7 @@
 own copy of the package, a time limit). Writes the results as a JSON record; an error that stopped grading is written
 as `{"error": ...}` (a kernel that died as `{"crashed": ...}`).
 
-    python -m metacl_lite.report.grading_worker AUTOGRADER.zip SUBMISSION RESULT.json
+    python -m metacl_lite.course.grading_worker AUTOGRADER.zip SUBMISSION RESULT.json
 """
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""Course tooling: the autograded assignments, the student kit and folder grading."""
