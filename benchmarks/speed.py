@@ -28,7 +28,10 @@ from pathlib import Path
 
 import torch
 
-from metacl_lite.accel import compiled, fasteval
+from metacl_lite.accel import compiled
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fasteval  # noqa: E402  (benchmarks/fasteval.py, beside this script)
 from metacl_lite import training
 from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.models import cifar_cnn, mlp, resnet18_multihead
@@ -70,7 +73,7 @@ def original_evaluate(model, exp) -> float:
 def bench_eval(repeats: int) -> None:
     """Three ways to evaluate: the images permuted by advanced indexing (the code before), by index_select (what
     `Experience.inputs` does now; `training.evaluate_tasks`), and the first layer's weights permuted
-    (`accel.fasteval.evaluate_tasks`)."""
+    (`benchmarks/fasteval.py`'s `evaluate_tasks`)."""
     bench = permuted_mnist(K=20, n_tasks=20, seed=0)
     model = training._new_model(bench, 0)
     for i in (0, 4, 9, 19):

@@ -24,7 +24,7 @@ from torch.func import functional_call
 from torch.nn.utils import parameters_to_vector
 
 from .accel import compiled
-from .accel.progress import progress
+from .progress import progress
 from .accel.device import DEVICE_KINDS, benchmark_on, check_precision, deterministic, set_precision
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .data.streams import Benchmark, Experience
@@ -134,7 +134,7 @@ TASK_GRADIENT: dict[str, Callable[..., torch.Tensor]] = {
 COMPILED_TASK_GRADIENT: dict[str, Callable[..., torch.Tensor]] = {
     "plain": lambda model, x, y, task, cfg: compiled.plain_gradient(model, x, y, task),
     "metacl": lambda model, x, y, task, cfg: compiled.metacl_gradient(model, x, y, task, cfg.inner_lr,
-                                                                      cfg.bundle_size),
+                                                                      cfg.bundle_size, inner_loop),
 }
 
 #: Method.importance -> a new estimator of one task's Omega (Eq. 2), with the run's options.
@@ -235,7 +235,7 @@ def count_correct(model: MultiHeadNet, exp: Experience, batch_size: int) -> int:
 def evaluate_tasks(model: MultiHeadNet, exps: Sequence[Experience], batch_size: int = 10000) -> list[float]:
     """Accuracy (%) of one model on each of several tasks' test data (a_{i,j} for j <= i; the head of each task for
     multi-head models): each task's images (permuted for Permuted MNIST, `Experience.inputs`) through the model.
-    (`accel.fasteval` permutes the first layer's weights instead, for the speed benchmarks.)"""
+    (`benchmarks/fasteval.py` permutes the first layer's weights instead, for the speed benchmarks.)"""
     was = model.training
     model.eval()
     correct = [count_correct(model, e, batch_size) for e in exps]

@@ -76,7 +76,7 @@ class BookBuild(NamedTuple):
 
     def glue(self, page: str) -> dict:
         """What a page ("chapters/07_claims") glued in this build; nothing if it glued nothing."""
-        from metacl_lite.report.notebooks import glued_values
+        from metacl_lite.publish.notebooks import glued_values
 
         assert (self.executed / f"{page}.ipynb").exists(), f"{page} was not executed by the book build"
         record = self.executed / f"{page}.glue.json"

@@ -50,7 +50,7 @@ def _intro_lists_every_page_once_titled(html: Path):
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
     files += [s["file"] for part in toc["parts"] for c in part["chapters"] for s in c.get("sections", [])]
     from metacl_lite.course.assignments import list_assignments
-    from metacl_lite.report.pages import PAGES
+    from metacl_lite.publish.pages import PAGES
 
     assert {f"reproduce/{stem}" for stem in PAGES} | {f"assignments/{a}" for a in list_assignments()} <= set(files)
     assert [f for f in files if f'href="{f}.html"' not in body] == []
@@ -112,7 +112,7 @@ def test_reproduction_pages_in_the_toc_follow_the_variants():
     page (benchmark.md) and, after it, every other page in the order of pages.PAGES, so no CIFAR-100 or CUB page
     sits under Permuted MNIST's. Its sections are visible, so the intro's contents lists them. The templates the
     pages are made from are not pages: the build excludes them."""
-    from metacl_lite.report.pages import PAGES
+    from metacl_lite.publish.pages import PAGES
 
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
     assert [p["caption"] for p in toc["parts"]] == ["The method", "Claims", "Analysis", "Reproductions",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metacl_lite.report import claims as C, evidence as E, stats as S
+from metacl_lite.findings import claims as C, evidence as E, stats as S
 from metacl_lite.errors import FileFormatError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -418,7 +418,7 @@ def test_quotes_are_the_papers_words():
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_chapter_executes(tmp_path):
-    from metacl_lite.report.notebooks import glued_values, run_notebook
+    from metacl_lite.publish.notebooks import glued_values, run_notebook
 
     out = run_notebook(REPO_ROOT / "book" / "chapters" / "07_claims.md",
                        {"speed_tasks": 2, "speed_seeds": 2, "angle_K": 20, "angle_tasks": 3, "angle_seeds": 2},

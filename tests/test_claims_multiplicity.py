@@ -1,4 +1,4 @@
-"""The second look at the claims' verdicts (metacl_lite.report.claims and .stats): a p-value per test, Holm's correction within
+"""The second look at the claims' verdicts (metacl_lite.findings.claims and .stats): a p-value per test, Holm's correction within
 each claim beside the raw verdict, each claim counted where the paper states it, runs counted once, and what the
 number of seeds can show. Every file here is made by hand; with three seeds the t distribution has 2 degrees of
 freedom, whose tail has a closed form: P(T_2 > t) = (1 − t / sqrt(t² + 2)) / 2, so a two-sided p-value is
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from metacl_lite.report import claims as C, evidence as E, stats as S
+from metacl_lite.findings import claims as C, evidence as E, stats as S
 
 FT = [(60, 50, 60)] * 3  # ACC 55, BT -10, FA 10 on each seed
 

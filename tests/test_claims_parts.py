@@ -11,8 +11,8 @@ import re
 import pytest
 from bs4 import BeautifulSoup
 
-from metacl_lite.data.datafiles import REPO_ROOT
-from metacl_lite.report import claims as C, evidence as E, stats as S
+from metacl_lite.paths import REPO_ROOT
+from metacl_lite.findings import claims as C, evidence as E, stats as S
 from metacl_lite.report.overview import overview_rows
 from metacl_lite.report.targets import TARGET_ACC_GAP
 

@@ -12,12 +12,12 @@ import re
 import jupytext
 import pytest
 
-from metacl_lite.data.datafiles import REPO_ROOT
+from metacl_lite.paths import REPO_ROOT
 from metacl_lite.errors import ConfigMismatch
 from metacl_lite.lab import dynamics as D
-from metacl_lite.report import claims as C, evidence as E, stats as S
-from metacl_lite.report.notebooks import declared_parameters
-from metacl_lite.report.pages import files_stamp
+from metacl_lite.findings import claims as C, evidence as E, stats as S
+from metacl_lite.publish.notebooks import declared_parameters
+from metacl_lite.publish.pages import files_stamp
 
 CH7, CH8, INTRO = (REPO_ROOT / "book" / "chapters" / "07_claims.md", REPO_ROOT / "book" / "chapters" / "08_analysis.md",
                    REPO_ROOT / "book" / "intro.md")
@@ -130,7 +130,7 @@ def test_both_chapters_read_one_stream_per_claim():
 def test_pages_that_read_the_dynamics_file_carry_its_current_stamp():
     """A page that reads results/dynamics-pmnist.json carries the file's digest in its code, so that the book's
     cache executes it again when the file changes."""
-    from metacl_lite.report.pages import stamped_pages
+    from metacl_lite.publish.pages import stamped_pages
     pages = stamped_pages()
     for page in (CH7, CH8, INTRO):
         assert "dynamics-pmnist.json" in pages[page], page

@@ -318,7 +318,7 @@ def test_the_tools_exit_2_without_a_traceback_on_a_users_error(capsys, monkeypat
 
 
 def test_the_pages_tool_calls_the_page_writer_with_check(monkeypatch, capsys, tmp_path):
-    from metacl_lite.report import pages
+    from metacl_lite.publish import pages
 
     seen = []
     monkeypatch.setattr(pages, "write_pages", lambda check: seen.append(check) or [tmp_path / "p.md"])

@@ -200,6 +200,7 @@ def test_compiled_steps_capture_cuda_graphs_on_a_gpu_only(monkeypatch):
     with CUDA graphs (what mode="reduce-overhead" sets), each call marking a new graph step."""
     from metacl_lite.accel import compiled
     from metacl_lite.models import mlp
+    from metacl_lite.reptile import inner_loop
 
     calls, marks = [], []
     monkeypatch.setattr(compiled, "_STEPS", {})
@@ -212,7 +213,7 @@ def test_compiled_steps_capture_cuda_graphs_on_a_gpu_only(monkeypatch):
     x, y = torch.randn(20, 784), torch.randint(0, 10, (20,))
     g = compiled.plain_gradient(model, x, y, 0)
     assert marks == [] and g.shape == (sum(p.numel() for p in model.parameters()),)
-    gpu = compiled.CompiledSteps(model.body, "cuda")
+    gpu = compiled.CompiledSteps(model.body, "cuda", inner_loop=inner_loop)
     assert gpu.graphs and calls[-1]["options"] == {"fallback_random": True, "triton.cudagraphs": True}
     gpu.plain_grad(*compiled._split(model, 0), x, y)
     gpu.metacl_steps(0.01, 10, *compiled._split(model, 0), x, y)

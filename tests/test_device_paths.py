@@ -13,7 +13,7 @@ import torch
 
 from metacl_lite.cli import main
 from metacl_lite.tools import main as tools_main
-from metacl_lite.data.datafiles import REPO_ROOT
+from metacl_lite.paths import REPO_ROOT
 from metacl_lite.errors import ConfigMismatch, UnitsFailed, UsageError
 from metacl_lite.lab import executors as E
 from metacl_lite.lab import grid as G
@@ -319,7 +319,7 @@ def test_choices_with_cuda_and_no_gpu_exits_2_before_printing_or_tuning(no_gpu, 
 
 
 def test_notebook_with_device_cuda_and_no_gpu_exits_2_before_a_kernel_starts(no_gpu, monkeypatch, tmp_path, capsys):
-    from metacl_lite.report import notebooks as NB
+    from metacl_lite.publish import notebooks as NB
 
     monkeypatch.setattr(NB, "run_notebook", lambda *a, **k: pytest.fail("a kernel started"))
     page = str(REPO_ROOT / "book" / "reproduce" / "benchmark.md")

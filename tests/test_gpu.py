@@ -16,6 +16,7 @@ import torch
 from metacl_lite.accel import compiled
 from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.accel.device import accelerator, deterministic
+from metacl_lite.reptile import inner_loop
 from metacl_lite.data.synthetic import synthetic_benchmark
 from metacl_lite.training import METHODS, TrainConfig, metacl_gradient, params_vector, plain_gradient, run_stream
 
@@ -92,7 +93,7 @@ def test_compiled_task_gradients_equal_eager_within_rounding(net):
     x, y = e.inputs()[:n].cuda(), e.y[:n].cuda()
     for _ in range(2):
         for fn, cfn in ((lambda: metacl_gradient(model, x, y, 0, 0.01, 10),
-                         lambda: compiled.metacl_gradient(model, x, y, 0, 0.01, 10)),
+                         lambda: compiled.metacl_gradient(model, x, y, 0, 0.01, 10, inner_loop)),
                         (lambda: plain_gradient(model, x, y, 0), lambda: compiled.plain_gradient(model, x, y, 0))):
             torch.manual_seed(0)
             eager = fn()
@@ -119,10 +120,10 @@ def test_the_steps_are_captured_in_cuda_graphs(net, monkeypatch):
     monkeypatch.setattr(compiled, "_STEPS", {})
     torch._dynamo.reset()
     counters.clear()
-    steps = compiled.compiled_steps(model)
+    steps = compiled.compiled_steps(model, inner_loop)
     assert steps.graphs
     for _ in range(3):
-        compiled.metacl_gradient(model, x, y, 0, 0.01, 10)
+        compiled.metacl_gradient(model, x, y, 0, 0.01, 10, inner_loop)
         compiled.plain_gradient(model, x, y, 0)
     assert not counters["inductor"].get("cudagraph_skips"), dict(counters["inductor"])
 

@@ -10,13 +10,13 @@ import pytest
 
 from metacl_lite.importance import REGULARISERS
 
-from metacl_lite.data.datafiles import REPO_ROOT
+from metacl_lite.paths import REPO_ROOT
 from metacl_lite.report import commands as C
 from metacl_lite.report import interpret as I
 from metacl_lite.report import overview as O
 from metacl_lite.report import targets as T
 from metacl_lite.report import timings as Ti
-from metacl_lite.report.paper import paper_table
+from metacl_lite.findings.paper import paper_table
 from metacl_lite.lab.summary import summarize
 from metacl_lite.training import METHODS
 
@@ -411,7 +411,7 @@ def test_timings_cover_every_page_of_the_book_with_code():
 
 def test_page_stamp_follows_the_results_file(tmp_path):
     """A page's `shows` parameter names its results file and the start of its digest: a new file, a new stamp."""
-    from metacl_lite.report.pages import STAMP, files_stamp
+    from metacl_lite.publish.pages import STAMP, files_stamp
 
     assert files_stamp(["cub-K10.json"], tmp_path) == f"{STAMP}results/cub-K10.json, absent"
     (tmp_path / "cub-K10.json").write_text("{}")
@@ -463,7 +463,7 @@ def test_pages_that_read_results_carry_the_stamp_of_every_file_they_read():
     setting's results file too (whether it exists), the Running page the timings, the reference page the speed
     benchmarks and the GPU tests' last run; `pages` writes their digests into the pages, so a changed file changes
     the page's code (and the cache runs it again), and `pages --check` is clean only when every stamp is current."""
-    from metacl_lite.report.pages import STAMP, files_stamp, stamped_pages, write_pages
+    from metacl_lite.publish.pages import STAMP, files_stamp, stamped_pages, write_pages
 
     pages = {p.name: names for p, names in stamped_pages().items()}
     assert pages["overview.md"] == [f"{b}-K{K}.json" for b, K in O.paper_settings()] + \

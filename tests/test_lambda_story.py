@@ -1,4 +1,4 @@
-"""The λ story (metacl_lite.report.lambda_story) on hand-made logs whose statistics are worked out by hand, the per-step
+"""The λ story (metacl_lite.lab.lambda_story) on hand-made logs whose statistics are worked out by hand, the per-step
 penalty log of `TrainConfig.record_penalty` checked against an independent recomputation, and the default training
 path unchanged by the option."""
 import importlib.metadata
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from metacl_lite.report import lambda_story as L
+from metacl_lite.lab import lambda_story as L
 from metacl_lite.balance import reg_penalty
 from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.training import (PENALTY_COLUMNS, RegState, TrainConfig, get_method, params_vector, run_stream,
@@ -199,7 +199,7 @@ def test_main_writes_the_file_with_provenance(tmp_path, monkeypatch):
     assert L.main(["--streams", "5:2,10:3", "--seeds", "0,2", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["runs"] == {"k": {"streams": {"5": 2, "10": 3}, "seeds": [0, 2]}}
-    assert doc["provenance"]["command"] == ("python -m metacl_lite.report.lambda_story --streams 5:2,10:3 --seeds 0,2 "
+    assert doc["provenance"]["command"] == ("python -m metacl_lite.lab.lambda_story --streams 5:2,10:3 --seeds 0,2 "
                                             f"--out {out}")
     assert doc["provenance"]["packages"]["torch"] == importlib.metadata.version("torch")
     assert doc["provenance"]["git_commit"]

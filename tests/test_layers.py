@@ -1,7 +1,11 @@
-"""The package's three layers: the method (`metacl_lite/*.py`, what chapters 1-6 teach), the lab that runs and
-records grids (`metacl_lite/lab/`) and the reports that read results (`metacl_lite/report/`), with the command line
-on top. Every import, at module level or inside a function, points downward (cli -> report -> lab -> method), and no
-module reaches itself through others (no import circle). Both are read from the source with `ast`, nothing imported."""
+"""The package's layers, bottom up: the base (errors, paths, progress bars, the vocabulary), the data, the speed paths
+(`accel/`), the method (`metacl_lite/*.py`, what chapters 1-6 teach), the lab that runs and records grids (`lab/`),
+the findings (`findings/`: the paper's numbers, its claims and their statistics), the results read into tables,
+frames and figures (`report/`), then two wings side by side, publishing (`publish/`: the book's pages, the README,
+papermill runs) and the course (`course/`: assignments, kit, grading), with the command line and the maintainers'
+tools on top. Every import, at module level or inside a function, points downward, the two side-by-side wings never
+import each other, and no module reaches itself through others (no import circle). Read from the source with `ast`,
+nothing imported."""
 from __future__ import annotations
 
 import ast
@@ -10,8 +14,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "metacl_lite"
-TOP = {"metacl_lite.cli", "metacl_lite.__main__"}
-RANK = {"method": 0, "lab": 1, "report": 2, "cli": 3}
+BASE = {"errors", "paths", "progress", "vocab"}
+WINGS = ("data", "accel", "lab", "findings", "report", "publish", "course", "cli", "tools")
+RANK = {"base": 0, "data": 1, "accel": 2, "method": 3, "lab": 4, "findings": 5, "report": 6, "publish": 7,
+        "course": 7, "cli": 8}
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -20,10 +26,12 @@ def module_name(path: Path, package: Path = PACKAGE) -> str:
 
 
 def layer(module: str) -> str:
-    if module in TOP or module.startswith("metacl_lite.tools"):  # the maintainers' tools sit beside the users' CLI
-        return "cli"
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 and parts[1] in ("lab", "report") else "method"
+    if module == "metacl_lite.__main__" or (len(parts) > 1 and parts[1] in ("cli", "tools")):
+        return "cli"  # the maintainers' tools sit beside the users' command line
+    if len(parts) > 1 and parts[1] in WINGS:
+        return parts[1]
+    return "base" if len(parts) == 1 or parts[1] in BASE else "method"
 
 
 def imports_of(path: Path, package: Path = PACKAGE) -> set[str]:
@@ -55,8 +63,10 @@ def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
 
 
 def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that points up, or sideways into another wing of the same rank (publishing and the course)."""
     return sorted(f"{a} -> {b}" for a, deps in graph.items() for b in deps
-                  if not b.endswith("__init__") and RANK[layer(b)] > RANK[layer(a)])
+                  if not b.endswith("__init__") and (RANK[layer(b)] > RANK[layer(a)] or (
+                      RANK[layer(b)] == RANK[layer(a)] and layer(b) != layer(a))))
 
 
 def cycle(graph: dict[str, set[str]]) -> list[str]:
@@ -89,30 +99,44 @@ def cycle(graph: dict[str, set[str]]) -> list[str]:
 
 def test_every_import_points_downward_and_none_closes_a_circle():
     graph = import_graph()
-    assert {layer(m) for m in graph} == {"method", "lab", "report", "cli"}
+    assert {layer(m) for m in graph} == set(RANK)
     assert upward(graph) == []
     assert cycle(graph) == []
 
 
 def test_the_method_layer_is_what_chapters_one_to_six_teach():
-    method = {m.split(".", 1)[1] for m in import_graph() if layer(m) == "method" and m != "metacl_lite"}
-    assert {"models", "data.specs", "balance", "importance", "reptile", "training", "metrics", "accel.compiled",
-            "accel.device", "errors", "data.datafiles", "data.streams", "data.mnist", "data.cifar100", "data.cub",
-            "data.benchmarks"} <= method
-    assert not {m.rsplit(".", 1)[-1] for m in method} & {
-        "store", "grid", "executors", "tuning", "choices", "hparams", "bench", "provenance", "atomic", "paper",
-        "reports", "interpret", "overview", "targets", "timings", "claims", "plots", "notebooks", "lambda_story",
-        "assignments"}
+    modules = {m.split(".", 1)[1]: layer(m) for m in import_graph() if m != "metacl_lite"}
+    assert {m for m, where in modules.items() if where == "method"} == {
+        "models", "balance", "importance", "reptile", "training", "metrics"}
+    assert {m for m, where in modules.items() if where == "base"} <= {"errors", "paths", "progress", "vocab"}
+    assert {"data.specs", "data.datafiles", "data.streams", "data.mnist", "data.cifar100", "data.cub",
+            "data.benchmarks"} <= {m for m, where in modules.items() if where == "data"}
+    assert {m for m, where in modules.items() if where == "accel"} == {"accel", "accel.device", "accel.compiled"}
 
 
-def test_only_the_method_sits_at_the_packages_top_level():
-    """The package's top level holds the method's modules (what chapters 1-6 teach) with the errors and the command
-    line; the data, the speed paths, the lab, the reports and the maintainers' tools are subpackages."""
+def test_each_wing_holds_one_concern():
+    """report/ reads results into tables, frames and figures; the findings, the publishing and the course tooling
+    are wings of their own; the lab holds what trains (the λ story too)."""
+    modules = {m.split(".", 1)[1] for m in import_graph() if m != "metacl_lite"}
+    assert {"findings.paper", "findings.claims", "findings.stats", "findings.evidence"} <= modules
+    assert {"publish.pages", "publish.readme", "publish.notebooks"} <= modules
+    assert {"course.assignments", "course.grading", "course.grading_refs", "course.grading_worker",
+            "course.kit"} <= modules
+    assert {"lab.lambda_story"} <= modules
+    assert {m for m in modules if m.startswith("report.")} == {
+        "report.tables", "report.plots", "report.readable", "report.commands", "report.interpret",
+        "report.overview", "report.targets", "report.timings"}
+
+
+def test_only_the_method_and_the_base_sit_at_the_packages_top_level():
+    """The package's top level holds the method's modules (what chapters 1-6 teach) and the base (errors, paths,
+    progress bars, the vocabulary); the data, the speed paths, the lab, the wings, the command line and the
+    maintainers' tools are subpackages."""
     modules = {p.stem for p in PACKAGE.glob("*.py")}
-    assert modules == {"__init__", "__main__", "cli", "errors", "balance", "reptile", "importance", "metrics", "models",
-                       "training"}
+    assert modules <= {"__init__", "__main__", "errors", "paths", "progress", "vocab", "balance", "reptile",
+                       "importance", "metrics", "models", "training"}
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
-    assert subpackages == {"data", "accel", "lab", "report", "tools"}
+    assert subpackages == set(WINGS)
 
 
 @pytest.mark.parametrize("source, expect", [
@@ -122,16 +146,23 @@ def test_only_the_method_sits_at_the_packages_top_level():
     ({"lab/grid.py": "from ..cli import main\n"}, "upward"),
     # a report asking the maintainers' tools for something
     ({"report/a.py": "from ..tools import main\n"}, "upward"),
+    # the speed paths asking the method for something (the inner loop is passed in instead)
+    ({"accel/compiled.py": "from ..reptile import inner_loop\n"}, "upward"),
+    # the data asking the speed paths for something
+    ({"data/cub.py": "from ..accel import compiled\n"}, "upward"),
+    # the course asking publishing for something: two wings of one rank
+    ({"course/kit.py": "from ..publish import pages\n"}, "upward"),
     # two report modules importing each other
     ({"report/a.py": "from .b import x\n", "report/b.py": "def g():\n    from . import a\n"}, "cycle"),
 ])
 def test_the_check_fails_on_an_upward_import_or_a_circle(tmp_path, source, expect):
     pkg = tmp_path / "metacl_lite"
-    for d in ("", "lab", "report", "tools"):
+    for d in ("", "data", "accel", "lab", "report", "publish", "course", "tools"):
         (pkg / d).mkdir(parents=True, exist_ok=True)
         (pkg / d / "__init__.py").write_text("")
     (pkg / "cli.py").write_text("from .report import a\n")
-    for f in ("training.py", "lab/grid.py", "report/a.py", "report/b.py"):
+    for f in ("training.py", "reptile.py", "data/cub.py", "accel/compiled.py", "lab/grid.py", "report/a.py",
+              "report/b.py", "publish/pages.py", "course/kit.py"):
         (pkg / f).write_text("")
     for f, text in source.items():
         (pkg / f).write_text(text)

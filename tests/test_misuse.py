@@ -22,9 +22,9 @@ from metacl_lite.errors import CorruptUnit, FileFormatError, OutputError
 from metacl_lite.lab import atomic, grid, store
 from metacl_lite.lab.grid import run_experiment
 from metacl_lite.lab.tuning import tune
-from metacl_lite.report.notebooks import declared_parameters, validate, ParameterError
-from metacl_lite.report.pages import BENCHMARK_PAGE, PAGES, REPRODUCE, TEMPLATES
-from metacl_lite.accel.progress import progress_enabled
+from metacl_lite.publish.notebooks import declared_parameters, validate, ParameterError
+from metacl_lite.publish.pages import BENCHMARK_PAGE, PAGES, REPRODUCE, TEMPLATES
+from metacl_lite.progress import progress_enabled
 from metacl_lite.training import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_no_notebook_cell_starts_its_file_over(page):
 def test_second_notebook_run_keeps_the_first_runs_units(tmp_path):
     """The scenario of issue 21: finetune then metacl into the same folder; both units stay. A third run with
     another stream is refused on the page (the file stays as it was)."""
-    from metacl_lite.report.notebooks import run_cli
+    from metacl_lite.publish.notebooks import run_cli
 
     for m in ("finetune", "metacl"):
         run_cli(BENCH, [("K", "5"), ("methods", m), ("quick", "True")], [], tmp_path)
@@ -430,7 +430,7 @@ def where_notebook(path: Path) -> Path:
 
 
 def test_kernel_environment_puts_this_checkout_first(monkeypatch):
-    from metacl_lite.report.notebooks import kernel_imports_this_checkout
+    from metacl_lite.publish.notebooks import kernel_imports_this_checkout
 
     here = str(Path(metacl_lite.__file__).resolve().parent.parent)
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
@@ -447,7 +447,7 @@ def test_kernel_environment_puts_this_checkout_first(monkeypatch):
 def test_notebook_kernel_imports_the_launching_checkout(tmp_path, monkeypatch):
     """Another `metacl_lite` first on the import path (as an installed copy of another checkout would be): the
     kernel of a notebook run from this checkout still imports this checkout's package."""
-    from metacl_lite.report.notebooks import run_notebook
+    from metacl_lite.publish.notebooks import run_notebook
 
     other = tmp_path / "other"
     (other / "metacl_lite").mkdir(parents=True)

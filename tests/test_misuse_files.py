@@ -66,7 +66,7 @@ def _line(text: str, marker: str) -> int:
      "is not a block marker; write it alone on its line"),
 ], ids=["table-end", "every-end", "last-end", "begin", "kind", "not-alone"])
 def test_a_readme_with_a_marker_out_of_place_is_refused_before_anything_is_written(edit, line_of, says, tmp_path):
-    from metacl_lite.report import readme as R
+    from metacl_lite.publish import readme as R
 
     path = tmp_path / "README.md"
     path.write_text(edit(README))
@@ -81,7 +81,7 @@ def test_a_readme_with_a_marker_out_of_place_is_refused_before_anything_is_writt
 
 @pytest.mark.parametrize("argv", [["readme", "--check"], ["readme"]])
 def test_the_readme_tool_exits_2_with_one_line_when_every_end_is_gone(argv, tmp_path, monkeypatch, capsys):
-    from metacl_lite.report import readme as R
+    from metacl_lite.publish import readme as R
 
     monkeypatch.setattr(R, "REPO_ROOT", tmp_path)
     path = tmp_path / "README.md"
@@ -95,7 +95,7 @@ def test_the_readme_tool_exits_2_with_one_line_when_every_end_is_gone(argv, tmp_
 
 
 def test_the_committed_readme_pairs_its_markers():
-    from metacl_lite.report import readme as R
+    from metacl_lite.publish import readme as R
 
     assert R.check_blocks(README, REPO / "README.md") == README.count("<!-- BEGIN ") == 2
 
@@ -159,7 +159,7 @@ def test_where_refuses_an_empty_need_gpu(who, capsys):
 
 @pytest.mark.parametrize("argv", [["readme", "--check"], ["readme"]])
 def test_a_readme_that_is_not_utf8_is_refused_in_one_line(argv, tmp_path, monkeypatch, capsys):
-    from metacl_lite.report import readme as R
+    from metacl_lite.publish import readme as R
 
     monkeypatch.setattr(R, "REPO_ROOT", tmp_path)
     path = tmp_path / "README.md"

@@ -12,9 +12,8 @@ import pytest
 
 from metacl_lite.cli import main
 from metacl_lite.errors import FileFormatError, OutputError, UsageError
-from metacl_lite.report.notebooks import (ParameterError, check_parameters, declared_parameters, expand_grid,
-                                          glued_values, injected_parameters, plan_runs, run_cli, run_notebook, tag, validate)
-from metacl_lite.report.pages import PAGES, TEMPLATES, make_page, page_params, write_pages
+from metacl_lite.publish.notebooks import (ParameterError, check_parameters, declared_parameters, expand_grid, glued_values, injected_parameters, plan_runs, run_cli, run_notebook, tag, validate)
+from metacl_lite.publish.pages import PAGES, TEMPLATES, make_page, page_params, write_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "book" / "reproduce" / "benchmark.md"
@@ -283,7 +282,7 @@ def test_reproduction_pages_are_their_template_with_papermills_parameters():
 def test_a_new_results_file_makes_its_page_stale(monkeypatch):
     """The page's `shows` parameter carries the digest of its results file: when the file changes, `pages --check`
     lists the page (and only the pages that show that file)."""
-    from metacl_lite.report import pages
+    from metacl_lite.publish import pages
 
     real = pages._digest
     monkeypatch.setattr(pages, "_digest", lambda path: "sha256 0" if path.name == "pmnist-K5.json" else real(path))

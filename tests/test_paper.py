@@ -1,4 +1,4 @@
-"""The paper's numbers as data (metacl_lite.report.paper), checked cell by cell against the paper's LaTeX source.
+"""The paper's numbers as data (metacl_lite.findings.paper), checked cell by cell against the paper's LaTeX source.
 
 The LaTeX is read by a small parser of its own, written here and sharing no code with paper.py: every number in
 paper.py must be in a results table of the LaTeX, and every numeric cell of every results table must be in paper.py.
@@ -12,7 +12,7 @@ from typing import Optional
 
 import pytest
 
-from metacl_lite.report.paper import PAPER_SOURCES, PAPER_TABLES, paper_table
+from metacl_lite.findings.paper import PAPER_SOURCES, PAPER_TABLES, paper_table
 from metacl_lite.data.specs import SPECS
 from metacl_lite.training import METHODS, TrainConfig
 

@@ -40,7 +40,7 @@ def test_seed_curves_by_hand():
 
 
 def test_seed_curves_average_to_the_reports_curve_on_a_committed_file():
-    from metacl_lite.data.datafiles import REPO_ROOT
+    from metacl_lite.paths import REPO_ROOT
     from metacl_lite.lab.store import load_results
 
     res = load_results(REPO_ROOT / "results" / "pmnist-K20.json")

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from metacl_lite.report import claims, evidence, readme as R
-from metacl_lite.data.datafiles import REPO_ROOT
+from metacl_lite.findings import claims, evidence
+from metacl_lite.publish import readme as R
+from metacl_lite.paths import REPO_ROOT
 
 #: Hand-made records of the shape `claims.headline` gives (issue 29).
 RECORDS = [

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from metacl_lite.report.paper import paper_table
+from metacl_lite.findings.paper import paper_table
 from metacl_lite.report.tables import comparison_rows, format_table, incomplete_rows, protocol_differs
 from metacl_lite.report.interpret import glue_values, interpretation
 from metacl_lite.lab.summary import summarize
@@ -63,7 +63,7 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
     (check=True) a README that is out of date without writing it."""
     import json
 
-    from metacl_lite.report import readme as reports
+    from metacl_lite.publish import readme as reports
 
     res = _fake(1.0)
     res["provenance"] = {"command": f"python -m metacl_lite run --out {tmp_path}/results/x.json"}
@@ -83,7 +83,7 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
 
 
 def test_a_block_of_a_results_file_not_made_yet_says_how_to_make_it(tmp_path, monkeypatch):
-    from metacl_lite.report import readme as reports
+    from metacl_lite.publish import readme as reports
     from metacl_lite.errors import UserError
 
     readme = tmp_path / "README.md"
@@ -147,7 +147,7 @@ def test_the_committed_k20_file_took_what_the_running_page_says():
     each of five seeds, read from its provenance."""
     import json
 
-    from metacl_lite.data.datafiles import REPO_ROOT
+    from metacl_lite.paths import REPO_ROOT
     from metacl_lite.report import timings as Ti
 
     doc = json.loads((REPO_ROOT / "results" / "pmnist-K20.json").read_text())
@@ -195,7 +195,7 @@ def test_the_runs_of_make_reproduce_follow_the_makefile_and_the_protocol():
     methods under two γ controls, at every K; CUB tunes at K = 10 without the open choices."""
     import re
 
-    from metacl_lite.data.datafiles import REPO_ROOT
+    from metacl_lite.paths import REPO_ROOT
     from metacl_lite.report.timings import reproduce_runs
 
     cifar = [(st["step"], st["K"], sum(st["runs"].values())) for st in reproduce_runs("cifar100")]

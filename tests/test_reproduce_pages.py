@@ -9,11 +9,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from metacl_lite.report import pages as N  # noqa: E402
+from metacl_lite.publish import pages as N
 from metacl_lite.report import overview as O  # noqa: E402
 from metacl_lite.report import plots  # noqa: E402
 from metacl_lite.report import targets as T  # noqa: E402
-from metacl_lite.report.paper import paper_table  # noqa: E402
+from metacl_lite.findings.paper import paper_table
 from metacl_lite.report.tables import live_frame, metric_table_markdown, paper_rows  # noqa: E402
 from metacl_lite.training import METHODS  # noqa: E402
 
@@ -52,7 +52,7 @@ def test_every_glue_a_template_shows_is_glued_by_its_code(name):
 
     import jupytext
 
-    from metacl_lite.data.datafiles import REPO_ROOT
+    from metacl_lite.paths import REPO_ROOT
     from metacl_lite.lab.store import load_results
     from metacl_lite.report.interpret import glue_values, interpretation
 
@@ -80,7 +80,7 @@ def test_generated_pages_show_what_their_setting_has():
     figure: each page is the template `template_for` picks."""
     import jupytext
 
-    from metacl_lite.data.datafiles import REPO_ROOT
+    from metacl_lite.paths import REPO_ROOT
 
     for stem in ["benchmark", *N.PAGES]:
         path, _, params, template = N.page_params(stem)

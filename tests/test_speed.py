@@ -3,15 +3,19 @@ permuted copies of the test images, and the task gradients g1 (Alg. 1/2, Eqs. 8-
 torch.compile. Each is compared with an independent computation: the images permuted and run through the model, and
 the eager training loop.
 """
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from metacl_lite.accel import compiled, fasteval
+from metacl_lite.accel import compiled
 from metacl_lite import training
 from metacl_lite.errors import UsageError
 from metacl_lite.data.mnist import permuted_mnist
+from metacl_lite.reptile import inner_loop
 from metacl_lite.models import MultiHeadNet, mlp
 from metacl_lite.data.streams import Experience
 from metacl_lite.training import (METHODS, TrainConfig, evaluate, evaluate_tasks, metacl_gradient, params_vector,
@@ -21,6 +25,10 @@ from metacl_lite.training import (METHODS, TrainConfig, evaluate, evaluate_tasks
 @pytest.fixture(scope="module")
 def bench():
     return permuted_mnist(K=5, n_tasks=4, seed=3, split="val")  # 1 000 evaluation images shared by the 4 tasks
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import fasteval  # noqa: E402  (benchmarks/fasteval.py: the speed benchmark's evaluation, tested here)
 
 
 def by_permuting_images(model, exp):
@@ -50,7 +58,7 @@ def test_permuted_weights_give_the_accuracies_of_permuted_images(bench, seed, mo
 
 
 def test_the_old_path_stays_available(bench, monkeypatch):
-    """`training.evaluate_tasks` permutes the images (`Experience.inputs`, one copy per task); `accel.fasteval`
+    """`training.evaluate_tasks` permutes the images (`Experience.inputs`, one copy per task); `benchmarks/fasteval.py`
     makes none."""
     calls = []
     real = Experience.inputs
@@ -174,7 +182,7 @@ def test_compiled_g1_equals_eager(kind):
     y = torch.randint(0, 5, (12,))
     start = {k: v.clone() for k, v in model.state_dict().items()}
     for eager, fast in ((lambda: metacl_gradient(model, x, y, task, 0.1, 4),
-                         lambda: compiled.metacl_gradient(model, x, y, task, 0.1, 4)),
+                         lambda: compiled.metacl_gradient(model, x, y, task, 0.1, 4, inner_loop)),
                         (lambda: plain_gradient(model, x, y, task),
                          lambda: compiled.plain_gradient(model, x, y, task))):
         outs = []
@@ -194,7 +202,7 @@ def test_compiled_g1_equals_eager(kind):
         params, buffers, w, b = compiled._split(model, task)
         mine = {k: v.clone() for k, v in buffers.items()}
         before = {k: (v.clone(), v._version) for k, v in mine.items()}
-        steps = compiled.compiled_steps(model)
+        steps = compiled.compiled_steps(model, inner_loop)
         for out in (steps.metacl_steps(0.1, 4, params, mine, w, b, x, y), steps.plain_grad(params, mine, w, b, x, y)):
             for k, (v, version) in before.items():
                 assert mine[k]._version == version and torch.equal(mine[k], v), k

@@ -42,6 +42,7 @@ import sys
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +51,6 @@ from torch.func import functional_call, grad
 
 from .device import kind as device_kind
 from ..errors import UsageError
-from ..reptile import inner_loop
 
 COMPILE_CHOICES = ("auto", "on", "off")
 
@@ -142,8 +142,9 @@ def _loss(body: nn.Module, params: dict, buffers: dict, w: torch.Tensor, b: torc
 _grad_loss = grad(_loss, argnums=(1, 3, 4))
 
 
-def _metacl_steps(body, alpha, bundle_size, params, buffers, w, b, x, y):
-    """theta^m of Alg. 1/2 (`reptile.inner_loop`, traced into the compiled function) over the consecutive
+def _metacl_steps(body, inner_loop, alpha, bundle_size, params, buffers, w, b, x, y):
+    """theta^m of Alg. 1/2 (`inner_loop`: the method's `reptile.inner_loop`, passed in by training and traced into the
+    compiled function; the speed path imports nothing of the method) over the consecutive
     mini-bundles b_1..b_m of the mini-batch, on the list [body parameters..., head weight, head bias]; and the
     buffers as the m steps leave them (`_own`)."""
     buffers, names = _own(buffers), list(params)
@@ -176,14 +177,15 @@ class CompiledSteps:
     never used: every parameter and buffer is passed in), so that every model with this body reuses the compiled
     code instead of recompiling for each new model object."""
 
-    def __init__(self, body: nn.Module, kind: str = "cpu"):
+    def __init__(self, body: nn.Module, kind: str = "cpu", inner_loop: Optional[Callable] = None):
+        self.inner_loop = inner_loop  # Alg. 1/2's inner loop (`reptile.inner_loop`), given by the first MetaCL call
         cache_dir()
         template = copy.deepcopy(body).train()
         options = dict(MODES[kind])
         self.graphs = bool(options.get("triton.cudagraphs"))
         opts = dict(fullgraph=True, dynamic=False, options=options)
         self._metacl_steps = torch.compile(
-            lambda alpha, bundle_size, *a: _metacl_steps(template, alpha, bundle_size, *a), **opts)
+            lambda alpha, bundle_size, *a: _metacl_steps(template, self.inner_loop, alpha, bundle_size, *a), **opts)
         self._plain_grad = torch.compile(lambda *a: _plain_grad(template, *a), **opts)
 
     def _step(self) -> None:
@@ -205,14 +207,17 @@ _STEPS: dict[tuple[str, str], CompiledSteps] = {}
 _ARCH: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
 
 
-def compiled_steps(model: nn.Module) -> CompiledSteps:
-    """The compiled steps of the model's body on the model's device kind (one set per architecture and kind)."""
+def compiled_steps(model: nn.Module, inner_loop: Optional[Callable] = None) -> CompiledSteps:
+    """The compiled steps of the model's body on the model's device kind (one set per architecture and kind), with
+    `inner_loop` (`reptile.inner_loop`, where given) traced into the MetaCL step."""
     where = device_kind(next(model.parameters()).device)
     if (arch := _ARCH.get(model.body)) is None:
         arch = _ARCH[model.body] = repr(model.body)
     key = (arch, where)
     if key not in _STEPS:
         _STEPS[key] = CompiledSteps(model.body, where)
+    if inner_loop is not None:
+        _STEPS[key].inner_loop = inner_loop
     return _STEPS[key]
 
 
@@ -247,10 +252,11 @@ def _flat(model: nn.Module, task: int, body: list, head: list) -> torch.Tensor:
 
 
 def metacl_gradient(model: nn.Module, x: torch.Tensor, y: torch.Tensor, task: int, alpha: float,
-                    bundle_size: int) -> torch.Tensor:
-    """`training.metacl_gradient`, compiled: g1 = (theta - theta^m) / (alpha m)  (Eqs. 8-9)."""
+                    bundle_size: int, inner_loop: Callable) -> torch.Tensor:
+    """`training.metacl_gradient`, compiled: g1 = (theta - theta^m) / (alpha m)  (Eqs. 8-9), theta^m by `inner_loop`
+    (`reptile.inner_loop`, Alg. 1/2's inner loop)."""
     params, buffers, w, b = _split(model, task)
-    pm, wm, bm, new = compiled_steps(model).metacl_steps(alpha, bundle_size, params, buffers, w, b, x, y)
+    pm, wm, bm, new = compiled_steps(model, inner_loop).metacl_steps(alpha, bundle_size, params, buffers, w, b, x, y)
     _keep(buffers, new)
     g = _flat(model, task, [params[k] - pm[k] for k in params], [w - wm, b - bm])
     return g / (alpha * math.ceil(len(y) / bundle_size))

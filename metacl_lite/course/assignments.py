@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..lab.atomic import write_text
 from ..errors import UsageError
 

@@ -26,7 +26,8 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..data.datafiles import PACKAGE_DIR, REPO_ROOT, data_root
+from ..data.datafiles import data_root
+from ..paths import PACKAGE_DIR, REPO_ROOT
 from ..lab.atomic import write_text
 from .assignments import DIST_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
 from .grading_refs import startup_code

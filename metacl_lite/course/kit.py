@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from .assignments import DIST_DIR, PAGES_DIR, AssignmentError, list_assignments
 
 KIT = "metacl-lite-student-kit.zip"

@@ -17,14 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import UserError
-
-PACKAGE_DIR = Path(__file__).resolve().parent.parent  # metacl_lite/
-#: Run from a source checkout (pyproject.toml beside the package), or from an installed package (site-packages).
-IN_CHECKOUT = (PACKAGE_DIR.parent / "pyproject.toml").exists()
-#: The project folder under which results/, runs/ and the reproduction files go by default: the checkout's root in a
-#: source checkout; for an installed package the folder it was started from, never inside site-packages.
-REPO_ROOT = PACKAGE_DIR.parent if IN_CHECKOUT else Path.cwd().resolve()
-
+from ..paths import IN_CHECKOUT, REPO_ROOT
 
 class DataError(UserError, RuntimeError):
     """Missing or corrupted data; the message says which command fixes it."""

@@ -31,7 +31,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from ..accel.progress import progress_enabled
+from ..progress import progress_enabled
 from .datafiles import DataError, data_root, file_digest, new_file_mode
 
 #: Paths of caches already checked against their sha256 in this process.

@@ -13,8 +13,9 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .datafiles import (PACKAGE_DIR, ChecksumError, DataError, MissingDataError, check_folder, copy_file, data_root,
-                        file_digest, verify_file)
+from .datafiles import (ChecksumError, DataError, MissingDataError, check_folder, copy_file, data_root, file_digest,
+                        verify_file)
+from ..paths import PACKAGE_DIR
 from ..errors import UsageError
 from .specs import SPECS, BenchmarkSpec
 from .streams import Benchmark, Experience, check_request, first_k_indices

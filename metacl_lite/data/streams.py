@@ -55,7 +55,7 @@ class Experience:
 
     For Permuted MNIST the test images are shared by all tasks and `perm` holds the task's pixel
     permutation: `inputs()` returns a permuted copy, which the evaluation (`training.evaluate_tasks`) runs through
-    the model (`accel.fasteval` permutes the first layer's weights instead). (The training images are permuted
+    the model (`benchmarks/fasteval.py` permutes the first layer's weights instead). (The training images are permuted
     once, when the benchmark is built.)
     """
 

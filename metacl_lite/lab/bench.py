@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import torch
 
 from .atomic import write_json
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from .provenance import device
 from ..data.specs import get_spec
 from ..training import METHODS

@@ -39,7 +39,7 @@ import numpy as np
 
 from . import hparams as H
 from .atomic import read_json, write_json
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..errors import UsageError
 from .provenance import invocation, relative_to_repo
 from ..data.specs import get_spec

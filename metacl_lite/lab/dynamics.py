@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..errors import ConfigMismatch, FileFormatError
 from .atomic import check_writable, jsonable, locked, read_json, write_json
 from .provenance import invocation, now, relative_to_repo

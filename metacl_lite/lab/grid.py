@@ -14,7 +14,7 @@ import torch
 from . import hparams as H
 from ..data import benchmarks as D
 from ..data.benchmarks import make_benchmark
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
 from ..accel.device import accelerator, cpu_name, deterministic, kind
@@ -26,7 +26,7 @@ from .provenance import relative_to_repo
 from .summary import summarize
 from ..data.specs import BenchmarkSpec, get_spec
 from .store import DIFFERS, UnitFile, load, load_results
-from ..accel.progress import progress
+from ..progress import progress
 from ..training import METHODS, TrainConfig, run_stream, train_joint, train_reference
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).

@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from ..data.datafiles import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
+from ..paths import IN_CHECKOUT, PACKAGE_DIR, REPO_ROOT
 from ..accel.device import CPU_KERNEL_KEYS, cpu_kernels, describe
 
 

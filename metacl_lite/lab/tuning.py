@@ -18,7 +18,7 @@ import numpy as np
 
 from . import hparams as H
 from ..data import benchmarks as D
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
 from ..accel.device import check_precision, kind
@@ -32,7 +32,7 @@ from .provenance import relative_to_repo
 from ..data.specs import get_spec
 from . import store as store_mod
 from .store import UnitFile
-from ..accel.progress import progress
+from ..progress import progress
 from ..training import METHODS, TrainConfig
 
 PROTOCOL = (

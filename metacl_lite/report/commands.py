@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..data.specs import SPECS
 
 

@@ -21,7 +21,7 @@ import math
 from typing import Any, Optional
 
 from .commands import provenance_commands, relative_command
-from .paper import PAPER_SOURCES, paper_table
+from ..findings.paper import PAPER_SOURCES, paper_table
 from ..data.specs import SPECS
 from ..importance import OMEGA_OPTIONS as OPTIONS, REGULARISERS
 from ..training import TrainConfig, family

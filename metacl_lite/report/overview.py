@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from .interpret import interpretation
 from ..data.specs import SPECS
 

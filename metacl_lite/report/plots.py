@@ -381,7 +381,7 @@ def claim_differences(frame, claim: str, width: float = 6.8):
     threshold as a black line; the legend above the axes. Sized for the book's column (`width` inches)."""
     from matplotlib.lines import Line2D
 
-    from .stats import paired_test
+    from ..findings.stats import paired_test
 
     sub = frame[frame.claim == claim].assign(test=lambda f: f.test.map(_short_test))
     ks = list(dict.fromkeys(sub.K))

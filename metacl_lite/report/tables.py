@@ -13,7 +13,7 @@ from ..lab.summary import matrix_from_json
 from ..metrics import average_accuracy_curve
 from ..data.specs import SPECS
 from ..training import METHODS
-from .paper import PAPER_SOURCES, paper_table
+from ..findings.paper import PAPER_SOURCES, paper_table
 
 
 def average_accuracy_curves(res: dict) -> dict[str, np.ndarray]:

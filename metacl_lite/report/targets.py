@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..importance import REGULARISERS
 from .interpret import gaps, method_labels, rank_agreement
 from ..data.specs import SPECS

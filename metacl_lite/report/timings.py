@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .commands import relative_command
-from .paper import paper_table
+from ..findings.paper import paper_table
 from ..data.specs import SPECS
 
 
@@ -121,7 +121,7 @@ def reproduce_runs(benchmark: str, seeds: Optional[int] = None) -> list[dict[str
     from ..lab.tuning import TUNABLE, TUNING_SEEDS
     from ..training import METHODS
     from .commands import SEEDS, make_target_steps
-    from .evidence import CONTROLS
+    from ..findings.evidence import CONTROLS
 
     seeds = SEEDS if seeds is None else seeds
     spec, make = SPECS[benchmark], make_target_steps(benchmark)

@@ -6,7 +6,7 @@
 `where` says where a grid's units would train (the make targets' GPU check), `gpu-check` runs the GPU tests
 (data_scripts/gpu_check.py) and `browser-check` the built book in headless Chromium
 (data_scripts/check_book_browser.py). Options are checked as the users' commands check theirs, with the same
-helpers (`metacl_lite.cli`), and a user's error exits 2 without a traceback.
+helpers (`metacl_lite.cli.options`), and a user's error exits 2 without a traceback.
 """
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import argparse
 from pathlib import Path
 from typing import Optional
 
-from ..cli import (BENCHMARKS, _device_option, _int_list, _method_list, _placement_options, _positive,
-                   _precision_option, dispatch)
+from ..cli import dispatch
+from ..cli.options import (BENCHMARKS, device_option, int_list, method_list, placement_options, positive,
+                           precision_option)
 from .commands import COMMANDS
 
 
@@ -28,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("where", help="say where a grid's units would train (device, GPU, how many share it), "
                                      "training nothing")
     w.add_argument("--benchmark", choices=BENCHMARKS, default="pmnist")
-    _placement_options(w)
+    placement_options(w)
     w.add_argument("--need-gpu", metavar="WHO", default=None,
                    help="exit 2 unless the units would train on a GPU; WHO (e.g. 'make reproduce-cub') names what "
                         "needs it in the message")
@@ -43,33 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="wall time and peak memory per method and for the whole grid")
     b.add_argument("--suite", default="pmnist", choices=BENCHMARKS,
                    help="pmnist: the real Table 1 grid; cifar100/cub: synthetic tensors of the real shapes")
-    b.add_argument("--epochs", type=_positive("--epochs"), default=None, help="cifar100/cub: fewer epochs (CPU)")
-    b.add_argument("--n-tasks", type=_positive("--n-tasks"), default=None, help="cifar100/cub: fewer tasks (CPU)")
-    b.add_argument("--K", type=_positive("K"), default=None, help="CPU bench: training images per class (default 20)")
-    b.add_argument("--methods", type=_method_list, default=None)
+    b.add_argument("--epochs", type=positive("--epochs"), default=None, help="cifar100/cub: fewer epochs (CPU)")
+    b.add_argument("--n-tasks", type=positive("--n-tasks"), default=None, help="cifar100/cub: fewer tasks (CPU)")
+    b.add_argument("--K", type=positive("K"), default=None, help="CPU bench: training images per class (default 20)")
+    b.add_argument("--methods", type=method_list, default=None)
     skip = b.add_mutually_exclusive_group()
     skip.add_argument("--skip-grid", action="store_true", help="only the per-method runs")
     skip.add_argument("--skip-methods", action="store_true", help="pmnist: only the whole grids")
-    b.add_argument("--grids", type=_int_list("--grids"), default=None,
+    b.add_argument("--grids", type=int_list("--grids"), default=None,
                    help="pmnist: the K of each whole grid to time (default 20; e.g. 20,500)")
-    b.add_argument("--grid-seeds", type=_positive("--grid-seeds"), default=None,
+    b.add_argument("--grid-seeds", type=positive("--grid-seeds"), default=None,
                    help="seeds per timed grid (default 3; with --device cuda 5, as the targets)")
     b.add_argument("--no-baseline", action="store_true", help="do not time the legacy path beside today's")
     b.add_argument("--compile", choices=("auto", "on", "off"), default="off",
                    help="pmnist: today's path with compiled task gradients (the legacy path stays eager)")
-    _device_option(b, help="default: the CPU (every --suite, the per-method runs and grids above); cuda, cuda:N or "
+    device_option(b, help="default: the CPU (every --suite, the per-method runs and grids above); cuda, cuda:N or "
                            "auto: the whole grid of --suite at its paper K on a GPU, written to "
                            "results/bench-<suite>-cuda.json (refused where no GPU is usable)")
-    _precision_option(b, help="--device cuda: matrix products and convolutions in float32 (default) or tf32 (tensor "
+    precision_option(b, help="--device cuda: matrix products and convolutions in float32 (default) or tf32 (tensor "
                               "cores: faster, other numbers; recorded in the file)")
-    b.add_argument("--workers", type=_positive("--workers"), default=None,
+    b.add_argument("--workers", type=positive("--workers"), default=None,
                    help="--device cuda: units sharing the GPU (default 8, or fewer: the cores, and as many as fit "
                         "in the GPU's free memory)")
     b.add_argument("--out", type=Path, default=None,
                    help="where the figures go (default results/bench-pmnist-K<K>.json, results/bench-<suite>.json "
                         "for cifar100/cub, with --device cuda results/bench-<suite>-cuda.json; a partial run that "
                         "would replace a fuller file there is refused)")
-    b.add_argument("--measured-seeds", type=_positive("--measured-seeds"), default=None,
+    b.add_argument("--measured-seeds", type=positive("--measured-seeds"), default=None,
                    help="--device cuda: time this many of the --grid-seeds and scale to all (each seed is the same "
                         "work; the file says so)")
 

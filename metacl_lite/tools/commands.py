@@ -7,8 +7,8 @@ import subprocess
 import sys
 from typing import Any, Callable
 
-from ..cli import _plan, _where
-from ..data.datafiles import REPO_ROOT
+from ..cli.options import plan_of, where_of
+from ..paths import REPO_ROOT
 from ..data.specs import get_spec
 from ..errors import UserError
 
@@ -34,8 +34,8 @@ def _where_cmd(a) -> int:
             raise UsageError(f"{a.need_gpu} needs a CUDA GPU: {e}") if a.need_gpu else e from None
 
     if a.executor != "ray":
-        check(lambda: _where(a))  # before the plan, which sizes itself by the GPU
-    plan = _plan(a)  # an executor that cannot start is its own error, not a missing GPU
+        check(lambda: where_of(a))  # before the plan, which sizes itself by the GPU
+    plan = plan_of(a)  # an executor that cannot start is its own error, not a missing GPU
     loc = check(lambda: locate(plan, choice, spec.name))
     if a.need_gpu and kind(loc.device) != "cuda":
         raise UsageError(
@@ -57,7 +57,7 @@ def _where_cmd(a) -> int:
 
 def _in_checkout(what: str) -> None:
     """The maintainers' tools that rewrite the README and the book's pages need the checkout they belong to."""
-    from ..data.datafiles import IN_CHECKOUT, PACKAGE_DIR
+    from ..paths import IN_CHECKOUT, PACKAGE_DIR
     from ..errors import UsageError
 
     if not IN_CHECKOUT:
@@ -67,7 +67,7 @@ def _in_checkout(what: str) -> None:
 
 
 def _pages(a) -> int:
-    from ..report.pages import write_pages
+    from ..publish.pages import write_pages
 
     _in_checkout("pages")
     stale = write_pages(check=a.check)
@@ -77,7 +77,7 @@ def _pages(a) -> int:
 
 
 def _readme(a) -> int:
-    from ..report.readme import update_readme
+    from ..publish.readme import update_readme
 
     _in_checkout("readme")
     stale = update_readme(check=a.check)

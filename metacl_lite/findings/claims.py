@@ -24,8 +24,7 @@ import numpy as np
 from ..errors import FileFormatError
 from ..importance import REGULARISERS
 from ..training import METHODS, VARIANTS
-from .evidence import (ANGLE_PAIR, CONTROL_COMMAND, CONTROLS, DYNAMICS_COMMAND, SPEED_PAIRS, Evidence,
-                       control_file)
+from .evidence import ANGLE_PAIR, CONTROL_COMMAND, CONTROLS, DYNAMICS_COMMAND, SPEED_PAIRS, Evidence, control_file
 from .paper import PAPER_SOURCES, paper_table
 from .stats import (ALPHA, CONFIRMED, INCONCLUSIVE, LOW_K, NOT_COUNTED, NOT_RUN, REFUTED, STANDARD_K, angle_mean,
                     angle_spread, angles_degrees, detectable_effect, epoch_accuracy, holm_verdicts, log_differences,

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ..data.datafiles import REPO_ROOT
-from .tables import format_table
+from ..paths import REPO_ROOT
+from ..report.tables import format_table
 
 #: A generated block of the README: `<!-- BEGIN <kind> <source> -->` ... `<!-- END <kind> -->`.
 README_MARK = re.compile(r"(<!-- BEGIN (table|claims) (\S+) -->\n)(.*?)(<!-- END \2 -->)", re.S)
@@ -70,8 +70,8 @@ HEADLINE_COLUMNS = {"claim": "#", "title": "Claim", "verdict": "Verdict", "diffe
 
 def _claims_body(benchmark: str) -> str:
     """A `claims` block's body: the headline records of `benchmark`'s evidence (`claims.headline`) as a table."""
-    from . import claims
-    from .evidence import load_evidence
+    from ..findings import claims
+    from ..findings.evidence import load_evidence
 
     return markdown_table(headline_cells(claims.headline(claims.verdict_rows(load_evidence(benchmark)))),
                           HEADLINE_COLUMNS) + "\n"
@@ -81,7 +81,7 @@ def _table_body(source: str) -> str:
     """A `table` block's body: the results file beside the paper's table; a file of a setting we reproduce that is
     not made yet: the commands that make it."""
     from ..lab import store
-    from .commands import missing_commands
+    from ..report.commands import missing_commands
     from ..data.specs import get_spec
 
     setting = re.fullmatch(r"results/([a-z0-9]+)-K(\d+)\.json", source)

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data.streams import Experience
-from ..models import MultiHeadNet
-from ..training import count_correct
+from metacl_lite.data.streams import Experience
+from metacl_lite.models import MultiHeadNet
+from metacl_lite.training import count_correct
 
 #: The bound on the first-layer outputs computed at once (floats): 2^24 = 64 MB.
 EVAL_CHUNK_FLOATS = 2 ** 24

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..data.specs import SPECS
 from ..lab.atomic import write_text
 
@@ -76,8 +76,8 @@ def stamped_pages() -> dict[Path, list[str]]:
     far), the analysis chapter (the results files, those training logs, the tuning file of every
     K, the lambda story), the reference page (the open choices, the K = 500 tuning file, the CPU and GPU speed
     benchmarks and the GPU tests' last run) and the instructors' page of the assignments (the grading times)."""
-    from .evidence import CONTROLS, control_file
-    from .timings import DEVICE_FILES
+    from ..findings.evidence import CONTROLS, control_file
+    from ..report.timings import DEVICE_FILES
 
     settings = [f"{b}-K{K}.json" for b, spec in SPECS.items() for K in spec.paper_Ks]
     pmnist = [f"pmnist-K{K}.json" for K in SPECS["pmnist"].paper_Ks]
@@ -113,7 +113,7 @@ def _digest(path: Path) -> str:
 def template_for(benchmark: str, K: int, results_dir: Optional[Path] = None) -> Path:
     """The template of the page of (benchmark, K): `compare.md` (a committed results file and the paper's numbers),
     `ours.md` (a results file, no numbers in the paper) or `paper.md` (the paper's numbers, no results file yet)."""
-    from .paper import paper_table
+    from ..findings.paper import paper_table
 
     results = (Path(results_dir or REPO_ROOT / "results") / f"{benchmark}-K{K}.json").exists()
     paper = paper_table(benchmark, K) is not None

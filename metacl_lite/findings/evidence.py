@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..lab.provenance import relative_to_repo
 from ..lab.store import load_results
 

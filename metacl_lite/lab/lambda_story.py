@@ -27,7 +27,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..data.datafiles import REPO_ROOT
+from ..paths import REPO_ROOT
 from ..importance import REGULARISERS
 from ..training import PENALTY_COLUMNS
 
@@ -138,7 +138,7 @@ def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequ
     and the regulariser's decided options are those `hparams.method_config` reads from `hp` (default: hparams.json,
     read once here, so a file rewritten during the measurement does not mix two versions), or γ = 0 for the control."""
     from ..data.benchmarks import make_benchmark
-    from ..lab.hparams import load, method_config
+    from .hparams import load, method_config
     from ..training import run_stream
 
     hp = load() if hp is None else hp
@@ -170,9 +170,9 @@ def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequ
 
 def command(streams: Mapping[int, int], seeds: Sequence[int], out: Path) -> str:
     """The one command that regenerates a file made with these settings."""
-    from ..lab.provenance import relative_to_repo
+    from .provenance import relative_to_repo
 
-    return ("python -m metacl_lite.report.lambda_story --streams " + ",".join(f"{K}:{n}" for K, n in streams.items())
+    return ("python -m metacl_lite.lab.lambda_story --streams " + ",".join(f"{K}:{n}" for K, n in streams.items())
             + " --seeds " + ",".join(map(str, seeds)) + f" --out {relative_to_repo(out)}")
 
 
@@ -185,7 +185,7 @@ def _streams(text: str) -> dict[int, int]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m metacl_lite.report.lambda_story", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m metacl_lite.lab.lambda_story", description=__doc__.split("\n")[0])
     p.add_argument("--streams", type=_streams, default=DEFAULT_STREAMS,
                    help="K:n_tasks pairs (default: " + ",".join(f"{k}:{n}" for k, n in DEFAULT_STREAMS.items()) + ")")
     p.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=list(DEFAULT_SEEDS))
@@ -194,9 +194,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     a = p.parse_args(argv)
     import torch
 
-    from ..lab.atomic import check_writable, write_json
-    from ..lab.hparams import HPARAMS_FILE, load
-    from ..lab.provenance import invocation, relative_to_repo
+    from .atomic import check_writable, write_json
+    from .hparams import HPARAMS_FILE, load
+    from .provenance import invocation, relative_to_repo
 
     check_writable(a.out)
     torch.set_num_threads(a.threads)
@@ -217,7 +217,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def load_story(path: Optional[Path] = None) -> dict:
     """The committed measurement (`main`'s file)."""
-    from ..lab.atomic import read_json
+    from .atomic import read_json
 
     return read_json(Path(path or RESULTS_FILE), "λ-story results file")
 
@@ -225,7 +225,7 @@ def load_story(path: Optional[Path] = None) -> dict:
 def hparams_current(doc: Mapping, hp: Optional[dict] = None) -> bool:
     """Whether the measurement `doc` was made with the β, γ and options of `hp` (default: the current hparams.json),
     i.e. whether `COMMAND` would train the same runs again. A False means the file is stale: regenerate it."""
-    from ..lab.hparams import load
+    from .hparams import load
 
     return doc["config"]["hparams"]["content"] == (load() if hp is None else hp)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from ..lab.atomic import check_writable
-from ..data.datafiles import PACKAGE_DIR, REPO_ROOT
+from ..paths import PACKAGE_DIR, REPO_ROOT
 from ..accel.device import DEVICE_CHOICES
 from ..errors import FileFormatError, NotebookFailed, UsageError
 from ..data.specs import SPECS

@@ -1,0 +1,75 @@
+"""Command line: `python -m metacl_lite {run,table,tune,choices,dynamics,notebook,assignments} ...` (see --help of
+each); the maintainers' tools (pages, readme, bench, where, the GPU and browser checks) are `python -m metacl_lite.tools`.
+
+This package is the only place that knows the flag names (`options` the types and groups, `parser` the
+commands' flags, `commands` what each does): it checks every option before any work, turns the typed errors of
+the lower modules into one line on stderr with the fix (exit status 2, no traceback), and writes the command lines
+recorded in results files. Anything else (a bug) keeps its traceback.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from typing import Any, Callable, Optional
+
+from ..errors import ConfigMismatch, CorruptUnit, LockedError, NotebookFailed, UnitsFailed, UserError
+from .commands import COMMANDS
+from .options import PRECISIONS, plan_of, where_of  # noqa: F401  (asked for by the tests and the tools)
+from .parser import build_parser
+
+
+def _hint(e: UserError, a) -> str:
+    """What to do next, in terms of this command's flags (the lower modules do not know them)."""
+    from ..lab.hparams import MissingHparams
+
+    hint = ""
+    if isinstance(e, ConfigMismatch):
+        retuned = sorted(set(re.findall(r"method_(?:hparams|options)\[([^\]]+)\]", str(e))))
+        hint = ((f"train the retuned methods again, keeping every other unit, with --redo {','.join(retuned)}; or "
+                 if retuned and getattr(a, "cmd", None) == "run" else "")
+                + "write elsewhere with --out FILE, or start over with --force (which discards what the file holds)")
+    elif isinstance(e, MissingHparams):
+        hint = (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
+                + (f" --K {a.K}`" if getattr(a, "K", None) else "`"))
+    elif isinstance(e, CorruptUnit) and e.section == "runs" and a.cmd == "run":
+        hint = f"or train that method's runs again with --redo {e.key.split('/')[0]}"
+    elif isinstance(e, LockedError):
+        hint = "two runs may share a file only one write at a time; this one gave up waiting"
+    return hint
+
+
+def _out_of(a) -> Optional[str]:
+    out = getattr(a, "out", None)
+    return str(out) if out else None
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    return dispatch(build_parser().parse_args(argv), COMMANDS)
+
+
+def dispatch(a, commands: dict[str, Callable[[Any], int]]) -> int:
+    """Run `commands[a.cmd]`: a user's error is one line on stderr (exit 2, no traceback), failed units exit 1, a bug
+    keeps its traceback (also for `python -m metacl_lite.tools`)."""
+    try:
+        return commands[a.cmd](a)
+    except UserError as e:
+        hint = _hint(e, a)
+        print(f"error: {e}" + (f"; {hint}" if hint else ""), file=sys.stderr)
+        return 2
+    except (UnitsFailed, NotebookFailed) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if getattr(e, "user", False) else 1
+    except BrokenPipeError:  # `table ... | head`: the reader went away; nothing to say, no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the interpreter's final flush does not fail again
+        return 141
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second press while this exits changes nothing
+        if a.cmd in ("run", "tune", "choices"):
+            print(f"\ninterrupted: every finished unit is saved{' in ' + _out_of(a) if _out_of(a) else ''}; run the "
+                  f"same command again to resume", file=sys.stderr)
+        else:
+            print("\ninterrupted", file=sys.stderr)
+        return 130

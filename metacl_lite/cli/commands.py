@@ -1,0 +1,144 @@
+"""The users' commands: each takes the parsed options and calls the package (imported on use, so that --help and a
+bad option answer at once, before torch loads)."""
+from __future__ import annotations
+
+import sys
+
+from ..errors import UserError
+from .options import omega_options_of, plan_of
+
+
+def _assignments(a) -> int:
+    from ..course import assignments as A
+
+    if a.acmd == "list":
+        for name in A.list_assignments():
+            print(f"{name}\t{A.source_path(name).relative_to(A.REPO_ROOT)}")
+        return 0
+    if a.acmd == "generate":
+        names = a.names or A.list_assignments()
+        for n in names:
+            A.source_path(n)  # unknown names fail before any work
+        if a.pages_only:
+            changed = A.update_pages(names, check=a.check)
+            for n in changed:
+                print(("stale: " if a.check else "wrote ") + f"book/assignments/{n}.ipynb")
+            if a.check and changed:
+                print("run `python -m metacl_lite assignments generate --pages-only`", file=sys.stderr)
+                return 1
+            return 0
+        dist = a.dist or A.DIST_DIR
+        for n in names:
+            out = A.generate(n, dist, run_tests=not a.no_run_tests)
+            print(f"{n}: student {out['student']}\n{' ' * len(n)}  instructor {out['solution']}"
+                  f"\n{' ' * len(n)}  autograder {out['autograder']}")
+        for n in A.update_pages(names):
+            print(f"wrote book/assignments/{n}.ipynb")
+        return 0
+    if getattr(a, "run", None):  # grade, kit: their modules' commands
+        return a.run(a)
+    results = A.check(a.notebook, a.question)
+    print(results.summary(public_only=True))
+    for q, score, possible in A.score_table(results):
+        print(f"{q}: {score:g} / {possible:g}")
+    print(f"total: {results.total:g} / {results.possible:g}")
+    print("visible tests only: the grade adds hidden tests, worth more (each question says its points)")
+    return 0 if results.total == results.possible else 1  # tells a script whether every visible test passed
+
+
+# Commands
+def _run(a) -> int:
+    from ..lab.grid import run_experiment
+    from ..report.tables import format_table
+
+    seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
+    res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
+                         show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
+                         random_init=a.random_init, plan=plan_of(a), compile=a.compile, options=omega_options_of(a),
+                         gamma=a.gamma, redo=a.redo or (), device=a.device, precision=a.precision)
+    print(format_table(res))
+    return 0
+
+
+def _table(a) -> int:
+    from ..lab import store
+    from ..report.tables import format_table
+
+    if not a.results.exists():
+        raise UserError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
+    print(format_table(store.load_results(a.results), a.format))
+    return 0
+
+
+def _tune(a) -> int:
+    from ..lab.lattice import BETA_GRID, GAMMA_GRID, WINDOW
+    from ..lab.tuning import TUNING_SEEDS, tune
+    if a.window is not None and a.around is None:
+        raise UserError("--window sets the width of an --around search; give --around K too")
+
+    write = True if a.write_hparams else (False if a.no_write else None)
+    res = tune(a.benchmark, a.K, a.n_tasks, a.seed_list or TUNING_SEEDS, a.methods, a.out, write,
+               show_progress=False if a.no_progress else None, beta_grid=a.beta_grid or BETA_GRID,
+               gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs, weights=a.weights,
+               random_init=a.random_init, force=a.force, plan=plan_of(a), compile=a.compile, options=omega_options_of(a),
+               around=a.around, window=a.window or WINDOW, device=a.device, precision=a.precision)
+    for m, v in res["chosen"].items():
+        print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
+    print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")
+          + ("" if res["canonical"] else " (not the default tuning protocol; --write-hparams writes it)"))
+    return 0
+
+
+def _choices(a) -> int:
+    from ..lab import choices as CH
+
+    if a.device is not None and a.executor != "ray":  # a GPU that is not there: refused before any line is printed
+        from ..accel.device import resolve                   # or unit trained (Ray: the cluster's GPUs, checked by tune)
+        resolve(a.device)
+
+    for flag, given in (("--compile", a.compile != "off"), ("--precision", a.precision != "float32")):
+        if given:  # its variants and their tunings train eagerly in float32, as the files they are compared with
+            raise UserError(f"{flag} does not apply to choices (its variants train eagerly in float32, like the "
+                            f"tunings they are compared with); drop it")
+    Ks = a.K or list(CH.DECISION_KS)
+    bad = [K for K in Ks if K not in CH.DECISION_KS]
+    if bad:
+        raise UserError(f"--K {','.join(map(str, bad))}: the open choices are decided at K = "
+                        f"{', '.join(map(str, CH.DECISION_KS))} only (nothing would read tunings at other K)")
+    if not a.summary_only:
+        for K in Ks:
+            CH.execute(a.benchmark, K, plan_of(a), show_progress=False if a.no_progress else None, device=a.device)
+    doc = CH.write_summary(a.benchmark, CH.choices_command(a.benchmark, CH.DECISION_KS))  # decided at every decision K
+    for r, d in doc["decisions"].items():
+        print(f"{r:4s} {d['decision']}" + (f" (missing: {', '.join(d['missing'])})" if d.get("missing") else
+                                           f" (candidate: {d['candidate']}; margin over base per K: "
+                                           + ", ".join(f"K={K}: {m:+.2f}" for K, m in d["margin_over_base"].items())
+                                           + ")"))
+    print(f"wrote {CH.relative_to_repo(CH.summary_file(a.benchmark))}")
+    if not any(d["decision"] == "undecided" for d in doc["decisions"].values()):
+        t = CH.apply(a.benchmark, doc, plan_of(a), show_progress=False if a.no_progress else None, device=a.device)
+        if t is not None:
+            print(f"hparams.json: the decided options, and the K={t['K']} values of its canonical tuning file "
+                  f"(made from the winning variants' units, nothing trained again)")
+    return 0
+
+
+def _notebook(a) -> int:
+    from ..publish.notebooks import run_cli
+    for path in run_cli(a.notebook, a.param, a.grid, a.out_dir):
+        print(path)
+    return 0
+
+
+def _dynamics(a) -> int:
+    from ..lab.dynamics import default_file, measure
+    out = a.out or default_file()
+    seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
+    measure(seeds, {"speed": a.speed, "angles": a.angles}, out=out, force=a.force, show_progress=True,
+            threads=a.threads)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+COMMANDS = {"run": _run, "table": _table, "tune": _tune, "choices": _choices, "notebook": _notebook,
+            "assignments": _assignments, "dynamics": _dynamics}
