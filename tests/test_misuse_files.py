@@ -175,9 +175,9 @@ def test_a_readme_that_is_not_utf8_is_refused_in_one_line(argv, tmp_path, monkey
 
 @pytest.mark.parametrize("argv", [["readme", "--check"], ["pages"], ["pages", "--check"]])
 def test_the_page_tools_in_an_installed_package_say_they_need_a_checkout(argv, monkeypatch, capsys):
-    from metacl_lite.data import datafiles
+    from metacl_lite import paths
 
-    monkeypatch.setattr(datafiles, "IN_CHECKOUT", False)
+    monkeypatch.setattr(paths, "IN_CHECKOUT", False)
     assert tools_main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs" not in err and "installed package" in err and "pip install -e ." in err
