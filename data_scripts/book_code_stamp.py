@@ -3,7 +3,7 @@
 
 MyST-NB's cache keys each page on its own code cells, so a page whose cells are unchanged keeps its stored outputs
 even after the `metacl_lite` code it calls has changed: chapter 7 would show verdicts computed by the old
-`report/claims.py`. Before a build, this script removes the build folder when the digest of every file of the package
+`findings/claims.py`. Before a build, this script removes the build folder when the digest of every file of the package
 (its Python code and its data files, hparams.json included) differs from the one recorded there, so that every page
 is executed again with the code as it is now; then it records the digest of the code the build is about to run. A
 build interrupted halfway (Ctrl-C) so keeps the pages it executed for the next one. A build folder with no record

@@ -13,8 +13,8 @@ PACKAGE = ROOT / "metacl_lite"
 
 #: The package's functions that may write Markdown or prose: the results tables (the `table` command and the
 #: reproduction pages) and the README's generated blocks.
-PROSE_WRITERS = {"report.tables.format_table", "report.tables.metric_table_markdown", "report.readme.update_readme",
-                 "report.readme.markdown_table"}
+PROSE_WRITERS = {"report.tables.format_table", "report.tables.metric_table_markdown", "publish.readme.update_readme",
+                 "publish.readme.markdown_table"}
 #: Calls whose string arguments are messages to a user or a developer, not prose about results: errors, warnings,
 #: logs, prints, and argparse's help texts.
 MESSAGE_CALLS = ("Error", "Exception", "Mismatch", "Failed", "warn", "print", "echo", "log", "info", "debug",

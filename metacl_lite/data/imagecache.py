@@ -118,7 +118,7 @@ def cached_images(dataset: str, base: Path, paths: Sequence[str], decode: Callab
                   preprocess: str, progress: Optional[bool] = None) -> np.ndarray:
     """Every image of `paths` (relative to `base`), decoded by `decode` (a uint8 CHW tensor), as one read-only uint8
     array (N, C, H, W) memory-mapped from the cache; built on first use, with a progress bar unless `progress` is
-    False or METACL_LITE_PROGRESS switches bars off (`accel.progress.progress_enabled`). `preprocess` names what
+    False or METACL_LITE_PROGRESS switches bars off (`progress.progress_enabled`). `preprocess` names what
     `decode` does."""
     progress = progress_enabled(progress)
     digest = sources_digest(base, paths)

@@ -1,6 +1,6 @@
 """The paper's claims as data, and their tests: `CLAIMS` is the registry (each claim's id, short title, quote, where
 the paper states it, section and LaTeX line, and the tests that weigh it); `verdict_rows` runs every test on the
-evidence (`report.evidence`) and returns one record per test and K: the paired t-test's numbers (`report.stats`),
+evidence (`findings.evidence`) and returns one record per test and K: the paired t-test's numbers (`findings.stats`),
 the raw verdict, whether the claim counts the test (and why not, as a record) and, within the claim, Holm's
 correction. `claim_verdict` and `deciding_test` give a claim's verdict and the one test behind it, `claim_parts` its
 verdict per part (metric, control), `headline` one record per claim with what qualifies its verdict,

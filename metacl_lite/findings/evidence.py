@@ -1,4 +1,4 @@
-"""The evidence of the claims (`report.claims`): the results files per K, the control files of claim 7 and the
+"""The evidence of the claims (`findings.claims`): the results files per K, the control files of claim 7 and the
 training logs of claims 5 and 6 (`dynamics_logs`: the committed file, or a live run), and a fingerprint of those
 logs."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The statistics of the claims (`report.claims`): paired per-seed differences, the paired t-test with its 95%
+"""The statistics of the claims (`findings.claims`): paired per-seed differences, the paired t-test with its 95%
 interval (`scipy.stats.ttest_1samp`), the verdict rule, Holm's step-down correction within a claim (statsmodels'
 `multipletests`), the effect the t-test detects with a given power, and the per-epoch accuracy (Fig. 4) and gradient
 angles (Fig. 5) of the training logs.

@@ -74,7 +74,7 @@ def train_unit(benchmark: str, kind: str, stream: Mapping, method: str, seed: in
 
 
 def as_logs(doc: Mapping, kind: str) -> dict:
-    """The log of one stream in the form the claims read (`report.claims.speed_tests`, `angle_tests`):
+    """The log of one stream in the form the claims read (`findings.claims.speed_tests`, `angle_tests`):
     {"K", "n_tasks", "seeds", "runs": {"method/seed": log}}, over the file's seeds whose runs all exist."""
     s = doc["config"]["streams"][kind]
     runs = doc["runs"].get(kind, {})
