@@ -1,5 +1,9 @@
 import sys
 
-from .cli import main
+try:
+    from .cli import main
+except KeyboardInterrupt:  # Ctrl-C in the first moments: no traceback (the command line's own handling follows)
+    print("\ninterrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

@@ -8,6 +8,7 @@ recorded in results files. Anything else (a bug) keeps its traceback.
 """
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import signal
@@ -40,18 +41,60 @@ def _hint(e: UserError, a) -> str:
     return hint
 
 
+#: How the command line spells its non-ASCII characters on a terminal or pipe that cannot show them
+#: (PYTHONIOENCODING=ascii, a C locale): the method names' Greek letters in words, so that EWC-MetaCL-β and -λ stay
+#: apart; anything else as a backslash escape.
+ASCII_SPELLING = {"β": "beta", "λ": "lambda", "γ": "gamma", "Ω": "Omega", "ξ": "xi", "±": "+/-", "−": "-", "–": "-",
+                  "—": "-", "…": "...", "×": "x", "≥": ">=", "≤": "<=", "°": " deg", "✓": "yes", "✗": "no",
+                  "’": "'", "“": '"', "”": '"', "→": "->", "·": "."}
+
+
+def _spell(err: UnicodeEncodeError):
+    bad = err.object[err.start:err.end]
+    return "".join(ASCII_SPELLING.get(c, c.encode("ascii", "backslashreplace").decode()) for c in bad), err.end
+
+
+codecs.register_error("metacl-spell", _spell)
+
+
+def plain_streams() -> None:
+    """Make stdout and stderr print what their encoding cannot show as `ASCII_SPELLING` says, instead of raising
+    UnicodeEncodeError (after `run` has trained and saved, its table would otherwise end it with exit 1)."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = getattr(stream, "encoding", None) or "ascii"
+        try:
+            "βλ±−".encode(enc)
+        except (UnicodeEncodeError, LookupError):
+            try:
+                stream.reconfigure(errors="metacl-spell")
+            except (AttributeError, ValueError):  # not a text stream of io (a test's capture): left as it is
+                pass
+
+
 def _out_of(a) -> Optional[str]:
     out = getattr(a, "out", None)
     return str(out) if out else None
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    return dispatch(build_parser().parse_args(argv), COMMANDS)
+    try:
+        a = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the options are read: nothing started
+        return interrupted()
+    return dispatch(a, COMMANDS)
+
+
+def interrupted() -> int:
+    """Ctrl-C before a command started: one word on stderr, exit 130, a second press ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("\ninterrupted", file=sys.stderr)
+    return 130
 
 
 def dispatch(a, commands: dict[str, Callable[[Any], int]]) -> int:
     """Run `commands[a.cmd]`: a user's error is one line on stderr (exit 2, no traceback), failed units exit 1, a bug
     keeps its traceback (also for `python -m metacl_lite.tools`)."""
+    plain_streams()
     try:
         return commands[a.cmd](a)
     except UserError as e:

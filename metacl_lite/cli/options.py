@@ -4,6 +4,8 @@ before anything is imported or computed."""
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Optional
 
 from ..data.specs import BENCHMARKS, get_spec
@@ -25,6 +27,37 @@ def positive(name):
         if iv <= 0:
             raise argparse.ArgumentTypeError(f"{name} must be positive, got {iv}")
         return iv
+    return conv
+
+
+#: The most seeds one command runs (--seeds N): the paper's tables use 5, the training logs 10; a million-seed grid
+#: would take years of CPU, and a list of 10^12 seeds does not fit in memory.
+MAX_SEEDS = 1000
+
+
+def seed_count(name: str = "--seeds"):
+    """--seeds N: a positive integer, at most MAX_SEEDS."""
+    base = positive(name)
+
+    def conv(v):
+        n = base(v)
+        if n > MAX_SEEDS:
+            raise argparse.ArgumentTypeError(f"{name} {n}: at most {MAX_SEEDS} seeds per command (the paper's tables "
+                                             f"average 5); for particular seeds give --seed-list")
+        return n
+    return conv
+
+
+def out_path(name: str = "--out"):
+    """An output file: a path that does not end in a folder separator (`--out newdir/` names a folder, which the
+    command would otherwise write as a file named newdir)."""
+    def conv(text: str) -> Path:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{name} '': give a file name, e.g. {name} results/mine.json")
+        if text.endswith(("/", os.sep)):
+            raise argparse.ArgumentTypeError(f"{name} {text!r} names a folder; give a file in it, e.g. "
+                                             f"{name} {text.rstrip('/' + os.sep)}/results.json")
+        return Path(text)
     return conv
 
 

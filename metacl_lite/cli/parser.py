@@ -4,8 +4,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .options import (BENCHMARKS, choice_options, executor_options, float_list, int_list, method_list, positive,
-                      seed_list)
+from .options import (BENCHMARKS, choice_options, executor_options, float_list, int_list, items_of, method_list,
+                      out_path, positive, seed_count, seed_list)
+
+
+def redo_list(text: str) -> list[str]:
+    """--redo: methods (or 'oracle'), checked as a list under its own name first."""
+    items_of(text, "--redo")
+    return method_list(text, ("oracle",))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,15 +22,15 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run methods x seeds (+ references and oracle) and write a results file")
     r.add_argument("--benchmark", required=True, choices=BENCHMARKS)
     r.add_argument("--K", required=True, type=positive("K"), help="training images per class (first K)")
-    r.add_argument("--seeds", type=positive("--seeds"), default=5, help="run seeds 0..N-1 (default 5, as the committed files)")
+    r.add_argument("--seeds", type=seed_count("--seeds"), default=5, help="run seeds 0..N-1 (default 5, as the committed files)")
     r.add_argument("--seed-list", type=seed_list, default=None, help="explicit comma-separated seeds (overrides --seeds)")
     r.add_argument("--methods", type=method_list, default=None, help="comma-separated methods (default: all eleven)")
     r.add_argument("--n-tasks", type=positive("--n-tasks"), default=None, help="shorter stream (default: paper's)")
     r.add_argument("--epochs", type=positive("--epochs"), default=None, help="epochs per task (default: paper's)")
     r.add_argument("--data", default="auto", choices=("auto", "embedded", "raw"), help="MNIST source")
-    r.add_argument("--out", type=Path, default=None, help="results file (default results/<benchmark>-K<K>.json)")
+    r.add_argument("--out", type=out_path(), default=None, help="results file (default results/<benchmark>-K<K>.json)")
     r.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
-    r.add_argument("--redo", type=lambda t: method_list(t, ("oracle",)), default=None, metavar="METHODS",
+    r.add_argument("--redo", type=redo_list, default=None, metavar="METHODS",
                    help="discard the finished runs of these methods (or 'oracle': the joint-training units) in --out "
                         "and train them again (e.g. after retuning); the file records what was discarded")
     r.add_argument("--weights", default=None, help="cub: ImageNet ResNet-18 weights file (default: torch hub cache)")
@@ -53,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--gamma-grid", type=float_list("--gamma-grid"), default=None)
     u.add_argument("--weights", default=None)
     u.add_argument("--random-init", action="store_true")
-    u.add_argument("--out", type=Path, default=None,
+    u.add_argument("--out", type=out_path(), default=None,
                    help="default: results/tuning-<benchmark>-K<K>.json for the default protocol, "
                         "runs/tuning-...-<hash>.json for any other")
     u.add_argument("--around", type=positive("--around"), default=None, metavar="K",
@@ -126,12 +132,12 @@ def dynamics_parser(sub) -> None:
 
     d = sub.add_parser("dynamics", help="train the streams of claims 5 and 6 (learning speed, gradient angles) and "
                                         "write their logs (default results/dynamics-pmnist.json)")
-    d.add_argument("--seeds", type=positive("--seeds"), default=DEFAULT_SEEDS,
+    d.add_argument("--seeds", type=seed_count("--seeds"), default=DEFAULT_SEEDS,
                    help=f"run seeds 0..N-1 (default {DEFAULT_SEEDS})")
     d.add_argument("--seed-list", type=seed_list, default=None, help="explicit comma-separated seeds")
     for kind in STREAMS:
         d.add_argument(f"--{kind}", type=stream(kind), default=STREAMS[kind], metavar="K:N_TASKS",
                        help=f"the {kind} stream (default {STREAMS[kind]['K']}:{STREAMS[kind]['n_tasks']})")
-    d.add_argument("--out", type=Path, default=None, help="default results/dynamics-pmnist.json")
+    d.add_argument("--out", type=out_path(), default=None, help="default results/dynamics-pmnist.json")
     d.add_argument("--force", action="store_true", help="start over, discarding what --out holds")
     d.add_argument("--threads", type=positive("--threads"), default=1, help="torch intra-op threads (default 1)")

@@ -3,7 +3,8 @@
 * `write_text` / `write_bytes` / `write_json`: write a temporary file beside the target and rename it over the target,
   so a kill never leaves a half-written file.
 * `locked(path)`: an exclusive advisory lock (``<path>.lock``) held while a process reads, merges and writes `path`; a
-  second process that wants the same file waits (or, with ``wait=False``, gets `LockedError` at once).
+  second process that wants the same file waits, saying on stderr which process holds it (or, with ``wait=False``,
+  gets `LockedError` at once; with ``timeout``, after that many seconds).
 * `check_writable(path)`: fail before any compute when an output path is a directory or its folder is not writable.
 """
 from __future__ import annotations
@@ -14,9 +15,11 @@ import fcntl
 import json
 import math
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -79,26 +82,60 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path, what: str = "JSON file", keep: bool = False) -> Any:
-    """Parse a JSON file; a missing file or invalid JSON raises a UserError that names the file and a safe fix: point
-    the command elsewhere when the file is not a `what` at all (README.md given as --out), else restore it from git
+    """Parse a JSON file; a missing file, something that is not a regular file (a folder, /dev/null), invalid JSON or
+    a key given twice raises a UserError that names the file and a safe fix: point the command elsewhere when the file
+    is not a `what` at all (README.md given as --out), else restore it (from git, where it is a file of this checkout)
     or move it aside. keep=True (hparams.json: it holds every tuned value) never suggests moving it away."""
     path = Path(path)
+    a_what = what if what.startswith(("a ", "an ")) else f"a {what}"
+    bare = a_what.split(" ", 1)[1]  # "results file (...)", after "a damaged"
     if path.is_dir():
-        raise FileFormatError(f"{path} is a directory, not a {what}")
+        raise FileFormatError(f"{path} is a directory, not {a_what}")
+    if path.exists() and not path.is_file():
+        raise FileFormatError(f"{path} is not a regular file (a device, a pipe or a socket), so not {a_what}; give "
+                              f"the path of one")
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise FileFormatError(f"{what} {path} not found") from None
     except UnicodeDecodeError:
-        raise FileFormatError(f"{path} is not a text {what}") from None
+        raise FileFormatError(f"{path} is not a text file, so not {a_what}") from None
+    restore = (f"restore it with `git checkout -- {path}`" if keep or _in_this_checkout(path)
+               else "restore it from your copy (its git repository or a backup)")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except DuplicateKey as e:
+        raise FileFormatError(f"{path} holds the key {e.key!r} twice in one object (an edited {bare}: JSON readers "
+                              f"disagree on which value wins); keep one of the two, or {restore}") from None
     except json.JSONDecodeError as e:
         aside = "" if keep else ", or move it aside to start a new one"
-        raise FileFormatError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}), so not a "
-                              f"{what}: if it is another file, give the command another path; if it is a damaged "
-                              f"{what}, restore it with `git checkout -- {path}`{aside}"
+        problem = "it is empty" if not text.strip() else f"{e.msg} at line {e.lineno}, column {e.colno}"
+        raise FileFormatError(f"{path} is not valid JSON ({problem}), so not {a_what}: if it is another file, give "
+                              f"the command another path; if it is a damaged {bare}, {restore}{aside}"
                               + (" (do not delete it: it holds every tuned value)" if keep else "")) from None
+
+
+def _in_this_checkout(path: Path) -> bool:
+    """Whether `path` is a file of this package's git checkout (where `git checkout -- path` can restore it)."""
+    from ..paths import IN_CHECKOUT, REPO_ROOT
+
+    return IN_CHECKOUT and Path(path).resolve().is_relative_to(Path(REPO_ROOT).resolve())
+
+
+class DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list) -> dict:
+    """json's object hook: a dict, refusing a key given twice (json.loads would silently keep the last value)."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKey(k)
+        out[k] = v
+    return out
 
 
 def check_writable(path: Path, fix: str = "choose another output path") -> Path:
@@ -123,23 +160,79 @@ def check_writable(path: Path, fix: str = "choose another output path") -> Path:
     return path
 
 
-@contextlib.contextmanager
-def locked(path: Path, wait: bool = True) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (through the file `<path>.lock`) for the duration of the block.
+#: How often a process waiting for a lock says it still waits (seconds).
+WAIT_NOTE_EVERY = 60.0
 
-    wait=False raises LockedError at once when another process holds it."""
+
+@contextlib.contextmanager
+def locked(path: Path, wait: bool = True, timeout: Optional[float] = None) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (through the file `<path>.lock`, which names the holder's process id and
+    command while it holds it) for the duration of the block.
+
+    A process that finds the lock held says on stderr which process holds it and waits (every WAIT_NOTE_EVERY s
+    again); wait=False raises LockedError at once, `timeout` after that many seconds. A lock path that is not a file
+    (a folder) or cannot be created raises OutputError."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise LockedError(f"{path} is being written by another process (lock {lock}); wait for it to "
-                                  f"finish, or write elsewhere") from None
-            raise
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        what = "a directory" if lock.is_dir() else f"not writable ({e.strerror})"
+        raise OutputError(f"cannot lock {path}: its lock file {lock} is {what}; remove it (no process holds a lock "
+                          f"through a folder) or write elsewhere") from None
+    try:
+        _acquire(fd, path, lock, wait, timeout)
+        _note_holder(fd)
         yield
     finally:
         os.close(fd)
+
+
+def _acquire(fd: int, path: Path, lock: Path, wait: bool, timeout: Optional[float]) -> None:
+    busy = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
+    t0 = time.monotonic()
+    said = None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in busy:
+                raise
+        else:
+            if said is not None:
+                print(f"metacl-lite: {path} is free again after {time.monotonic() - t0:.0f} s; going on",
+                      file=sys.stderr, flush=True)
+            return
+        waited = time.monotonic() - t0
+        if not wait or (timeout is not None and waited >= timeout):
+            raise LockedError(f"{path} is being written by another process ({holder(lock)}; lock {lock})"
+                              + (f"; waited {waited:.0f} s" if wait else "")
+                              + "; wait for it to finish, or write elsewhere")
+        if said is None or waited - said >= WAIT_NOTE_EVERY:
+            print(f"metacl-lite: waiting for {path}: another process ({holder(lock)}) is writing it (lock {lock})"
+                  + (f"; still waiting after {waited:.0f} s" if said is not None else "")
+                  + "; Ctrl-C stops this command, keeping everything it saved", file=sys.stderr, flush=True)
+            said = waited
+        time.sleep(0.2)
+
+
+def _note_holder(fd: int) -> None:
+    """Write this process's id and command into the lock file it holds, for the processes that wait for it."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {' '.join(sys.argv)[:300]}\n".encode("utf-8", "replace"), 0)
+    except OSError:
+        pass  # only words for the waiting processes: the lock itself is held
+
+
+def holder(lock: Path) -> str:
+    """Who holds `lock`, as the holder wrote it ("pid 123: python -m metacl_lite run ...")."""
+    try:
+        text = Path(lock).read_text(errors="replace").strip()
+    except OSError:
+        text = ""
+    pid, _, cmd = text.partition(" ")
+    if not pid.isdigit():
+        return "it did not say which"
+    return f"pid {pid}" + (f": {cmd}" if cmd else "")

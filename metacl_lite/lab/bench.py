@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
+import shlex
 import tempfile
 import time
 from pathlib import Path
@@ -204,7 +205,7 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     if out_file.resolve() != default_out.resolve():
         from .provenance import relative_to_repo
 
-        cmd += f" --out {relative_to_repo(out_file)}"
+        cmd += f" --out {shlex.quote(relative_to_repo(out_file))}"
     prov = provenance(cmd)
     prov["wall_s_total"] = sum(r["wall_s"] for r in rows)
     write_json(out_file,
@@ -387,7 +388,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     if out_file.resolve() != default_out.resolve():
         from .provenance import relative_to_repo
 
-        cmd += f" --out {relative_to_repo(out_file)}"
+        cmd += f" --out {shlex.quote(relative_to_repo(out_file))}"
     prov = provenance(cmd, where)
     doc = {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": True, "K": K,
            "n_tasks": spec.n_tasks,

@@ -5,6 +5,7 @@ with the CLI's parser and checks that it gives the same configuration, so the tw
 relative to the repository: no machine path in committed files."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from ..importance import OMEGA_OPTIONS
@@ -13,7 +14,8 @@ from .provenance import relative_to_repo
 
 
 def out_flag(out: Path, default: Path) -> str:
-    return "" if Path(out).resolve() == Path(default).resolve() else f" --out {relative_to_repo(out)}"
+    """' --out PATH' (shell-quoted: a path with spaces reruns as one argument), or '' where `out` is the default."""
+    return "" if Path(out).resolve() == Path(default).resolve() else f" --out {shlex.quote(relative_to_repo(out))}"
 
 
 def option_flags(train: dict) -> str:

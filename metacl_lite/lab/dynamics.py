@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from ..paths import REPO_ROOT
-from ..errors import ConfigMismatch, FileFormatError
+from ..errors import ConfigMismatch, CorruptUnit, FileFormatError
 from .atomic import check_writable, jsonable, locked, read_json, write_json
-from .provenance import invocation, now, relative_to_repo
-from .store import LATEST
 
 KIND, SCHEMA = "dynamics", 1
 #: The two streams: claim 5's learning speed at K = 20 over 10 tasks (fine-tune, MetaCL w/o reg, PI and PI's two
@@ -85,15 +83,15 @@ def as_logs(doc: Mapping, kind: str) -> dict:
 
 def command(seeds: Sequence[int], streams: Mapping[str, Mapping], out: Path, benchmark: str = "pmnist") -> str:
     """The one command that regenerates a file made with these settings (flags at their defaults left out)."""
+    from .commands import out_flag  # imports torch: not when the command line's parser reads STREAMS
+
     flags = "" if list(seeds) == list(range(len(seeds))) and len(seeds) == DEFAULT_SEEDS else \
         f" --seeds {len(seeds)}" if list(seeds) == list(range(len(seeds))) else f" --seed-list {','.join(map(str, seeds))}"
     for kind in ("speed", "angles"):
         s = streams.get(kind, STREAMS[kind])
         if (s["K"], s["n_tasks"]) != (STREAMS[kind]["K"], STREAMS[kind]["n_tasks"]):
             flags += f" --{kind} {s['K']}:{s['n_tasks']}"
-    if Path(out).resolve() != default_file(benchmark).resolve():
-        flags += f" --out {relative_to_repo(out)}"
-    return "python -m metacl_lite dynamics" + flags
+    return "python -m metacl_lite dynamics" + flags + out_flag(out, default_file(benchmark))
 
 
 def load_dynamics(path: Optional[Path] = None, benchmark: str = "pmnist") -> dict:
@@ -107,14 +105,36 @@ def load_dynamics(path: Optional[Path] = None, benchmark: str = "pmnist") -> dic
     for k in ("config", "runs", "provenance"):
         if not isinstance(doc.get(k), dict):
             raise FileFormatError(f"{path} has no {k}; make it again with `python -m metacl_lite dynamics`")
+    from .store import _percent
+
+    for kind, runs in doc["runs"].items():
+        if not isinstance(runs, dict):
+            raise FileFormatError(f"{path}: runs[{kind!r}] is {type(runs).__name__}, not an object of runs; restore "
+                                  f"the file from git or make it again")
+        for key, unit in runs.items():
+            log = RECORDS.get(kind, (None, None))[1]
+            problem = (f"it is {unit!r}, not an object" if not isinstance(unit, dict)
+                       else f"final_acc is {unit.get('final_acc')!r}, not an accuracy in percent (0 to 100)"
+                       if not _percent(unit.get("final_acc"))
+                       else f"{log} is {unit.get(log)!r}, not a list" if log and not isinstance(unit.get(log), list)
+                       else None)
+            if problem:
+                raise CorruptUnit(path, f"runs/{kind}", key, problem)
     return doc
 
 
 def _differences(old: Mapping, new: Mapping) -> list[str]:
+    """How a file's config `old` differs from a run's `new`: the benchmark, the thread count of its CPU runs (files
+    made before it was recorded used 1, the command's default: another count sums in another order), each stream's
+    K, task count, record and method settings."""
+    from .store import DIFFERS
+
     diff = []
     for key in ("benchmark",):
         if old.get(key) != new.get(key):
             diff.append(f"{key} {old.get(key)!r} vs {new.get(key)!r}")
+    if "threads" in new and old.get("threads", 1) != new["threads"]:
+        diff.append(DIFFERS.format("threads", old.get("threads", 1), new["threads"]))
     for kind, s in new["streams"].items():
         o = old.get("streams", {}).get(kind)
         if o is None:
@@ -143,20 +163,22 @@ def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = Non
     from .checks import check_seeds
     from .executors import check_plan
     from .hparams import load
+    from .provenance import invocation, now
+    from .store import LATEST, rounds_otherwise
 
     seeds = check_seeds(seeds)
     if threads is not None:
         torch.set_num_threads(check_plan(threads=threads).threads)
     hp = load()
     cfg = {"benchmark": benchmark, "seeds": list(seeds),
-           "streams": streams_config(streams or STREAMS, benchmark, hp)}
-    inv = {"id": uuid.uuid4().hex[:12], **invocation(), "units": [], "wall_s": 0.0}
+           "streams": streams_config(streams or STREAMS, benchmark, hp), "threads": torch.get_num_threads()}
+    inv = {"id": uuid.uuid4().hex[:12], **invocation(threads=cfg["threads"]), "units": [], "wall_s": 0.0}
 
     def merged(old: Optional[dict]) -> dict:
         doc = old if old is not None else {"kind": KIND, "schema": SCHEMA, "config": {}, "runs": {},
                                            "provenance": {"invocations": []}}
-        if old is not None:
-            diff = _differences(old["config"], cfg)
+        if old is not None:  # as the results store: other settings, another thread count or a CPU that rounds
+            diff = _differences(old["config"], cfg) + rounds_otherwise(inv, old, out)  # otherwise are refused
             if diff:
                 raise ConfigMismatch(f"{out} was made with other settings ({', '.join(diff)})")
         seeds_all = sorted(set(doc["config"].get("seeds", [])) | set(cfg["seeds"]))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -369,25 +370,68 @@ def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[
         return failures
     import multiprocessing
 
-    pool = ProcessPoolExecutor(max_workers=min(plan.workers, max(len(jobs), 1)),
-                               mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-                               initargs=(plan.threads,))
-    futures = {pool.submit(fn, job): job for job in jobs}
+    pressed = []
+
+    def first_press(signum, frame):
+        """Ctrl-C: the first press ends the grid (KeyboardInterrupt); the handler, not the code that catches it,
+        makes every later press do nothing, so no press can land between the two (a second KeyboardInterrupt there
+        would skip `_stop_pool` and leave the workers training, the exit hanging in their join)."""
+        if pressed:
+            return
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    own = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) not in (
+        signal.SIG_IGN, None)  # Ctrl-C ignored (a background job) stays ignored; other threads cannot set handlers
+    before = signal.signal(signal.SIGINT, first_press) if own else None
     try:
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                try:
-                    result = f.result()
-                except BrokenProcessPool as e:
-                    done(futures[f], error=f"a worker process died ({e})")
-                except Exception as e:  # the unit's own error, reported with its job
-                    done(futures[f], error=f"{type(e).__name__}: {e}")
-                else:
-                    done(futures[f], result)
-    except KeyboardInterrupt:
-        _stop_pool(pool)
-        raise
-    pool.shutdown()
+        pool = ProcessPoolExecutor(max_workers=min(plan.workers, max(len(jobs), 1)),
+                                   mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                                   initargs=(plan.threads,))
+        try:
+            futures = {pool.submit(fn, job): job for job in jobs}
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    try:
+                        result = f.result()
+                    except BrokenProcessPool as e:
+                        done(futures[f], error=f"a worker process died ({e})")
+                    except Exception as e:  # the unit's own error, reported with its job
+                        done(futures[f], error=f"{type(e).__name__}: {e}")
+                    else:
+                        done(futures[f], result)
+        except KeyboardInterrupt:
+            pressed.append(signal.SIGINT)  # also where this process raised it itself: later presses do nothing
+            _stop_pool(pool)
+            raise
+        pool.shutdown()
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, _settling(before) if pressed else before)
     return failures
+
+
+#: Seconds after a grid stopped on Ctrl-C during which further presses (a double tap) are ignored.
+SETTLE_S = 2.0
+
+
+def _settling(before):
+    """The SIGINT handler after a grid stopped on Ctrl-C: presses in the next SETTLE_S seconds do nothing (the caller
+    is printing its last words and exiting), later ones are handled as before the grid (a notebook's kernel can be
+    interrupted again)."""
+    import time
+
+    until = time.monotonic() + SETTLE_S
+
+    def handler(signum, frame):
+        if time.monotonic() < until:
+            return
+        signal.signal(signal.SIGINT, before)
+        if callable(before):
+            return before(signum, frame)
+        if before == signal.SIG_DFL:
+            raise KeyboardInterrupt
+
+    return handler

@@ -163,6 +163,49 @@ def upgrade(doc: dict, kind: str) -> dict:
     return doc
 
 
+def check_invocations(doc: dict, path: Path) -> None:
+    """The invocations of a file's provenance as the CPU check reads them: a list of objects, each `cpu_kernels` an
+    object or null (not recorded); anything else (a string, a list: an edited file) is a FileFormatError, so the
+    check is never skipped on a file it cannot read."""
+    prov = doc.get("provenance")
+    if prov is None:
+        return
+    invs = prov.get("invocations", []) if isinstance(prov, dict) else None
+    if not isinstance(invs, list):
+        raise FileFormatError(f"{path}: provenance.invocations is not a list of invocations; restore the file from "
+                              f"git")
+    for i, inv in enumerate(invs):
+        then = inv.get("cpu_kernels") if isinstance(inv, dict) else None
+        if not isinstance(inv, dict) or not (then is None or isinstance(then, dict)):
+            what = f"cpu_kernels is {then!r}" if isinstance(inv, dict) else f"it is {inv!r}"
+            raise FileFormatError(f"{path}: provenance.invocations[{i}] is corrupt ({what}, not an object), so which "
+                                  f"CPU made its units cannot be told; restore the file from git")
+
+
+def rounds_otherwise(here_inv: dict, doc: dict, path: Path) -> list[str]:
+    """Where the invocation `here_inv` trains on this machine's CPU: how the CPU units already in `doc` were made on
+    a CPU that rounds otherwise (torch's version, or a field of `cpu_kernels`: AVX2 and AVX-512 kernels sum in other
+    orders), so that one file never mixes numbers that cannot be made equal. Invocations that record no
+    `cpu_kernels` (made before they were recorded; a Ray cluster's, whose nodes `unit_machines` counts) are not
+    compared: what decided their rounding is unknown; a `cpu_kernels` that is not an object is refused as corrupt
+    (`check_invocations`)."""
+    check_invocations(doc, path)
+    here = here_inv.get("cpu_kernels")
+    if here is None or not str(here_inv.get("device", "")).startswith("cpu"):
+        return []
+    torch_here = (here_inv.get("packages") or {}).get("torch")
+    diff: list[str] = []
+    for inv in (doc.get("provenance") or {}).get("invocations", []):
+        then = inv.get("cpu_kernels")
+        if inv.get("id") == here_inv["id"] or not inv.get("units") or not isinstance(then, dict):
+            continue
+        torch_then = (inv.get("packages") or {}).get("torch")
+        diff += ([DIFFERS.format("torch", torch_then, torch_here)] if torch_then != torch_here else [])
+        diff += [DIFFERS.format(f"cpu_kernels.{k}", then.get(k), here.get(k)) for k in CPU_KERNEL_KEYS
+                 if then.get(k) != here.get(k)]
+    return list(dict.fromkeys(diff))
+
+
 class UnitFile:
     """A file of independent units, written after each one under a lock.
 
@@ -196,25 +239,7 @@ class UnitFile:
         return doc
 
     def _rounds_otherwise(self, doc: dict) -> list[str]:
-        """Where this invocation trains on this machine's CPU: how the CPU units already in `doc` were made on a CPU
-        that rounds otherwise (torch's version, or a field of `cpu_kernels`: AVX2 and AVX-512 kernels sum in other
-        orders), so that one file never mixes numbers that cannot be made equal. Invocations that record no
-        `cpu_kernels` (made before they were recorded; a Ray cluster's, whose nodes `unit_machines` counts) are not
-        compared: what decided their rounding is unknown."""
-        here = self.inv.get("cpu_kernels")
-        if here is None or not str(self.inv.get("device", "")).startswith("cpu"):
-            return []
-        torch_here = (self.inv.get("packages") or {}).get("torch")
-        diff: list[str] = []
-        for inv in (doc.get("provenance") or {}).get("invocations", []):
-            then = inv.get("cpu_kernels")
-            if inv.get("id") == self.inv["id"] or not inv.get("units") or not isinstance(then, dict):
-                continue
-            torch_then = (inv.get("packages") or {}).get("torch")
-            diff += ([DIFFERS.format("torch", torch_then, torch_here)] if torch_then != torch_here else [])
-            diff += [DIFFERS.format(f"cpu_kernels.{k}", then.get(k), here.get(k)) for k in CPU_KERNEL_KEYS
-                     if then.get(k) != here.get(k)]
-        return list(dict.fromkeys(diff))
+        return rounds_otherwise(self.inv, doc, self.path)
 
     def open(self, force: bool = False) -> dict:
         """Load what is there (checking that it may be continued), or start a new document."""
@@ -307,3 +332,21 @@ def load_results(path: Path) -> dict:
                               f"`python -m metacl_lite run`, or restore it from git")
     doc["summary"] = summarize(doc)
     return doc
+
+
+def check_any(path: Path) -> None:
+    """Read and check a file of results/ as its kind's own reader does (FileFormatError or CorruptUnit otherwise):
+    a results file (`load_results`), a tuning or bench file (`load`), a dynamics file (`dynamics.load_dynamics`);
+    any other JSON file of results/ (open choices, timings, the GPU check) must at least be valid JSON without a key
+    given twice (`read_json`). For the commands that publish what the files hold (`pages`, `readme`): a file no
+    reader could use is refused there, before its hash or its numbers reach a page."""
+    doc = read_json(Path(path), "results-folder file")
+    got = kind_of(doc)
+    if got == "results":
+        load_results(Path(path))
+    elif got is not None:
+        load(Path(path), got)
+    elif isinstance(doc, dict) and doc.get("kind") == "dynamics":
+        from .dynamics import load_dynamics
+
+        load_dynamics(Path(path))

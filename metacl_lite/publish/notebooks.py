@@ -115,6 +115,10 @@ def validate(params: dict[str, Any], defaults: dict[str, Any]) -> None:
     """Raise ParameterError for a parameter the notebook does not declare, one of the wrong type, or one whose value
     fails its check in VALUE_CHECKS."""
     unknown = sorted(set(params) - set(defaults))
+    if unknown and not defaults:
+        raise ParameterError(f"this notebook takes no parameters (it has no cell tagged 'parameters'), so "
+                             f"{', '.join(unknown)} cannot be set: run it without -p/--grid, or choose a "
+                             f"parameterised chapter such as book/reproduce/benchmark.md")
     if unknown:
         raise ParameterError(f"unknown notebook parameter(s) {', '.join(unknown)}; "
                              f"this notebook takes: {', '.join(sorted(defaults))}")

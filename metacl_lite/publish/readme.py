@@ -18,6 +18,9 @@ README_MARK = re.compile(r"(<!-- BEGIN (table|claims) (\S+) -->\n)(.*?)(<!-- END
 MARKER_LINE = re.compile(r".*<!-- (BEGIN|END) (table|claims)\b.*")
 #: The whole line a BEGIN or END marker must be.
 BEGIN_LINE, END_LINE = re.compile(r"<!-- BEGIN (table|claims) (\S+) -->"), re.compile(r"<!-- END (table|claims) -->")
+#: The blocks the repository's README.md must hold (kind, source): a block whose BEGIN and END lines were both
+#: deleted leaves no marker out of place, so `update_readme` asks for each of these by name.
+EXPECTED_BLOCKS = (("table", "results/pmnist-K20.json"), ("claims", "pmnist"))
 #: The fields of a claim's headline record (`claims.headline`), in the order the `claims` block shows them.
 HEADLINE_FIELDS = ("claim", "title", "verdict", "metric", "K", "a", "b", "mean", "unit")
 #: The unit suffix of a mean difference.
@@ -127,12 +130,17 @@ def check_blocks(text: str, path: Path) -> int:
     return blocks
 
 
-def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
+def update_readme(path: Optional[Path] = None, check: bool = False,
+                  expected: Optional[Sequence[tuple[str, str]]] = None) -> bool:
     """Replace the body of each generated block of the README (`README_MARK`: `table results/X.json`, `claims
     <benchmark>`) with what its source makes now. Returns True when something was (or, with check, would be)
-    changed. A marker out of place (`check_blocks`) is a FileFormatError, before anything is written."""
+    changed. A marker out of place (`check_blocks`), or a block of `expected` that is not there (default: for the
+    repository's README, `EXPECTED_BLOCKS`), is a FileFormatError, and a README that cannot be written (a read-only
+    checkout) an OutputError, before anything is computed or written."""
     from ..errors import FileFormatError
 
+    if path is None and expected is None:
+        expected = EXPECTED_BLOCKS
     path = Path(path) if path else REPO_ROOT / "README.md"
     if not path.is_file():
         raise FileFormatError(f"{path} does not exist: restore it from git (`git checkout -- README.md`)")
@@ -142,6 +150,16 @@ def update_readme(path: Optional[Path] = None, check: bool = False) -> bool:
         raise FileFormatError(f"{path} is not UTF-8 text (byte {e.start} is {e.object[e.start]:#04x}): save it as "
                               "UTF-8, or restore it from git") from None
     blocks = check_blocks(text, path)
+    present = {(mo.group(2), mo.group(3)) for mo in README_MARK.finditer(text)}
+    lost = [f"<!-- BEGIN {k} {src} -->" for k, src in expected or () if (k, src) not in present]
+    if lost:
+        raise FileFormatError(f"{path} has no block {', '.join(lost)} (its BEGIN and END lines were deleted): put "
+                              f"the two marker lines back where the block belongs (`git diff {path}` shows them), "
+                              f"then run the command again")
+    if not check:
+        from ..lab.atomic import check_writable
+
+        check_writable(path, fix="run it in a checkout you can write, or use --check, which writes nothing")
 
     def repl(mo: re.Match) -> str:
         body = _claims_body(mo.group(3)) if mo.group(2) == "claims" else _table_body(mo.group(3))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..cli import dispatch
-from ..cli.options import (BENCHMARKS, device_option, int_list, method_list, placement_options, positive,
+from ..cli.options import (BENCHMARKS, device_option, int_list, method_list, out_path, placement_options, positive,
                            precision_option)
 from .commands import COMMANDS
 
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--workers", type=positive("--workers"), default=None,
                    help="--device cuda: units sharing the GPU (default 8, or fewer: the cores, and as many as fit "
                         "in the GPU's free memory)")
-    b.add_argument("--out", type=Path, default=None,
+    b.add_argument("--out", type=out_path(), default=None,
                    help="where the figures go (default results/bench-pmnist-K<K>.json, results/bench-<suite>.json "
                         "for cifar100/cub, with --device cuda results/bench-<suite>-cuda.json; a partial run that "
                         "would replace a fuller file there is refused)")

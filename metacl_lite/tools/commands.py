@@ -70,10 +70,25 @@ def _pages(a) -> int:
     from ..publish.pages import write_pages
 
     _in_checkout("pages")
+    check_stamped_files()
     stale = write_pages(check=a.check)
     for p in stale:
         print(("stale: " if a.check else "wrote ") + str(p))
     return 1 if a.check and stale else 0
+
+
+def check_stamped_files() -> None:
+    """Every file of results/ whose hash `pages` stamps into a page, read by its kind's reader (`store.check_any`):
+    a file no reader could use (a null unit, a key given twice) is refused before any page names its hash."""
+    from ..lab.store import check_any
+    from ..publish.pages import PAGES, page_params, stamped_pages
+
+    names = {n for ns in stamped_pages().values() for n in ns}
+    names |= {page_params(stem)[2]["shows"].split(",")[0].removeprefix("results/") for stem in ["benchmark", *PAGES]}
+    for name in sorted(names):
+        path = REPO_ROOT / "results" / name
+        if path.is_file():
+            check_any(path)
 
 
 def _readme(a) -> int:
