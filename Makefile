@@ -98,8 +98,11 @@ gpu-precheck-%:
 	  nvidia-smi -L 2>/dev/null | grep -q "^GPU" || { echo "error: make reproduce-$* needs a CUDA GPU, and nvidia-smi \
 	finds none here; give DEVICE=cpu to train on the CPU (days), or EXEC=\"--executor ray --address HOST:PORT\" for a \
 	cluster's GPUs (nothing was installed)" >&2; exit 2; } ;; esac
+# The environment is installed after the precheck, never beside it (make -j2 would build both prerequisites at once)
+INSTALL    = $(if $(STAMP),@$(MAKE) --no-print-directory $(STAMP),)
 NEED_GPU   = @[ "$(DEVICE)" = cpu ] || $(PY) -m metacl_lite.tools where --benchmark $(subst reproduce-,,$@) --device $(DEVICE) $(WHERE_OPTS) --need-gpu "make $@"
-reproduce-cifar100: gpu-precheck-cifar100 $(STAMP)
+reproduce-cifar100: gpu-precheck-cifar100
+	$(INSTALL)
 	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cifar100 $(if $(SRC),--from $(SRC),)
 	$(PY) -m metacl_lite choices --benchmark cifar100 --device $(DEVICE) $(WHERE_OPTS)
@@ -111,7 +114,8 @@ reproduce-cifar100: gpu-precheck-cifar100 $(STAMP)
 	done
 	$(PY) -m metacl_lite.tools pages && $(PY) -m metacl_lite.tools readme
 
-reproduce-cub: gpu-precheck-cub $(STAMP)
+reproduce-cub: gpu-precheck-cub
+	$(INSTALL)
 	$(NEED_GPU)
 	$(PY) data_scripts/fetch.py cub $(if $(SRC),--from $(SRC),)
 	$(PY) -c "import torchvision; torchvision.models.resnet18(weights='IMAGENET1K_V1')"  # hub cache, sha256-checked

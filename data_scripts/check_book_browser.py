@@ -545,13 +545,19 @@ def main(argv=None) -> int:
     p.add_argument("--json", type=Path, help="also write the per-page reports here")
     p.add_argument("--browsers", type=int, default=3, help="Chromium instances checking pages side by side (default 3)")
     a = p.parse_args(argv)
+    chrome = shutil.which(a.chrome)  # a name on PATH, or a path to an executable file
+    if chrome is None:
+        print(f"error: --chrome {a.chrome}: no such executable" + (" on PATH" if "/" not in a.chrome else "")
+              + "; install Chromium (e.g. apt-get install chromium) or give its path with --chrome PATH",
+              file=sys.stderr)
+        return 2
     if a.browsers < 1:
         print(f"--browsers {a.browsers}: give 1 or more", file=sys.stderr)
         return 2
     if not (a.html / "index.html").exists():
         print(f"no built book in {a.html}; run `make book` first", file=sys.stderr)
         return 2
-    reports = check_book(a.html, a.chrome, a.page, a.browsers)
+    reports = check_book(a.html, chrome, a.page, a.browsers)
     for r in reports:
         print(f"{'ok  ' if r.ok else 'FAIL'} {r.page}: {len(r.console_errors)} console errors, "
               f"{len(r.console_warnings)} console warnings, "

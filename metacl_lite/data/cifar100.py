@@ -19,7 +19,8 @@ CIFAR100_FOLDER = "cifar-100-python"  # torchvision's CIFAR100.base_folder
 #: hold their md5); their presence is checked without importing torchvision.
 CIFAR100_FILES = ("train", "test", "meta")
 CIFAR100_TRAIN_PER_CLASS = 500  # Appendix C: 500 training images per class
-CIFAR_FETCH_HINT = fetch_hint("cifar100", "cifar-100-python.tar.gz", CIFAR100_FOLDER)
+def cifar_fetch_hint() -> str:
+    return fetch_hint("cifar100", "cifar-100-python.tar.gz", CIFAR100_FOLDER)
 #: Per-channel mean and std of the CIFAR-100 training images (inputs are normalised with them).
 CIFAR100_MEAN = (0.5071, 0.4865, 0.4409)
 CIFAR100_STD = (0.2673, 0.2564, 0.2762)
@@ -33,7 +34,7 @@ def cifar100_root(root: Optional[Path] = None) -> Path:
 def _cifar100_present(folder: Path, label: object = None) -> None:
     missing = [f for f in CIFAR100_FILES if not (folder / f).is_file()]
     if missing:
-        raise MissingDataError(f"CIFAR-100 in {label or folder}: missing {', '.join(missing)}. {CIFAR_FETCH_HINT}")
+        raise MissingDataError(f"CIFAR-100 in {label or folder}: missing {', '.join(missing)}. {cifar_fetch_hint()}")
 
 
 def check_cifar100(folder: Path, label: object = None) -> None:
@@ -47,7 +48,7 @@ def check_cifar100(folder: Path, label: object = None) -> None:
     bad = [f for f, md5 in files if not check_integrity(folder / f, md5)]
     if bad:
         raise ChecksumError(f"CIFAR-100 in {label or folder}: {', '.join(bad)} is not the official file (md5 "
-                            f"mismatch). {CIFAR_FETCH_HINT}")
+                            f"mismatch). {cifar_fetch_hint()}")
 
 
 def load_cifar100(root: Optional[Path] = None) -> dict[str, np.ndarray]:
@@ -67,10 +68,10 @@ def load_cifar100(root: Optional[Path] = None) -> dict[str, np.ndarray]:
 def check_cifar100_request(K: int, need: int) -> None:
     """What `benchmarks.check_data` checks of CIFAR-100 without loading images: its files are present (their md5 is
     checked when the benchmark is built) and every class has the `need` training images a request at K reads."""
-    _cifar100_present(cifar100_root() / CIFAR100_FOLDER)
-    if need > CIFAR100_TRAIN_PER_CLASS:
+    if need > CIFAR100_TRAIN_PER_CLASS:  # before the files: no K too large is sent to download first
         raise UsageError(f"K={K} is more than the {CIFAR100_TRAIN_PER_CLASS} training images of each CIFAR-100 "
                          f"class; choose K <= {CIFAR100_TRAIN_PER_CLASS}")
+    _cifar100_present(cifar100_root() / CIFAR100_FOLDER)
 
 
 def split_cifar100(K: int, n_tasks: Optional[int] = None, root: Optional[Path] = None,
@@ -103,5 +104,5 @@ def fetch_cifar100(source: Optional[Path] = None, root: Optional[Path] = None, q
     from torchvision.datasets import CIFAR100
 
     place_dataset((CIFAR100.filename, CIFAR100.tgz_md5), CIFAR100.url, cifar100_root(root), CIFAR100_FOLDER,
-                  check_cifar100, CIFAR_FETCH_HINT, source, quiet)
+                  check_cifar100, cifar_fetch_hint(), source, quiet)
     return cifar100_root(root)

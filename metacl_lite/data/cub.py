@@ -20,7 +20,8 @@ CUB_ARCHIVE = ("CUB_200_2011.tgz", "97eceeb196236b17998738112f37df78")
 CUB_URL = "https://data.caltech.edu/records/65de6-vzc39/files/CUB_200_2011.tgz"
 CUB_FOLDER = "CUB_200_2011"
 CUB_INDEX_FILES = ("images.txt", "image_class_labels.txt", "train_test_split.txt")
-CUB_FETCH_HINT = fetch_hint("cub", CUB_ARCHIVE[0], CUB_FOLDER)
+def cub_fetch_hint() -> str:
+    return fetch_hint("cub", CUB_ARCHIVE[0], CUB_FOLDER)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -38,7 +39,7 @@ def _read_pairs(path: Path, label: object) -> dict[int, str]:
             continue
         if len(parts) != 2 or not parts[0].isdigit():
             raise DataError(f"CUB-200-2011 in {label}: line {n} of {path.name} is {line!r}, not '<image id> <value>'. "
-                            f"{CUB_FETCH_HINT}")
+                            f"{cub_fetch_hint()}")
         out[int(parts[0])] = parts[1].strip()
     return out
 
@@ -47,11 +48,11 @@ def _cub_index(base: Path, label: object = None) -> dict[str, np.ndarray]:
     label = label or base
     missing = [n for n in CUB_INDEX_FILES if not (base / n).is_file()]
     if missing:
-        raise MissingDataError(f"CUB-200-2011 in {label}: missing {', '.join(missing)}. {CUB_FETCH_HINT}")
+        raise MissingDataError(f"CUB-200-2011 in {label}: missing {', '.join(missing)}. {cub_fetch_hint()}")
     images, labels, split = (_read_pairs(base / n, label) for n in CUB_INDEX_FILES)
     if not images.keys() == labels.keys() == split.keys():
         raise DataError(f"CUB-200-2011 in {label}: {', '.join(CUB_INDEX_FILES)} list different image ids. "
-                        f"{CUB_FETCH_HINT}")
+                        f"{cub_fetch_hint()}")
     ids = sorted(images)
     return {"ids": np.array(ids), "paths": np.array([images[i] for i in ids]),
             "labels": np.array([int(labels[i]) - 1 for i in ids]), "is_train": np.array([split[i] == "1" for i in ids])}
@@ -69,7 +70,7 @@ def check_cub(base: Path, label: object = None) -> None:
     missing = [p for p in paths if not (base / "images" / p).is_file()]
     if missing:
         raise MissingDataError(f"CUB-200-2011 in {label or base}: {len(missing)} of the {len(paths)} images listed in "
-                               f"images.txt are missing (first: images/{missing[0]}). {CUB_FETCH_HINT}")
+                               f"images.txt are missing (first: images/{missing[0]}). {cub_fetch_hint()}")
 
 
 #: The name of `cub_preprocess` in the image cache: change it whenever the preprocessing changes.
@@ -126,7 +127,7 @@ def split_cub(K: int, n_tasks: Optional[int] = None, root: Optional[Path] = None
             missing = [p for p in idx["paths"] if not (base / p).exists()]
             if missing:
                 raise MissingDataError(f"CUB image {base / missing[0]} not found ({len(missing)} missing). "
-                                       f"{CUB_FETCH_HINT}")
+                                       f"{cub_fetch_hint()}")
             cache["images"] = cached_images("cub", base, idx["paths"], cub_preprocess, CUB_PREPROCESS, progress)
             cache["position"] = {p: i for i, p in enumerate(idx["paths"])}
         return select(cache["images"], [cache["position"][paths[i]] for i in sel])
@@ -141,5 +142,5 @@ def split_cub(K: int, n_tasks: Optional[int] = None, root: Optional[Path] = None
 
 def fetch_cub(source: Optional[Path] = None, root: Optional[Path] = None, quiet: bool = False) -> Path:
     """CUB-200-2011 into cub_root(), verified by `check_cub` before it replaces anything."""
-    place_dataset(CUB_ARCHIVE, CUB_URL, cub_root(root), CUB_FOLDER, check_cub, CUB_FETCH_HINT, source, quiet)
+    place_dataset(CUB_ARCHIVE, CUB_URL, cub_root(root), CUB_FOLDER, check_cub, cub_fetch_hint(), source, quiet)
     return cub_root(root)

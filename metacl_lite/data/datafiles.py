@@ -56,10 +56,26 @@ def check_folder(path: Path, what: str) -> Path:
 
 
 def fetch_hint(dataset: str, archive: str, folder: str) -> str:
-    """How to get a dataset that `data_scripts/fetch.py` places from its official archive or its extracted folder."""
-    return (f"Fetch it with `python data_scripts/fetch.py {dataset}` (online), or from a local copy with "
-            f"`python data_scripts/fetch.py {dataset} --from PATH` (the official {archive} or the folder holding "
-            f"{folder}/).")
+    """How to get a dataset that `data_scripts/fetch.py` places from its official archive or its extracted folder
+    (`fetch_command`: in an installed package, which has no data_scripts, the package's own fetch function)."""
+    return (f"Fetch it with `{fetch_command(dataset)}` (online), or from a local copy with "
+            f"`{fetch_command(dataset, 'PATH')}` (the official {archive} or the folder holding {folder}/).")
+
+
+#: The package's fetch function of each dataset (what data_scripts/fetch.py calls): module, function.
+FETCHERS = {"mnist": ("mnist", "fetch_mnist"), "cifar100": ("cifar100", "fetch_cifar100"), "cub": ("cub", "fetch_cub")}
+
+
+def fetch_command(dataset: str, source: Optional[str] = None) -> str:
+    """The command that places `dataset` (from `source`, a local copy, when given): `python data_scripts/fetch.py`
+    in a checkout; in an installed package, which does not ship data_scripts, the same function through python -c."""
+    from .. import paths
+
+    if paths.IN_CHECKOUT:
+        return f"python data_scripts/fetch.py {dataset}" + (f" --from {source}" if source else "")
+    module, fn = FETCHERS[dataset]
+    arg = "" if source is None else f"source_dir='{source}'" if dataset == "mnist" else f"'{source}'"
+    return f'python -c "from metacl_lite.data.{module} import {fn}; {fn}({arg})"'
 
 
 # ----------------------------------------------------------------------------------------------------------------

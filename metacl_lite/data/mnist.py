@@ -13,8 +13,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .datafiles import (ChecksumError, DataError, MissingDataError, check_folder, copy_file, data_root, file_digest,
-                        verify_file)
+from .datafiles import (ChecksumError, DataError, MissingDataError, check_folder, copy_file, data_root, fetch_command,
+                        file_digest, verify_file)
 from ..paths import PACKAGE_DIR
 from ..errors import UsageError
 from .specs import SPECS, BenchmarkSpec
@@ -38,11 +38,11 @@ EMBEDDED_MNIST_PER_CLASS = 600
 #: sha256 of the committed embedded file (checked on every load; rebuilt by data_scripts/build_embedded_mnist.py).
 EMBEDDED_MNIST_SHA256_FILE = PACKAGE_DIR / "data" / "mnist_first600.sha256"
 
-FETCH_HINT = (
-    "Fetch the official files with `python data_scripts/fetch.py mnist` (online), or copy them from a local folder "
-    "with `python data_scripts/fetch.py mnist --from DIR` (e.g. --from ../shared/data/mnist/raw); a corrupted file "
-    "is replaced."
-)
+def fetch_hint_mnist() -> str:
+    """How to get the raw MNIST files (`datafiles.fetch_command`: in an installed package, without data_scripts)."""
+    return (f"Fetch the official files with `{fetch_command('mnist')}` (online), or copy them from a local folder "
+            f"with `{fetch_command('mnist', 'DIR')}` (e.g. DIR = ../shared/data/mnist/raw); a corrupted file is "
+            f"replaced.")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -67,8 +67,8 @@ def fetch_mnist(dest: Optional[Path] = None, source_dir: Optional[Path] = None, 
         elif source_dir is not None:
             src = Path(source_dir) / name
             verify_file(src, md5, fix=f"The copy in {source_dir} cannot be used; give --from a folder holding the "
-                                      f"four official files, or download them with `python data_scripts/fetch.py "
-                                      f"mnist`.")
+                                      f"four official files, or download them with "
+                                      f"`{fetch_command('mnist')}`.")
             copy_file(src, target)
             done = "copied"
         else:
@@ -95,7 +95,7 @@ def _download_mnist(name: str, md5: str, target: Path) -> None:
             copy_file(Path(tmp) / name, target)
             return
     raise DataError(f"could not download {name} ({'; '.join(errors)}). If you are offline, copy the official files "
-                    f"from a local folder: `python data_scripts/fetch.py mnist --from DIR`.")
+                    f"from a local folder: `{fetch_command('mnist', 'DIR')}`.")
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -113,7 +113,7 @@ def verify_mnist_raw(root: Optional[Path] = None) -> Path:
     """The folder of the four raw MNIST files, after checking their md5 (MissingDataError / ChecksumError)."""
     d = Path(root) if root is not None else mnist_raw_dir()
     for name, md5 in MNIST_FILES.items():
-        verify_file(d / name, md5, FETCH_HINT)
+        verify_file(d / name, md5, fetch_hint_mnist())
     return d
 
 
@@ -181,7 +181,7 @@ def _mnist_kind(K: int, source: str, need: int) -> str:
         return "raw"
     if need > EMBEDDED_MNIST_PER_CLASS:
         raise UsageError(f"K={K} needs {need} training images per class but the embedded subset holds "
-                         f"{EMBEDDED_MNIST_PER_CLASS}; use the raw files (--data raw). {FETCH_HINT}")
+                         f"{EMBEDDED_MNIST_PER_CLASS}; use the raw files (--data raw). {fetch_hint_mnist()}")
     return "embedded"
 
 

@@ -24,6 +24,9 @@ def _where_cmd(a) -> int:
     if a.need_gpu is not None and not a.need_gpu.strip():
         raise UsageError("--need-gpu '': WHO names what needs the GPU in the refusal, e.g. --need-gpu 'make "
                          "reproduce-cub'; an empty one would leave it unnamed")
+    if a.need_gpu and a.device == "cpu":  # the advice below would be the option already given
+        raise UsageError(f"{a.need_gpu} needs a CUDA GPU, and you chose --device cpu: give --device cuda (or auto) to "
+                         f"check for a GPU, or leave out --need-gpu to train on the CPU")
     spec = get_spec(a.benchmark)
     choice = a.device or spec.device
 
@@ -40,7 +43,7 @@ def _where_cmd(a) -> int:
     if a.need_gpu and kind(loc.device) != "cuda":
         raise UsageError(
             f"{a.need_gpu} needs a CUDA GPU, and --device {choice} trains on the CPU ("
-            + ("you chose it" if a.device == "cpu" else f"{spec.title}'s default" if choice == "cpu"
+            + (f"{spec.title}'s default" if choice == "cpu"
                else "the Ray cluster has no live node with a GPU" if a.executor == "ray"
                else "no CUDA GPU is usable here")
             + (f"; {spec.title}'s grids take days on the CPU" if spec.device == "auto" else "")  # CIFAR-100, CUB
