@@ -144,6 +144,11 @@ def check_writable(path: Path, fix: str = "choose another output path") -> Path:
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{path} is a directory; give a file name such as {path / 'results.json'}")
+    lock = path.with_name(path.name + ".lock")
+    if lock.exists() and not lock.is_file():  # `locked` could not open it after the first unit trained
+        what = "a directory" if lock.is_dir() else "not a file"
+        raise OutputError(f"cannot lock {path}: its lock file {lock} is {what}; remove it (no process holds a lock "
+                          f"through a folder) or {fix}")
     parent = path.parent
     while not parent.exists():
         parent = parent.parent

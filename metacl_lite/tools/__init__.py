@@ -14,13 +14,14 @@ import argparse
 from pathlib import Path
 from typing import Optional
 
-from ..cli import dispatch
-from ..cli.options import (BENCHMARKS, device_option, int_list, method_list, out_path, placement_options, positive,
-                           precision_option)
-from .commands import COMMANDS
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # imported here, not with the package: `python -m metacl_lite.tools` imports this package before its __main__,
+    # whose guard turns a Ctrl-C in the first moments into one word instead of a traceback
+    from ..cli.options import (BENCHMARKS, device_option, int_list, method_list, out_path, placement_options,
+                               positive, precision_option)
+
     p = argparse.ArgumentParser(prog="python -m metacl_lite.tools",
                                 description="MetaCL reproduction, the maintainers' tools: pages, README, speed, "
                                             "placement, GPU and browser checks.")
@@ -81,8 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = build_parser()
-    a, extra = p.parse_known_args(argv)
+    from ..cli import dispatch, interrupted
+
+    try:
+        from .commands import COMMANDS
+
+        p = build_parser()
+        a, extra = p.parse_known_args(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the options are read: nothing started
+        return interrupted()
     if a.cmd in ("gpu-check", "browser-check"):
         a.args = extra  # the script's own options, checked by its parser
     elif extra:
