@@ -250,6 +250,29 @@ def seeds_of(ev) -> dict:
             "logs": {k: len(ev.logs[k]["seeds"]) for k in ("speed", "angles") if k in ev.logs and ev.logs[k]["runs"]}}
 
 
+def quote(claim) -> str:
+    """A claim's words in the paper as a Markdown block quote, with where the paper says them."""
+    return f"> {claim.quote}\n>\n> — {claim.where}"
+
+
+#: Where the training logs of claims 5 and 6 come from (`evidence.dynamics_logs`' "source" kind), as chapter 7's
+#: evidence line names it.
+LOG_SOURCES = {"file": "read from `{path}`, made by `{command}`",
+               "live": "trained on this page (a live run; nothing written)",
+               "missing": "no training logs: {path} does not exist (`{command}` makes it)"}
+
+
+def logs_record(logs: dict) -> dict:
+    """The streams of claims 5 ("speed_") and 6 ("angles_"): K, tasks and seeds of each, and "source" (`LOG_SOURCES`
+    filled in); the streams' fields are absent without training logs."""
+    src = logs["source"]
+    out = {"source": LOG_SOURCES[src["kind"]].format(**src)}
+    for k in ("speed", "angles"):
+        if k in logs:
+            out.update({f"{k}_K": logs[k]["K"], f"{k}_tasks": logs[k]["n_tasks"], f"{k}_seeds": len(logs[k]["seeds"])})
+    return out
+
+
 def gaps_to_paper(benchmark: str, target: float) -> dict:
     """How near the paper a benchmark's results files land (`overview.overview_rows`): the K whose mean |ours −
     paper| ACC is within `target` ("near") and above it ("far"), each {K: gap, one decimal}; and the titles of the
