@@ -1,20 +1,27 @@
-"""Grading a class: many submissions of one assignment into one grade sheet, each in its own process and folder.
+"""Grading a class: many submissions of one assignment into one grade sheet; each student's code in a jail, the tests
+outside it.
 
     python -m metacl_lite assignments grade a1 submissions/ late.ipynb --out grades.csv --feedback feedback/
 
-Each submission (a notebook, or an otter export zip; a folder gives those it holds) is graded by otter-grader's
-autograder (`grading_worker`, visible and hidden tests) in a child process with a time limit, in a fresh temporary
-folder holding its own copy of the package, removed afterwards: one submission's file writes cannot change another's
-grade or the instructor's files. The grade sheet gets one row per submission (`submission`, the points of each
-question, `total`, `possible`: the assignment's full score, `status`: ok, timeout, crashed or `error: <why>`), written
-atomically after each row, so a rerun after Ctrl-C grades only the missing rows.
+Each submission (a notebook, or an otter export zip, of which only the notebook is read; a folder gives those it
+holds, symbolic links and files outside it refused) is graded by a trusted worker process (`grading_worker`) with a
+time limit: the submission's code runs in a jail (`jail`: an unprivileged user, its own PID, mount and network
+namespaces, a read-only view of the machine, no autograder, solution, package source or other submission in
+sight, limits), while the autograder's tests, visible and hidden, run in the worker and call the student's functions
+through a channel of plain data (`channel`). One submission cannot change another's grade, the autograder, the
+checkout or the environment. The grade sheet gets one row per submission (`submission`, the points of each question,
+`total`, `possible`: the autograded full score, `percent`, `status`: ok, timeout, crashed or `error: <why>`, each
+question's possible points, the assignment and the autograder's sha256), written atomically after each row under a
+lock, so a rerun after Ctrl-C grades only the missing rows (and those whose status is an error).
 """
 from __future__ import annotations
 
 import ast
 import csv
+import hashlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -22,18 +29,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..data.datafiles import data_root
 from ..paths import PACKAGE_DIR, REPO_ROOT
-from ..lab.atomic import write_text
-from .assignments import DIST_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
-from .grading_refs import startup_code
+from ..lab.atomic import check_writable, locked, write_text
+from .assignments import DIST_DIR, SOURCE_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
 
 FIXED = ("submission",)
-TAIL = ("total", "possible", "status")
+TAIL = ("total", "possible", "percent", "status")
 #: what a checkout's copy needs beside the package: the chapters that assignments run (a4 runs book/reproduce)
 COPIED = ("pyproject.toml", "book/reproduce")
 
@@ -79,88 +86,191 @@ def manual_column(q: str) -> str:
     return f"{q} (manual)"
 
 
-def find_submissions(paths: Sequence[Path]) -> list[Path]:
-    """The notebooks and zips named, or held by the named folders (recursively, checkpoints left out), in order."""
-    out: list[Path] = []
+#: the sheet's columns after the questions' points, and its record of what graded it
+META = ("assignment", "autograder_sha256")
+#: seconds per submission by default: a measured grading of the solution on a 2-core machine, times 3 or more
+#: (data_scripts/grading_times.py measures it; a4 trains two runs of the reproduction notebook, 55-65 s)
+DEFAULT_TIMEOUT = {"a1_dynamic_balance": 120, "a2_importance": 120, "a3_reptile": 120, "a4_experiment": 300}
+MAX_TIMEOUT = 24 * 3600
+MAX_NOTEBOOK = 64 * 2 ** 20
+#: the environment variables a jailed submission keeps (everything else is left out)
+PASSED_ENV = ("LANG", "LC_ALL", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ")
+
+
+class Submission(tuple):
+    """(key, path, refused): the sheet's key (the resolved path, relative to the working folder when inside it), the
+    file, and why it is refused (a symbolic link, a file outside its class folder) or None."""
+
+    key = property(lambda self: self[0])
+    path = property(lambda self: self[1])
+    refused = property(lambda self: self[2])
+
+
+def submission_key(p: Path) -> str:
+    """A submission's row key: its resolved path, relative to the working folder when inside it (so `subs/x.ipynb`,
+    `./subs/x.ipynb` and its absolute path are one row)."""
+    r = Path(os.path.abspath(p))
+    here = Path.cwd()
+    return str(r.relative_to(here)) if r.is_relative_to(here) else str(r)
+
+
+def _refusal(p: Path, folder: Optional[Path]) -> Optional[str]:
+    if p.is_symlink():
+        return "a symbolic link, not graded: hand in the notebook itself"
+    if folder is not None and not p.resolve().is_relative_to(folder.resolve()):
+        return f"outside the class folder {folder}, not graded"
+    return None
+
+
+def find_submissions(paths: Sequence[Path]) -> list[Submission]:
+    """The notebooks and zips named, or held by the named folders (recursively, checkpoints left out, symbolic links
+    not followed), in order, each with why it is refused (a symbolic link, a file outside its folder) or None."""
+    out: list[Submission] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(q for q in p.rglob("*") if q.suffix in (".ipynb", ".zip") and q.is_file()
-                           and ".ipynb_checkpoints" not in q.parts)
+        if p.is_dir() and not p.is_symlink():
+            found = []
+            for root, dirs, files in os.walk(p, followlinks=False):
+                dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints")
+                found += [Path(root) / f for f in files if Path(f).suffix in (".ipynb", ".zip")]
             if not found:
                 raise AssignmentError(f"{p} holds no notebooks (.ipynb) or otter exports (.zip)")
-            out += found
+            out += [Submission((submission_key(q), q, _refusal(q, p))) for q in sorted(found)]
+        elif p.is_symlink() and p.suffix in (".ipynb", ".zip"):
+            out.append(Submission((submission_key(p), p, _refusal(p, None))))
         elif p.is_file() and p.suffix in (".ipynb", ".zip"):
-            out.append(p)
+            out.append(Submission((submission_key(p), p, None)))
         elif p.exists():
             raise AssignmentError(f"{p} is neither a notebook (.ipynb), an otter export (.zip) nor a folder")
         else:
             raise AssignmentError(f"{p} does not exist")
     seen: set[str] = set()
-    return [p for p in out if not (str(p) in seen or seen.add(str(p)))]
+    return [s for s in out if not (s.key in seen or seen.add(s.key))]
+
+
+def notebook_bytes(path: Path, name: Optional[str] = None) -> bytes:
+    """The submitted notebook's bytes: the file, or the one notebook inside an otter export zip (only `.ipynb`
+    members are read; links, absolute or `..` paths and everything else in the zip are ignored)."""
+    path = Path(path)
+    if path.suffix != ".zip":
+        if path.stat().st_size > MAX_NOTEBOOK:
+            raise AssignmentError(f"{path} is over {MAX_NOTEBOOK >> 20} MB")
+        return path.read_bytes()
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = [m for m in z.infolist() if m.filename.endswith(".ipynb") and not m.is_dir()
+                       and not m.filename.startswith("/") and ".." not in m.filename.split("/")
+                       and "__MACOSX" not in m.filename and ".ipynb_checkpoints" not in m.filename
+                       and (m.external_attr >> 16) & 0o170000 != 0o120000 and m.file_size <= MAX_NOTEBOOK]
+            if len(members) > 1 and name:
+                mine = [m for m in members if f'"assignment_name": "{name}"' in z.read(m).decode("utf-8", "replace")]
+                members = mine or members
+            if len(members) != 1:
+                raise AssignmentError(f"{path} holds {len(members)} notebooks; an otter export holds one")
+            return z.read(members[0])
+    except zipfile.BadZipFile as e:
+        raise AssignmentError(f"{path} is not a zip file ({e})") from None
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    """Kill the worker and everything it started (the kernel runs in a session of its own)."""
+    """Kill the worker and everything it started (the jail's PID namespace dies with its first process)."""
     try:
         import psutil
 
         procs = psutil.Process(proc.pid).children(recursive=True)
     except Exception:  # noqa: BLE001 - gone already, or no psutil: the process group is all we can reach
         procs = []
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     for p in procs:
         try:
             p.kill()
         except Exception:  # noqa: BLE001
             pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
-def _sandbox(tmp: Path, name: str) -> dict:
-    """A copy of the package (and of what a checkout's copy needs) under tmp/repo, an IPython startup file that
-    withholds the assignment's references from the kernel (`grading_refs`); the child's environment."""
-    repo = tmp / "repo"
-    shutil.copytree(PACKAGE_DIR, repo / PACKAGE_DIR.name, ignore=shutil.ignore_patterns("__pycache__"))
+def _package_copy(pkg: Path, name: str) -> None:
+    """The package as the jail sees it: a copy whose withheld references are stubs, and what a checkout's copy needs
+    beside it (the chapters that assignments run)."""
+    from .grading_refs import sanitize
+
+    shutil.copytree(PACKAGE_DIR, pkg / PACKAGE_DIR.name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     for rel in COPIED:
         src = REPO_ROOT / rel
         if src.is_dir():
-            shutil.copytree(src, repo / rel)
+            shutil.copytree(src, pkg / rel)
         elif src.is_file():
-            shutil.copy2(src, repo / rel)
-    (tmp / "tmp").mkdir()
-    startup = tmp / "ipython" / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-withhold.py").write_text(startup_code(name))
-    env = dict(os.environ, PYTHONPATH=str(repo), TMPDIR=str(tmp / "tmp"), HOME=str(tmp),
-               IPYTHONDIR=str(startup.parents[1]), METACL_LITE_DATA=str(data_root()), METACL_LITE_PROGRESS="0")
-    return env
+            shutil.copy2(src, pkg / rel)
+    sanitize(pkg / PACKAGE_DIR.name, name)
 
 
-def grade_one(name: str, zip_path: Path, submission: Path, timeout: float) -> dict:
-    """Run the worker on one submission; its record (`questions`, or `error` / `crashed` / `timeout`)."""
+#: the worker processes running now (killed by an interrupted grade_many)
+LIVE: set = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidden: Sequence[Path] = ()) -> dict:
+    """Grade one submission: a trusted worker (`grading_worker`) runs the tests against its notebook's code, which
+    runs in a jail (`jail`); its record (`questions` and `cell_errors`, or `error` / `crashed` / `timeout`)."""
+    from . import jail
+
+    uid, gid = jail.ensure_user()
     tmp = Path(tempfile.mkdtemp(prefix="metacl-grade-"))
     try:
-        env = _sandbox(tmp, name)
-        sub = tmp / "submission"
-        sub.mkdir()
-        shutil.copy2(submission, sub / submission.name)
-        result = tmp / "result.json"
-        cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(Path(zip_path).resolve()),
-               str(sub / submission.name), str(result)]
-        proc = subprocess.Popen(cmd, cwd=tmp, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+        os.chmod(tmp, 0o711)
+        private, scratch, pkg = tmp / "private", tmp / "scratch", tmp / "pkg"
+        private.mkdir(mode=0o700)
+        scratch.mkdir()
+        pkg.mkdir()
+        nb = notebook_bytes(submission, name)
+        try:
+            doc = json.loads(nb.decode("utf-8"))
+            if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+                raise ValueError("no cells")
+        except ValueError as e:
+            return {"error": f"not a Jupyter notebook ({type(e).__name__})"}
+        doc.setdefault("metadata", {})["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                                        "language": "python"}  # whatever kernel it was saved with
+        notebook = scratch / f"{name}.ipynb"
+        notebook.write_text(json.dumps(doc))
+        for p in (scratch, notebook):
+            os.chown(p, uid, gid)
+        _package_copy(pkg, name)
+        shutil.copy2(zip_path, private / "autograder.zip")
+        result = private / "result.json"
+        keep_ro = [str(pkg)] + [str(p) for p in (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+                                                  data_root().resolve()) if p.is_dir()]
+        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+        env.update(PATH=f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", HOME=str(scratch),
+                   TMPDIR="/tmp", PYTHONPATH=str(pkg), METACL_LITE_DATA=str(data_root().resolve()),
+                   METACL_LITE_PROGRESS="0", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
+        env.setdefault("LANG", "C.UTF-8")
+        hide = [str(Path(p).resolve()) for p in (*hidden, DIST_DIR, SOURCE_DIR, PACKAGE_DIR, REPO_ROOT / ".git",
+                                                  REPO_ROOT / "dist", private, Path.home(), "/root")]
+        conf = {"notebook": str(notebook), "autograder": str(private / "autograder.zip"), "result": str(result),
+                "private": str(private), "cwd": str(scratch), "uid": uid, "gid": gid, "env": env,
+                "binds_rw": [str(scratch)], "binds_ro": keep_ro, "hidden": sorted(set(hide)),
+                "cpu_seconds": int(min(timeout * 4, MAX_TIMEOUT)) + 10}
+        (private / "worker.json").write_text(json.dumps(conf))
+        cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(private / "worker.json")]
+        proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, env=dict(os.environ, METACL_LITE_PROGRESS="0"))
+        with _LIVE_LOCK:
+            LIVE.add(proc)
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill(proc)
             return {"timeout": f"over {timeout:g} s"}
-        except BaseException:  # Ctrl-C: leave nothing running
+        except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: leave nothing running
             _kill(proc)
             raise
-        _kill(proc)  # a kernel left behind
+        finally:
+            with _LIVE_LOCK:
+                LIVE.discard(proc)
+        _kill(proc)  # anything left behind
         if result.is_file():
             return json.loads(result.read_text())
         last = (err or b"").decode(errors="replace").strip().splitlines()
@@ -174,19 +284,30 @@ def ordered(points: dict[str, float], manual: dict[str, float]) -> list[str]:
     return sorted({*points, *manual}, key=lambda q: (len(q), q))
 
 
+def possible_column(q: str) -> str:
+    return f"possible_{q}"
+
+
 def columns(points: dict[str, float], manual: dict[str, float]) -> list[str]:
     """The grade sheet's columns: submission, every question in order (those graded by hand as `q2 (manual)`),
-    total, possible, status."""
-    return [*FIXED, *(manual_column(q) if q in manual else q for q in ordered(points, manual)), *TAIL]
+    total, possible, percent, status, each question's possible points, assignment, autograder_sha256."""
+    qs = ordered(points, manual)
+    return [*FIXED, *(manual_column(q) if q in manual else q for q in qs), *TAIL,
+            *(possible_column(q) for q in qs), *META]
 
 
-def row(key: str, rec: dict, points: dict[str, float]) -> dict:
-    """The grade-sheet row of one record: the points of each autograded question, total and possible (the
-    autograded full score), status. The columns of the questions graded by hand are left empty."""
+def row(key: str, rec: dict, points: dict[str, float], manual: Optional[dict[str, float]] = None,
+        assignment: str = "", sha: str = "") -> dict:
+    """The grade-sheet row of one record: the points of each autograded question, total, possible (the autograded
+    full score) and percent, status, the possible points of each question, the assignment and its autograder's
+    sha256. The columns of the questions graded by hand are left empty."""
+    manual = manual or {}
     possible = sum(points.values())
     scores = {q: 0.0 for q in points}
     status = "ok"
-    if "questions" in rec:
+    if "refused" in rec:
+        status = "error: " + rec["refused"]
+    elif "questions" in rec:
         got = rec["questions"]
         for q in points:
             if q in got:
@@ -203,42 +324,113 @@ def row(key: str, rec: dict, points: dict[str, float]) -> dict:
         status = "crashed"
     else:
         status = "error: " + " ".join(str(rec.get("error", "no result")).split())
-    return {"submission": key, **{q: f"{s:g}" for q, s in scores.items()}, "total": f"{sum(scores.values()):g}",
-            "possible": f"{possible:g}", "status": status}
+    total = sum(scores.values())
+    return {"submission": key, **{q: f"{s:g}" for q, s in scores.items()}, "total": f"{total:g}",
+            "possible": f"{possible:g}", "percent": f"{100 * total / possible:.1f}" if possible else "",
+            "status": status, **{possible_column(q): f"{points.get(q, manual.get(q, 0)):g}"
+                                 for q in ordered(points, manual)},
+            "assignment": assignment, "autograder_sha256": sha}
 
 
-def feedback_text(key: str, rec: dict, r: dict, points: dict[str, float], manual: dict[str, float]) -> str:
-    """One submission's feedback: per question its points (or `manual` and its points, for a question graded by
-    hand), per test passed/failed (hidden ones marked), otter's message for a failure. Records, one a line."""
+def feedback_text(key: str, rec: dict, r: dict, points: dict[str, float], manual: dict[str, float],
+                  show_hidden: bool = False) -> str:
+    """One submission's feedback, like `otter grade --summaries`: per question its points (or `manual` and its
+    points), per test passed or failed with the student-visible message; a hidden test as `hidden test k` (its name
+    and message only with show_hidden); the notebook's cells that raised, with their error."""
     lines = [f"submission: {key}", f"status: {r['status']}", f"total: {r['total']} / {r['possible']}"]
     got = rec.get("questions", {})
     for q in ordered(points, manual):
         if q in manual:
             lines.append(f"{q}: manual / {manual[q]:g}")
             continue
-        pts = points[q]
-        lines.append(f"{q}: {r[q]} / {pts:g}")
+        lines.append(f"{q}: {r[q]} / {points[q]:g}")
+        k = 0
         for t in got.get(q, {}).get("tests", []):
             mark = "passed" if t["passed"] else "failed"
+            if t["hidden"]:
+                k += 1
+                if not show_hidden:
+                    lines.append(f"  hidden test {k} {mark}")
+                    continue
             hidden = " (hidden)" if t["hidden"] else ""
             msg = "" if t["passed"] or not t["message"] else ": " + " | ".join(t["message"].splitlines())
             lines.append(f"  {mark} {t['test']}{hidden}{msg}")
-    for k in ("timeout", "crashed", "error"):
+    for e in rec.get("cell_errors", []):
+        lines.append(f"cell {e['cell']} raised ({e['line']}): {e['error']}")
+    for k in ("timeout", "crashed", "error", "refused"):
         if k in rec:
             lines.append(f"{k}: {rec[k]}")
     return "\n".join(lines) + "\n"
 
 
-def read_sheet(path: Path, columns: list[str]) -> list[dict]:
-    """The rows already in a grade sheet (none if it does not exist); a sheet of other columns is an error."""
-    if not path.is_file():
+def written_answers(nb_bytes: bytes, key: str, manual: dict[str, float]) -> str:
+    """The written answers of a submission as Markdown: for each question graded by hand, its prompt's first line
+    and the cells that follow it up to the next question."""
+    try:
+        cells = json.loads(nb_bytes.decode("utf-8")).get("cells", [])
+    except (ValueError, AttributeError):
+        cells = []
+    text = [f"# Written answers: {key}", ""]
+
+    def src(c) -> str:
+        s = c.get("source", "") if isinstance(c, dict) else ""
+        return "".join(s) if isinstance(s, list) else str(s)
+
+    for q in sorted(manual, key=lambda q: (len(q), q)):
+        mark = f"**Question {q[1:]}**"
+        at = next((i for i, c in enumerate(cells) if mark in src(c)), None)
+        text += [f"## {q} ({manual[q]:g} points, graded by hand)", ""]
+        if at is None:
+            text += ["(the question's cell is missing)", ""]
+            continue
+        text += ["> " + src(cells[at]).strip().splitlines()[0][:300], ""]
+        for c in cells[at + 1:]:
+            s = src(c)
+            if "**Question " in s or "grader." in s or "# BEGIN QUESTION" in s:
+                break
+            if c.get("cell_type") == "code":
+                text += ["```python", s.rstrip(), "```", ""]
+            else:
+                text += [s.rstrip(), ""]
+    return "\n".join(text) + "\n"
+
+
+def _sheet_error(path: Path, why: str) -> AssignmentError:
+    return AssignmentError(f"{path} {why}; give another --out (or remove the file)")
+
+
+def read_sheet(path: Path, cols: list[str], assignment: Optional[str] = None) -> list[dict]:
+    """The rows already in a grade sheet (none if it does not exist). Refused with a message that says why: a sheet
+    of another assignment (by its `assignment` column), an empty file, a byte-order mark, not UTF-8, not CSV (a
+    results JSON), other columns."""
+    path = Path(path)
+    if not path.exists():
         return []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames != columns:
-            raise AssignmentError(f"{path} has the columns {reader.fieldnames}, not {columns}: it is the sheet of "
-                                  "another assignment; give another --out")
-        return list(reader)
+    if not path.is_file():
+        raise _sheet_error(path, "is not a file")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise _sheet_error(path, "is empty (not even a header)")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise _sheet_error(path, "starts with a UTF-8 byte-order mark (saved by a spreadsheet?): save it as plain "
+                                 "CSV UTF-8 without BOM")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _sheet_error(path, "is not UTF-8 text") from None
+    if text.lstrip()[:1] in "{[":
+        raise _sheet_error(path, "is JSON (a results file?), not a CSV grade sheet")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = list(reader)
+    names = {r.get("assignment") for r in rows} - {None, ""}
+    if "assignment" in (reader.fieldnames or []) and assignment and names and names != {assignment}:
+        raise _sheet_error(path, f"is the sheet of {', '.join(sorted(names))}, not of {assignment}")
+    if reader.fieldnames != cols:
+        extra = sorted(set(reader.fieldnames or []) - set(cols))
+        lack = sorted(set(cols) - set(reader.fieldnames or []))
+        raise _sheet_error(path, f"is not a grade sheet of {assignment or 'this assignment'} with this grader's "
+                                 f"columns (extra: {', '.join(extra) or 'none'}; missing: {', '.join(lack) or 'none'})")
+    return rows
 
 
 def write_sheet(path: Path, columns: list[str], rows: list[dict]) -> None:
@@ -249,51 +441,163 @@ def write_sheet(path: Path, columns: list[str], rows: list[dict]) -> None:
     write_text(path, buf.getvalue())
 
 
-def feedback_name(key: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", key.lstrip("./")) + ".txt"
+def feedback_name(key: str, suffix: str = ".txt") -> str:
+    """A file name for a submission's feedback: its key made safe, with a short hash of the key when making it safe
+    changed it (so `x/y.ipynb`, `x y.ipynb` and `x_y.ipynb` get three files)."""
+    safe = re.sub(r"[^\w.-]+", "_", key.lstrip("./")) or "submission"
+    if safe != key:
+        safe += "-" + hashlib.sha256(key.encode()).hexdigest()[:8]
+    return safe + suffix
 
 
-def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[Path] = None, timeout: float = 600,
-               dist: Path = DIST_DIR, on_row: Optional[Callable[[dict], None]] = None) -> list[dict]:
-    """Grade every submission under `paths` that `out` does not already have a row for; returns all rows."""
+def _check_folder(path: Optional[Path], option: str) -> None:
+    if path is None:
+        return
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise AssignmentError(f"{option} {path} is a file; give a folder for one file per submission")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    try:
+        fd, name = tempfile.mkstemp(dir=probe, prefix=".metacl-write-check-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as e:
+        raise AssignmentError(f"cannot write {option} {path}: {e.strerror} in {probe}; give another folder") from None
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[Path] = None,
+               timeout: Optional[float] = None, dist: Path = DIST_DIR, on_row: Optional[Callable[[dict], None]] = None,
+               jobs: int = 1, show_hidden: bool = False, answers: Optional[Path] = None) -> list[dict]:
+    """Grade every submission under `paths` that `out` has no row for (or a row whose status is an error), `jobs` at
+    a time; returns all rows. The sheet is locked while grading; everything is checked before the first submission."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import jail
+    from ..errors import OutputError
+
     name = full_name(name)
+    timeout = timeout or DEFAULT_TIMEOUT.get(name, 600)
     subs = find_submissions(paths)
-    zip_path = ensure_autograder(name, dist)
-    points, manual = question_points(zip_path), manual_points(name)
-    cols = columns(points, manual)
     out = Path(out)
-    rows = read_sheet(out, cols)
-    done = {r["submission"] for r in rows}
-    for sub in subs:
-        key = str(sub)
-        if key in done:
-            continue
-        rec = grade_one(name, zip_path, sub, timeout)
-        r = row(key, rec, points)
-        if feedback is not None:
-            write_text(Path(feedback) / feedback_name(key), feedback_text(key, rec, r, points, manual))
-        rows.append(r)
-        done.add(key)
-        write_sheet(out, cols, rows)
-        if on_row:
-            on_row(r)
-    if not out.exists():
-        write_sheet(out, cols, rows)
-    return rows
+    try:
+        check_writable(out, "give another --out")
+    except OutputError as e:
+        raise AssignmentError(str(e)) from None
+    _check_folder(feedback, "--feedback")
+    _check_folder(answers, "--answers")
+    try:
+        jail.check_available()
+        jail.ensure_user()
+    except jail.JailUnavailable as e:
+        raise AssignmentError(f"cannot grade here: {e}") from None
+    folders = {Path(p).resolve() if Path(p).is_dir() else Path(p).resolve().parent for p in paths}
+    hidden = [*folders, *(Path(x).resolve() for x in (feedback, answers) if x is not None), out.resolve()]
+    holder = Path(tempfile.mkdtemp(prefix="metacl-grade-autograder-"))
+    try:
+        zip_path = holder / "autograder.zip"  # a private copy: regenerating dist/ meanwhile changes nothing here
+        shutil.copy2(ensure_autograder(name, dist), zip_path)
+        sha = sha256(zip_path)
+        points, manual = question_points(zip_path), manual_points(name)
+        cols = columns(points, manual)
+        with locked(out, wait=False):
+            rows = {r["submission"]: r for r in read_sheet(out, cols, name)}
+            order = list(rows)
+            todo = [s for s in subs if s.key not in rows or rows[s.key]["status"].startswith("error")]
+            for s in subs:
+                if s.key not in order:
+                    order.append(s.key)
+
+            def work(s: Submission) -> dict:
+                if s.refused:
+                    return {"refused": s.refused}
+                try:
+                    return grade_one(name, zip_path, s.path, timeout, hidden)
+                except AssignmentError as e:
+                    return {"error": str(e)}
+
+            def done(s: Submission, rec: dict) -> None:
+                r = row(s.key, rec, points, manual, name, sha)
+                if feedback is not None:
+                    write_text(Path(feedback) / feedback_name(s.key),
+                               feedback_text(s.key, rec, r, points, manual, show_hidden))
+                if answers is not None and manual and not s.refused:
+                    try:
+                        nb = notebook_bytes(s.path, name)
+                    except (AssignmentError, OSError):
+                        nb = b""
+                    write_text(Path(answers) / feedback_name(s.key, ".md"), written_answers(nb, s.key, manual))
+                rows[s.key] = r
+                write_sheet(out, cols, [rows[k] for k in order if k in rows])
+                if on_row:
+                    on_row(r)
+
+            pool = ThreadPoolExecutor(max(1, jobs))
+            try:
+                futures = [(s, pool.submit(work, s)) for s in todo]
+                for s, f in futures:
+                    done(s, f.result())
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                with _LIVE_LOCK:
+                    live = list(LIVE)
+                for p in live:
+                    _kill(p)
+                pool.shutdown(wait=True)
+                raise
+            pool.shutdown(wait=True)
+            if not out.exists():
+                write_sheet(out, cols, [])
+        return [rows[k] for k in order if k in rows]
+    finally:
+        shutil.rmtree(holder, ignore_errors=True)
+
+
+def check_timeout(t: Optional[float]) -> Optional[float]:
+    """--timeout: a number of seconds in (0, 24 h], or None (the assignment's default)."""
+    if t is None:
+        return None
+    if not math.isfinite(t) or t <= 0 or t > MAX_TIMEOUT:
+        raise AssignmentError(f"--timeout must be a number of seconds between 0 and {MAX_TIMEOUT} (24 h), got {t:g}")
+    return t
 
 
 def add_parser(ssub) -> None:
     """The `assignments grade` subcommand's arguments."""
     sr = ssub.add_parser("grade", help="the autograder: visible and hidden tests on submissions, a grade sheet",
                          description="grade ASSIGNMENT PATH... (a1..a4 or the full name; notebooks, folders, otter "
-                                     "zips) into a CSV grade sheet; or grade NOTEBOOK for one notebook's score")
+                                     "zips) into a CSV grade sheet; or grade NOTEBOOK for one notebook's score. "
+                                     "Each submission's code runs in a jail, the tests outside it (needs root).")
     sr.add_argument("args", nargs="+", metavar="ASSIGNMENT PATH", help="the assignment, then the submissions")
     sr.add_argument("--out", type=Path, default=Path("grades.csv"), help="the grade sheet (default grades.csv); "
-                    "rows already in it are kept and not graded again")
+                    "rows already in it are kept and not graded again (rows whose status is an error are)")
     sr.add_argument("--feedback", type=Path, default=None, help="a folder for one feedback file per submission")
-    sr.add_argument("--timeout", type=float, default=600, help="seconds per submission (default 600)")
+    sr.add_argument("--show-hidden", action="store_true", help="name the hidden tests and their messages in the "
+                    "feedback (default: `hidden test k failed`)")
+    sr.add_argument("--answers", type=Path, default=None, help="a folder for one Markdown file of written answers "
+                    "per submission")
+    sr.add_argument("--timeout", type=float, default=None, help="seconds per submission (default: the assignment's, "
+                    + ", ".join(f"{k.split('_')[0]} {v}" for k, v in DEFAULT_TIMEOUT.items()) + ")")
+    sr.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     sr.add_argument("--dist", type=Path, default=None, help="where the autograders are (default dist/assignments)")
     sr.set_defaults(run=command)
+
+
+def _signals_interrupt() -> None:
+    """SIGTERM and SIGHUP stop grading as Ctrl-C does: workers and jails killed, the rows done kept."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, stop)
+        except (ValueError, OSError):
+            pass
 
 
 def command(a) -> int:
@@ -302,20 +606,39 @@ def command(a) -> int:
 
     dist = a.dist or DIST_DIR
     first, paths = a.args[0], [Path(p) for p in a.args[1:]]
-    if a.timeout <= 0:
-        raise AssignmentError(f"--timeout must be positive, got {a.timeout:g}")
+    timeout = check_timeout(a.timeout)
+    if not 1 <= a.jobs <= 64:
+        raise AssignmentError(f"--jobs must be between 1 and 64, got {a.jobs}")
+    _signals_interrupt()
+    if not paths and first.endswith((".ipynb", ".zip")) and not Path(first).is_file():
+        raise AssignmentError(f"{first} does not exist" if not Path(first).exists() else f"{first} is not a file")
     if not paths and Path(first).is_file():  # one notebook: its scores on stdout
-        name = assignment_name(Path(first))
-        zip_path = ensure_autograder(name, dist)
-        points, manual = question_points(zip_path), manual_points(name)
-        r = row(first, grade_one(name, zip_path, Path(first), a.timeout), points)
+        from . import jail
+
+        name = assignment_name(Path(first)) if first.endswith(".ipynb") else None
+        if name is None:
+            raise AssignmentError(f"give the assignment before a zip: grade a1 {first}")
+        try:
+            jail.check_available()
+        except jail.JailUnavailable as e:
+            raise AssignmentError(f"cannot grade here: {e}") from None
+        holder = Path(tempfile.mkdtemp(prefix="metacl-grade-autograder-"))
+        try:
+            zip_path = holder / "autograder.zip"
+            shutil.copy2(ensure_autograder(name, dist), zip_path)
+            points, manual = question_points(zip_path), manual_points(name)
+            rec = grade_one(name, zip_path, Path(first), timeout or DEFAULT_TIMEOUT.get(name, 600))
+        finally:
+            shutil.rmtree(holder, ignore_errors=True)
+        r = row(first, rec, points, manual, name)
         for q in ordered(points, manual):
             print(f"{q}: {r[q]} / {points[q]:g}" if q in points else f"{q}: manual / {manual[q]:g}")
         print(f"total: {r['total']} / {r['possible']}" + ("" if r["status"] == "ok" else f"\nstatus: {r['status']}"))
         return 0
     if not paths:
         raise AssignmentError(f"give the submissions to grade after the assignment: grade {first} PATH...")
-    rows = grade_many(first, paths, a.out, a.feedback, a.timeout, dist,
+    rows = grade_many(first, paths, a.out, a.feedback, timeout, dist, jobs=a.jobs, show_hidden=a.show_hidden,
+                      answers=a.answers,
                       on_row=lambda r: print(f"{r['submission']}: {r['total']} / {r['possible']} {r['status']}"))
     print(f"{len(rows)} rows in {a.out}")
     return 0

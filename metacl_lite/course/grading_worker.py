@@ -1,26 +1,147 @@
-"""One submission graded by otter-grader, in the process that `grading.grade_one` starts for it (its own folder, its
-own copy of the package, a time limit). Writes the results as a JSON record; an error that stopped grading is written
-as `{"error": ...}` (a kernel that died as `{"crashed": ...}`).
+"""One submission graded: the trusted side. `grading.grade_one` starts this process for each submission.
 
-    python -m metacl_lite.course.grading_worker AUTOGRADER.zip SUBMISSION RESULT.json
+    python -m metacl_lite.course.grading_worker CONFIG.json
+
+It starts the jail (`jail`) on the submission's notebook, waits for its cells to run (`jail_runner`), then runs the
+autograder's tests, visible and hidden, here, in this process, with otter's test files from the grader's private copy
+of the autograder zip. A test's arguments (`my_lambda`, `model`, ...) are stand-ins: calling one sends the arguments as
+plain data (`channel`) to the jail and returns the result decoded afresh, so a student's code never runs here and
+never sees a test, a reference or the grader. Writes the record as JSON: per question its score, per test whether it
+passed and otter's message, the student cells that raised; `{"error": ...}` or `{"crashed": ...}` when grading could
+not run the tests.
 """
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 
 def one_line(e: BaseException) -> str:
-    return f"{type(e).__name__}: " + " ".join(str(e).split())[:160]
+    return f"{type(e).__name__}: " + " ".join(str(e).split())[:300]
+
+
+class SubmissionError(AssertionError):
+    """What the submission's code did wrong when a test called it (raised, returned what cannot cross, ended)."""
+
+
+class Jail:
+    """The jailed runner and its two pipes."""
+
+    def __init__(self, conf: dict):
+        from . import jail
+
+        r_req, w_req = os.pipe()
+        r_rep, w_rep = os.pipe()
+        for fd in (r_req, w_rep):
+            os.set_inheritable(fd, True)
+        conf["runner_args"] = [conf["notebook"], str(r_req), str(w_rep)]
+        conf["fds"] = [r_req, w_rep]
+        cfg = Path(conf["private"]) / "jail.json"
+        cfg.write_text(json.dumps(conf))
+        self.log = open(Path(conf["private"]) / "jail.log", "wb")
+        self.proc = subprocess.Popen(jail.command(cfg), pass_fds=(r_req, w_rep), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=jail._pdeathsig)
+        os.close(r_req)
+        os.close(w_rep)
+        self.w, self.r = os.fdopen(w_req, "wb"), os.fdopen(r_rep, "rb")
+        self.gone = False
+
+    def receive(self) -> dict:
+        from .channel import MAX_MESSAGE, loads
+
+        line = self.r.readline(MAX_MESSAGE) if not self.gone else b""
+        if not line:
+            self.gone = True
+            raise SubmissionError("the submission's process ended (os._exit, a crash, or memory)")
+        return loads(line)
+
+    def request(self, msg: dict) -> dict:
+        from .channel import dumps
+
+        if self.gone:
+            raise SubmissionError("the submission's process ended (os._exit, a crash, or memory)")
+        try:
+            self.w.write(dumps(msg))
+            self.w.flush()
+        except (BrokenPipeError, OSError):
+            self.gone = True
+            raise SubmissionError("the submission's process ended (os._exit, a crash, or memory)") from None
+        return self.receive()
+
+    def close(self) -> None:
+        for f in (self.w, self.r):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()  # the jail's first process: the PID namespace, every process of the submission, dies
+        self.proc.wait()
+        self.log.close()
+
+    def last_error(self) -> str:
+        lines = Path(self.log.name).read_bytes()[-4000:].decode(errors="replace").strip().splitlines()
+        return lines[-1][:200] if lines else f"exit status {self.proc.poll()}"
+
+
+class StudentFunction:
+    """A stand-in for the student's function `name`: arguments go to the jail as plain data, the result comes back
+    as plain data; networks passed in are updated as the student's call left them."""
+
+    def __init__(self, jail: Jail, name: str):
+        self._jail, self.__name__ = jail, name
+
+    def __call__(self, *args, **kwargs):
+        from .channel import ChannelError, decode, encode
+
+        reply = self._jail.request({"op": "call", "name": self.__name__, "args": encode(list(args)),
+                                    "kwargs": encode(kwargs)})
+        if "raised" in reply:
+            raise SubmissionError(f"{self.__name__} raised {reply['raised']}")
+        try:
+            value = decode(reply.get("value"))
+            for i, spec in (reply.get("modules") or {}).items():
+                net = decode(spec)
+                with __import__("torch").no_grad():
+                    for p, q in zip(args[int(i)].state_dict().values(), net.state_dict().values()):
+                        p.copy_(q)
+        except (ChannelError, ValueError, KeyError, IndexError, TypeError, RuntimeError) as e:
+            raise SubmissionError(f"{self.__name__} returned what the grader cannot read: {one_line(e)}") from None
+        return value
+
+
+class Env(dict):
+    """The notebook's global names as the tests see them: functions as stand-ins, values as plain data copies."""
+
+    def __init__(self, jail: Jail):
+        super().__init__()
+        self._jail = jail
+
+    def get(self, name, default=None):
+        from .channel import ChannelError, decode
+
+        if name not in self:
+            try:
+                kind = self._jail.request({"op": "kind", "name": name}).get("kind")
+                if kind == "function":
+                    self[name] = StudentFunction(self._jail, name)
+                elif kind == "value":
+                    reply = self._jail.request({"op": "get", "name": name})
+                    self[name] = decode(reply["value"]) if "value" in reply else default
+                else:
+                    return default
+            except (SubmissionError, ChannelError, KeyError, ValueError, TypeError, RuntimeError):
+                return default
+        return dict.get(self, name, default)
 
 
 def test_names(zip_path: str) -> dict[str, list[str]]:
-    """Each question's test functions, in order (`test_q1_branches`, ...), read from the autograder's test files;
-    otter's results name them `q1 - 1`, `q1 - 2` (the function is not kept)."""
-    import re
-    import zipfile
-
+    """Each question's test functions, in order (`test_q1_branches`, ...), read from the autograder's test files."""
     out = {}
     with zipfile.ZipFile(zip_path) as z:
         for member in z.namelist():
@@ -30,37 +151,50 @@ def test_names(zip_path: str) -> dict[str, list[str]]:
     return out
 
 
-def record(results, names: dict[str, list[str]]) -> dict:
-    """The JSON-able facts of otter's GradingResults: per question its score and possible points, per test case
-    whether it passed, hidden or not, and otter's message (first lines)."""
-    e = results._catastrophic_error
-    if isinstance(e, EOFError):  # otter's results file is empty: the kernel's grading cell never finished
-        why = f"the grading cell ended before writing results (sys.exit? {one_line(e)})"
-        return {"error": why}
-    if e is not None:
-        return {"error": one_line(e)}
+def run_tests(zip_path: str, env: Env) -> dict:
+    """Every test file of the autograder run against `env`: per question score, possible, tests."""
+    from otter.test_files import ExceptionTestFile
+
+    names = test_names(zip_path)
     questions = {}
-    for q, tf in sorted(results.results.items()):
-        own = names.get(q, [])
-        tests = [{"test": own[i] if len(own) == len(tf.test_case_results) else r.test_case.name,
-                  "hidden": bool(r.test_case.hidden), "passed": bool(r.passed),
-                  "message": "\n".join((r.message or "").strip().splitlines()[-3:])}
-                 for i, r in enumerate(tf.test_case_results)]
-        questions[q] = {"score": float(tf.score), "possible": float(tf.possible), "tests": tests}
-    return {"questions": questions}
+    with zipfile.ZipFile(zip_path) as z:
+        for member in sorted(z.namelist()):
+            m = re.fullmatch(r"tests/(\w+)\.py", member)
+            if not m:
+                continue
+            tf = ExceptionTestFile.from_string(z.read(member).decode(), path=member)
+            tf.run(env)
+            own = names.get(m.group(1), [])
+            tests = [{"test": own[i] if len(own) == len(tf.test_case_results) else r.test_case.name,
+                      "hidden": bool(r.test_case.hidden), "passed": bool(r.passed),
+                      "message": "\n".join((r.message or "").strip().splitlines()[-3:])}
+                     for i, r in enumerate(tf.test_case_results)]
+            questions[m.group(1)] = {"score": float(tf.score), "possible": float(tf.possible), "tests": tests}
+    return questions
+
+
+def grade(conf: dict) -> dict:
+    jail = Jail(conf)
+    try:
+        try:
+            executed = jail.receive()
+        except SubmissionError:
+            return {"crashed": f"the submission's process ended while its notebook ran ({jail.last_error()})"}
+        errors = executed.get("errors") if isinstance(executed.get("errors"), list) else []
+        cells = [{"cell": int(e["cell"]), "line": str(e["line"])[:120], "error": str(e["error"])[:300]}
+                 for e in errors[:50] if isinstance(e, dict) and {"cell", "line", "error"} <= set(e)]
+        return {"questions": run_tests(conf["autograder"], Env(jail)), "cell_errors": cells}
+    finally:
+        jail.close()
 
 
 def main(argv=None) -> int:
-    zip_path, submission, out = (argv or sys.argv[1:])[:3]
+    conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     try:
-        from otter.api import grade_submission
-
-        rec = record(grade_submission(str(Path(submission).resolve()), str(zip_path), quiet=True),
-                     test_names(zip_path))
+        rec = grade(conf)
     except Exception as e:  # noqa: BLE001 - every failure becomes the submission's status
-        dead = type(e).__name__ == "DeadKernelError" or "DeadKernelError" in repr(e) or "died" in str(e)
-        rec = {"crashed" if dead else "error": one_line(e)}
-    Path(out).write_text(json.dumps(rec))
+        rec = {"error": one_line(e)}
+    Path(conf["result"]).write_text(json.dumps(rec))
     return 0
 
 
