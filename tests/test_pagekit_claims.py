@@ -163,6 +163,8 @@ def test_committed_summary(committed):
     assert behind["6"] == "PI-MetaCL-β − PI-MetaCL-λ, mean ⟨g1, gx⟩ on the last task at K = 50: +11.3°, p(Holm) < 0.001"
     assert K.head_record(heads["2b"])["parts"] == \
         "ACC (6 of 6 inconclusive), BT (1 of 4 refuted, 3 inconclusive), FA (2 of 4 confirmed, 1 refuted, 1 inconclusive)"
+    assert [K.head_record(heads[c])["part_kind"] for c in ("1", "5", "6", "7")] == [
+        "metric", "method pair", "statistic", "control"]
     assert K.verdicts(heads.values()) == {"1": S.INCONCLUSIVE, "2a": S.REFUTED, "2b": S.REFUTED, "3": S.REFUTED,
                                          "4": S.INCONCLUSIVE, "5": S.CONFIRMED, "6": S.CONFIRMED, "7": S.REFUTED}
 
