@@ -199,3 +199,11 @@ def test_committed_basis_and_gaps(committed):
         "near": {20: "1.7"}, "far": {50: "3.2", 200: "3.2", 500: "6.3"},
         "without": {"Split CIFAR-100": "Table 2", "Split CUB-200": "Table 3"}, "partly": []}
     assert K.quote(C.CLAIMS[0]) == f"> {C.CLAIMS[0].quote}\n>\n> — {C.CLAIMS[0].where}"
+
+
+def test_table_md_keeps_cells_as_written():
+    import pandas as pd
+
+    md = K.table_md(pd.DataFrame({"#": ["{ref}`1 <claim-1>`"], "K": ["020"], "v": ["**refuted** / refuted"]})).data
+    assert md.splitlines()[0].split("|")[1:-1] == [" #                  ", " K   ", " v                     "]
+    assert "| {ref}`1 <claim-1>` | 020 | **refuted** / refuted |" in md  # no index, "020" not read as a number

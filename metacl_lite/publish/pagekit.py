@@ -93,6 +93,14 @@ def paper_against_record(o: dict, benchmark: str) -> dict:
             "ours": pts(o["mean"], o["unit"], "+.2f"), "p_holm": _S.format_p(o["p_holm"])}
 
 
+def table_md(frame):
+    """A table for a page's `{glue:md}` block: `frame` as Markdown (no index, numbers as formatted), so that its
+    cells' Markdown (a link, bold) renders."""
+    from IPython.display import Markdown
+
+    return Markdown(frame.to_markdown(index=False, disable_numparse=True))
+
+
 def summary_table(heads: list[dict]):
     """Chapter 7's summary: one row per claim, its number a link to its section, its title, verdict and the test
     behind it (`number_behind`)."""
