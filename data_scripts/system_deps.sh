@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The system packages `make test` needs beyond Python's: Debian's chromium (the headless-browser checks of the built
-# book) and g++ (torch.compile's inductor, for the compiled-gradient tests). Each is installed with apt only when it
-# is missing (as root, or through sudo), so on a machine that has them this does nothing.
+# book), g++ (torch.compile's inductor, for the compiled-gradient tests), and the tools of the grading jail
+# (metacl_lite/course/jail.py): unshare and mount (util-linux, mount), ip (iproute2), useradd (passwd). Each is
+# installed with apt only when it is missing (as root, or through sudo), so on a machine that has them this does
+# nothing.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+command -v mount >/dev/null 2>&1 || need+=(mount)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v useradd >/dev/null 2>&1 || need+=(passwd)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -13,6 +13,7 @@ import base64
 import io
 import json
 from pathlib import Path, PurePath
+from typing import Optional
 
 #: the largest message either side reads (bytes): a line longer than this ends the conversation
 MAX_MESSAGE = 256 * 2 ** 20
@@ -81,8 +82,16 @@ def module_from_spec(spec: dict):
     return net
 
 
-def encode(v, depth: int = 0):
-    """`v` as JSON-able plain data (tagged where JSON has no type); anything else raises ChannelError."""
+#: the largest file the grader ships to the jail as an argument
+MAX_FILE = 64 * 2 ** 20
+
+
+def encode(v, depth: int = 0, ship: bool = False):
+    """`v` as JSON-able plain data (tagged where JSON has no type); anything else raises ChannelError. With ship (the
+    grader's arguments), a path to a file of the grader's goes as its name and bytes (the jail sees none of its
+    files) and arrives as a path to a copy in the jail's scratch folder."""
+    if ship and isinstance(v, PurePath) and Path(v).is_file() and Path(v).stat().st_size <= MAX_FILE:
+        return {"file": [Path(v).name, base64.b64encode(Path(v).read_bytes()).decode("ascii")]}
     if depth > MAX_DEPTH:
         raise ChannelError("a value nested too deeply")
     if v is None or isinstance(v, (bool, str)):
@@ -105,11 +114,11 @@ def encode(v, depth: int = 0):
     if isinstance(v, PurePath):
         return {"path": str(v)}
     if isinstance(v, tuple):
-        return {"tuple": [encode(x, depth + 1) for x in v]}
+        return {"tuple": [encode(x, depth + 1, ship) for x in v]}
     if isinstance(v, list):
-        return [encode(x, depth + 1) for x in v]
+        return [encode(x, depth + 1, ship) for x in v]
     if isinstance(v, dict):
-        return {"dict": [[encode(k, depth + 1), encode(x, depth + 1)] for k, x in v.items()]}
+        return {"dict": [[encode(k, depth + 1, ship), encode(x, depth + 1, ship)] for k, x in v.items()]}
     mod = type(v).__module__.split(".")[0]
     if mod == "torch":
         import torch
@@ -130,30 +139,38 @@ def encode(v, depth: int = 0):
                        "paths, arrays, tensors, mlp networks and DataFrames can)")
 
 
-def decode(d, depth: int = 0):
-    """The value that `encode` described, built afresh from plain data."""
+def decode(d, depth: int = 0, landing: Optional[Path] = None):
+    """The value that `encode` described, built afresh from plain data; shipped files are written under `landing`
+    (the jail's side only: the grader refuses them)."""
     if depth > MAX_DEPTH:
         raise ChannelError("a value nested too deeply")
     t = type(d)
     if d is None or t in (bool, int, float, str):
         return d
     if t is list:
-        return [decode(x, depth + 1) for x in d]
+        return [decode(x, depth + 1, landing) for x in d]
     if t is not dict or len(d) != 1:
         raise ChannelError("a message that is not plain data")
     (tag, body), = d.items()
     if tag == "tuple" and type(body) is list:
-        return tuple(decode(x, depth + 1) for x in body)
+        return tuple(decode(x, depth + 1, landing) for x in body)
     if tag == "dict" and type(body) is list:
         out = {}
         for pair in body:
             if type(pair) is not list or len(pair) != 2:
                 raise ChannelError("a dict entry that is not a pair")
-            k = decode(pair[0], depth + 1)
+            k = decode(pair[0], depth + 1, landing)
             if type(k) not in (bool, int, float, str, type(None), tuple):
                 raise ChannelError("a dict key that is not a number, string or tuple")
-            out[k] = decode(pair[1], depth + 1)
+            out[k] = decode(pair[1], depth + 1, landing)
         return out
+    if tag == "file" and landing is not None and type(body) is list and len(body) == 2:
+        import tempfile
+
+        name = Path(str(body[0])).name or "file"
+        where = Path(tempfile.mkdtemp(dir=landing)) / name
+        where.write_bytes(base64.b64decode(str(body[1]).encode("ascii")))
+        return where
     if tag == "path" and type(body) is str:
         return Path(body)
     if tag == "ndarray":

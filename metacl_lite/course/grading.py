@@ -383,7 +383,8 @@ def written_answers(nb_bytes: bytes, key: str, manual: dict[str, float]) -> str:
         if at is None:
             text += ["(the question's cell is missing)", ""]
             continue
-        text += ["> " + src(cells[at]).strip().splitlines()[0][:300], ""]
+        prompt = [s for s in src(cells[at]).strip().splitlines() if s.strip() and not s.startswith("<!--")]
+        text += ["> " + (prompt[0][:300] if prompt else mark), ""]
         for c in cells[at + 1:]:
             s = src(c)
             if "**Question " in s or "grader." in s or "# BEGIN QUESTION" in s:

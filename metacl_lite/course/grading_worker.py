@@ -99,8 +99,8 @@ class StudentFunction:
     def __call__(self, *args, **kwargs):
         from .channel import ChannelError, decode, encode
 
-        reply = self._jail.request({"op": "call", "name": self.__name__, "args": encode(list(args)),
-                                    "kwargs": encode(kwargs)})
+        reply = self._jail.request({"op": "call", "name": self.__name__, "args": encode(list(args), ship=True),
+                                    "kwargs": encode(kwargs, ship=True)})
         if "raised" in reply:
             raise SubmissionError(f"{self.__name__} raised {reply['raised']}")
         try:
@@ -190,6 +190,7 @@ def grade(conf: dict) -> dict:
 
 def main(argv=None) -> int:
     conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    os.chdir(conf["cwd"])  # the notebook's relative paths (a4's results files) name files of its scratch folder
     try:
         rec = grade(conf)
     except Exception as e:  # noqa: BLE001 - every failure becomes the submission's status

@@ -47,11 +47,16 @@ def answer(ns: dict, msg: dict) -> dict:
         return {"kind": "missing"} if op == "kind" else {"raised": f"NameError: {name!r} is not defined"}
     value = ns[name]
     if op == "kind":
-        return {"kind": "function" if callable(value) and not isinstance(value, type) else "value"}
+        module = sys.modules.get("torch") and isinstance(value, sys.modules["torch"].nn.Module)
+        return {"kind": "function" if callable(value) and not isinstance(value, type) and not module else "value"}
     if op == "get":
         return {"value": encode(value)}
     if op == "call":
-        args, kwargs = decode(msg["args"]), decode(msg["kwargs"])
+        from pathlib import Path
+
+        landing = Path.cwd() / ".grader-files"
+        landing.mkdir(exist_ok=True)
+        args, kwargs = decode(msg["args"], landing=landing), decode(msg["kwargs"], landing=landing)
         result = value(*args, **kwargs)
         import torch
 

@@ -1,0 +1,222 @@
+"""Issue 36: grades that cannot be had without solving. Sixteen attacks on the grader, each a blank (or correct) a1
+notebook with cells a student who reads the package's source could write, graded as one folder with correct
+submissions after them: each attack scores what the same notebook scores without it (blank: 0), changes no other row,
+no file of the checkout, `dist/` or the environment, leaves no process behind; the correct submissions score 9/9, also
+one saved with another kernel name."""
+import csv
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from metacl_lite.course import assignments as A
+from metacl_lite.course import grading as G
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "a1_dynamic_balance"
+PACKAGE_FILE = ROOT / "metacl_lite" / "balance.py"
+SITE = Path(sysconfig.get_paths()["purelib"])
+
+#: attack -> (cell source, or None for a file-level attack, built on the blank or the correct notebook)
+PASSING_TEST = ("OK_FORMAT = False\\nname = 'q1'\\npoints = 3\\n"
+                "from otter.test_files import test_case\\n@test_case(points=3)\\ndef t(env):\\n    pass\\n")
+
+
+def attacks(paths: dict) -> dict[str, str]:
+    """The attack cells; `paths` names the instructor's files an attacker would aim at."""
+    p = {k: repr(str(v)) for k, v in paths.items()}
+    everywhere = ("import glob, os\n"
+                  "def everywhere(path):\n"
+                  "    yield path\n"
+                  "    for d in glob.glob('/proc/[0-9]*'):\n"
+                  "        yield d + '/root' + path\n"
+                  "        yield d + '/cwd/' + os.path.basename(path)\n")
+    return {
+        "rewrite_tests": ("import os\nfor d in ('tests', '../tests', '/tmp/tests'):\n    try:\n"
+                          "        os.makedirs(d, exist_ok=True)\n"
+                          "        for q in ('q1', 'q2', 'q3'):\n"
+                          f"            open(f'{{d}}/{{q}}.py', 'w').write('{PASSING_TEST}'.replace('q1', q))\n"
+                          "    except OSError:\n        pass\n"),
+        "checker": ("try:\n    from otter.execute import Checker\n    Checker._test_files.append(None)\n"
+                    "    Checker.check = lambda *a, **k: None\nexcept Exception:\n    pass\n"),
+        "post_run_cell": ("import json, os\ndef _rewrite(*a):\n    for f in ('results.json', 'results.pkl', '../result.json'):\n"
+                          "        try:\n            open(f, 'w').write(json.dumps({'questions': {}}))\n"
+                          "        except OSError:\n            pass\n"
+                          "get_ipython().events.register('post_run_cell', _rewrite)\n"),
+        "atexit": ("import atexit, glob, json\ndef _rewrite():\n"
+                   "    for f in glob.glob('/tmp/metacl-grade-*/private/result.json') + ['result.json']:\n"
+                   "        try:\n            open(f, 'w').write(json.dumps({'questions': {'q1': {'score': 3, "
+                   "'possible': 3, 'tests': []}}}))\n        except OSError:\n            pass\n"
+                   "atexit.register(_rewrite)\n"),
+        "always_equal": ("import torch\nclass Eq(float):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n"
+                         "    __abs__ = lambda s: Eq(0.0)\n    __sub__ = __rsub__ = lambda s, o: Eq(0.0)\n"
+                         "    __lt__ = __le__ = __gt__ = __ge__ = lambda s, o: True\n"
+                         "class T(torch.Tensor):\n    def __eq__(self, o):\n        return True\n"
+                         "class D(dict):\n    def __getitem__(self, k):\n        return Eq(0.0)\n"
+                         "def my_lambda(g1, g2):\n    return Eq(float('nan'))\n"
+                         "def my_balance(g1, g2, gamma=0.0):\n    return torch.zeros_like(g1).as_subclass(T), Eq(float('nan'))\n"
+                         "def my_kkt(g1, g2, g, lam):\n    return D(stationarity=Eq(1.0), primal=Eq(1.0), dual=Eq(1.0), "
+                         "complementarity=Eq(1.0))\n"),
+        "getframe": ("import sys\ndef _find(name):\n    f = sys._getframe(1)\n    while f is not None:\n"
+                     "        for v in list(f.f_locals.values()) + list(f.f_globals.values()):\n"
+                     "            if getattr(v, '__name__', '') == name:\n                return v\n"
+                     "        f = f.f_back\n"
+                     "def my_lambda(g1, g2):\n    return _find('dynamic_lambda')(g1, g2)\n"
+                     "def my_balance(g1, g2, gamma=0.0):\n    return _find('dynamic_balance')(g1, g2, gamma)\n"
+                     "def my_kkt(g1, g2, g, lam):\n    return _find('kkt_residuals')(g1, g2, g, lam)\n"),
+        "closure_gc": ("import gc\nfrom metacl_lite.course import grading_refs\n"
+                       "def _find(name):\n    for o in gc.get_objects():\n"
+                       "        if callable(o) and getattr(o, '__name__', '') == name and 'withheld' not in "
+                       "str(getattr(o, '__code__', None) and o.__code__.co_consts):\n            return o\n"
+                       "    cells = getattr(grading_refs.reference, '__closure__', None) or ()\n"
+                       "    for c in cells:\n        if isinstance(c.cell_contents, dict) and c.cell_contents:\n"
+                       "            return c.cell_contents.get('balance.' + name)\n"
+                       "    code = compile(f'r = reference(\"balance.{name}\")', 'tests/q1.py', 'exec')\n"
+                       "    ns = {'reference': grading_refs.reference}\n    exec(code, ns)\n    return ns['r']\n"
+                       "def my_lambda(g1, g2):\n    return _find('dynamic_lambda')(g1, g2)\n"
+                       "def my_balance(g1, g2, gamma=0.0):\n    return _find('dynamic_balance')(g1, g2, gamma)\n"
+                       "def my_kkt(g1, g2, g, lam):\n    return _find('kkt_residuals')(g1, g2, g, lam)\n"),
+        "private_copy": ("import importlib, importlib.util, metacl_lite.balance as B\n"
+                         "from metacl_lite.course import grading_refs\n"
+                         "def _copy():\n"
+                         f"    for path in (B.__file__, {p['package_file']}):\n"
+                         "        try:\n            spec = importlib.util.spec_from_file_location('x', path)\n"
+                         "            m = importlib.util.module_from_spec(spec)\n            spec.loader.exec_module(m)\n"
+                         "            return m\n        except Exception:\n            pass\n"
+                         "    try:\n        return grading_refs._private_copy('balance')\n    except Exception:\n"
+                         "        return importlib.reload(B)\n"
+                         "C = _copy()\nmy_lambda, my_balance, my_kkt = C.dynamic_lambda, C.dynamic_balance, C.kkt_residuals\n"),
+        "torch_isclose": ("import numpy, torch\ntorch.isclose = lambda a, b, *x, **k: torch.ones_like(a, dtype=torch.bool)\n"
+                          "torch.allclose = lambda *a, **k: True\ntorch.testing.assert_close = lambda *a, **k: None\n"
+                          "numpy.testing.assert_allclose = lambda *a, **k: None\n"),
+        "vandal_package": (everywhere + f"for f in everywhere({p['package_file']}):\n    try:\n"
+                           "        open(f, 'a').write('\\nraise ImportError(1)\\n')\n    except OSError:\n        pass\n"),
+        "vandal_dist": (everywhere + f"for f in everywhere({p['autograder']}):\n    try:\n"
+                        "        open(f, 'wb').write(b'PK')\n    except OSError:\n        pass\n"),
+        "vandal_class": (everywhere + f"for nb in {p['class_notebooks']}:\n    for f in everywhere(nb):\n        try:\n"
+                         "            open(f, 'w').write('{}')\n        except OSError:\n            pass\n"),
+        "daemon": ("import subprocess, sys\ncode = ('import os, time\\nos.setsid()\\nif os.fork(): os._exit(0)\\n'\n"
+                   "        'time.sleep(4)\\n'\n"
+                   f"        'for f in [{p['sheet']}, \"/proc/1/root\" + {p['sheet']}]:\\n'\n"
+                   "        '    try: open(f, \"a\").write(\"x,9,9,9\\\\n\")\\n'\n"
+                   "        '    except OSError: pass\\n')\n"
+                   "subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"),
+        "pth": (everywhere + f"for f in everywhere({p['pth']}):\n    try:\n"
+                "        open(f, 'w').write('import os; os._exit(3)\\n')\n    except OSError:\n        pass\n"),
+    }
+
+
+def _with_cell(src: Path, out: Path, cell: str, kernel: str = "") -> None:
+    nb = nbformat.read(str(src), as_version=4)
+    init = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.startswith(A.INIT_MARK))
+    if cell:
+        nb.cells.insert(init + 1, nbformat.v4.new_code_cell(cell))
+    if kernel:
+        nb.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
+    nbformat.write(nb, str(out))
+
+
+def _digest(paths) -> dict:
+    out = {}
+    for p in paths:
+        p = Path(p)
+        out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+    return out
+
+
+def _jail_processes() -> list:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["username", "cmdline"]):
+        try:
+            if proc.info["username"] == "metacl-grader":
+                found.append(proc.info["cmdline"])
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("attacks")
+    out = A.generate(NAME, cwd / "dist", run_tests=False)
+    subs = cwd / "subs"
+    subs.mkdir()
+    zip_path = A.autograder_zip(NAME, cwd / "dist")
+    sheet = cwd / "grades.csv"
+    paths = {"package_file": PACKAGE_FILE, "autograder": zip_path, "sheet": sheet, "pth": SITE / "zz_attack.pth",
+             "class_notebooks": [str(subs / "zz_correct.ipynb"), str(subs / "correct_other_kernel.ipynb")]}
+    cells = attacks(paths)
+    for name, cell in cells.items():
+        _with_cell(out["student"], subs / f"{name}.ipynb", cell)
+    _with_cell(out["solution"], subs / "zz_correct.ipynb", "")
+    _with_cell(out["solution"], subs / "correct_other_kernel.ipynb", "", kernel="conda-env-metacl-py")
+    # 10. an otter export zip carrying an otter/ folder and tests that would shadow the installed ones
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.write(out["student"], "a1_dynamic_balance.ipynb")
+        z.writestr("otter/__init__.py", "raise SystemExit('shadowed')\n")
+        z.writestr("tests/q1.py", PASSING_TEST.replace("\\n", "\n"))
+        z.writestr("../escape.ipynb", "{}")
+    (subs / "zip_with_otter.zip").write_bytes(buf.getvalue())
+    # 11. a symbolic link in the class folder to the solution notebook
+    (subs / "symlink.ipynb").symlink_to(out["solution"])
+    watched = [PACKAGE_FILE, zip_path, out["solution"], *paths["class_notebooks"], SITE / "zz_attack.pth"]
+    site_before = sorted(p.name for p in SITE.iterdir())
+    before = _digest(watched)
+    env = dict(os.environ, METACL_LITE_PROGRESS="0", TMPDIR=str(cwd / "tmpdir"))
+    (cwd / "tmpdir").mkdir()
+    try:
+        r = subprocess.run([sys.executable, "-m", "metacl_lite", "assignments", "grade", "a1", "subs", "--out",
+                            str(sheet), "--feedback", "fb", "--timeout", "60", "--jobs", "2", "--dist", "dist"],
+                           capture_output=True, text=True, cwd=cwd, env=env)
+        time.sleep(6)  # the daemon's delay: it would have written by now
+        after, sheet_text = _digest(watched), sheet.read_text()
+        left = _jail_processes()
+    finally:
+        (SITE / "zz_attack.pth").unlink(missing_ok=True)  # whatever happened, the environment is left as it was
+    return {"cwd": cwd, "r": r, "before": before, "after": after, "sheet": sheet_text, "left": left,
+            "site": (site_before, sorted(p.name for p in SITE.iterdir())), "attacks": list(cells)}
+
+
+@pytest.mark.slow
+def test_every_attack_scores_what_its_notebook_scores_without_it(attacked):
+    r = attacked["r"]
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {Path(x["submission"]).stem: x for x in csv.DictReader(io.StringIO(attacked["sheet"]))}
+    assert set(rows) == {*attacked["attacks"], "zz_correct", "correct_other_kernel", "zip_with_otter", "symlink"}
+    for name in (*attacked["attacks"], "zip_with_otter", "symlink"):
+        assert (rows[name]["q1"], rows[name]["q2"], rows[name]["q3"], rows[name]["total"]) == ("0",) * 4, rows[name]
+    assert rows["symlink"]["status"].startswith("error: a symbolic link"), rows["symlink"]
+    for name in ("zz_correct", "correct_other_kernel"):  # graded after the attacks, one with another kernel name
+        assert (rows[name]["total"], rows[name]["status"]) == ("9", "ok"), rows[name]
+    assert {x["possible"] for x in rows.values()} == {"9"} and {x["assignment"] for x in rows.values()} == {NAME}
+    assert len(attacked["sheet"].splitlines()) == len(rows) + 1, "a row was added behind the grader's back"
+
+
+@pytest.mark.slow
+def test_no_attack_changed_the_checkout_dist_the_class_folder_or_the_environment(attacked):
+    assert attacked["after"] == attacked["before"]
+    assert attacked["site"][0] == attacked["site"][1]
+    assert attacked["left"] == [], "a submission's process outlived its grading"
+    assert not list((attacked["cwd"] / "tmpdir").iterdir()), "a grading left its temporary folder behind"
+
+
+@pytest.mark.slow
+def test_feedback_names_hidden_tests_by_number_and_reports_the_cells_that_raised(attacked):
+    fb = attacked["cwd"] / "fb"
+    text = (fb / G.feedback_name("subs/vandal_package.ipynb")).read_text()
+    assert "hidden test 1 failed" in text and "random_against_reference" not in text, text
+    text = (fb / G.feedback_name("subs/private_copy.ipynb")).read_text()
+    assert "is withheld while grading" in text, text  # the copy in the jail holds stubs only
+    assert "cell 2 raised (import importlib" in text, text
