@@ -314,6 +314,346 @@ def gaps_to_paper(benchmark: str, target: float) -> dict:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def setting_record(benchmark: str, K: int) -> dict:
+    """What the head of a reproduction page glues about its setting: "setting" ("Permuted MNIST, K = 20"),
+    "paper_source" (where the paper's numbers are, or "none published for this K"), "paper_table" (its table alone,
+    "Table 1"; "–" for none), "committed_file" (results/<benchmark>-K<K>.json), "present" (bool), "kind" (which tables
+    exist: `pages.reproduction_kind`; "none" without either) and "run_yourself" (the `notebook` command of this
+    setting)."""
+    from ..data.specs import SPECS
+    from ..findings.paper import PAPER_SOURCES
+    from ..paths import REPO_ROOT
+    from .pages import reproduction_kind
+
+    name = f"results/{benchmark}-K{K}.json"
+    try:
+        kind = reproduction_kind(benchmark, K)
+    except ValueError:
+        kind = "none"
+    source = PAPER_SOURCES.get((benchmark, K))
+    return {"setting": f"{SPECS[benchmark].title}, K = {K}", "paper_source": source or "none published for this K",
+            "paper_table": source.split(",")[0] if source else "–", "committed_file": name,
+            "present": (REPO_ROOT / name).exists(), "kind": kind,
+            "run_yourself": f"python -m metacl_lite notebook book/reproduce/benchmark.md -p benchmark {benchmark} "
+                            f"-p K {K} -o runs/"}
+
+
+def made_record(res: dict, name: str) -> dict:
+    """How a committed results file was made: "n_seeds", "command" (from the repository's root), "commit" (the file's
+    git_commit, 10 characters), "device", "invocations" (each invocation's seeds and wall-clock minutes, in order:
+    "5 seeds in 11 min, then 5 seeds in 38 min"), and `elapsed_record`'s figures ("span_whole", "unit_whole",
+    "together": the units' own times exceed the wall-clock time by over 5%, several ran at once). A file of schema 1
+    (no invocation times) raises FileFormatError."""
+    from ..report.commands import provenance_commands
+    from ..report.timings import elapsed
+
+    took = elapsed(res, name)
+    seeds = lambda n: f"{n} seed{'s' if n > 1 else ''}"  # noqa: E731
+    return {**elapsed_record(res, name), "n_seeds": len(res["config"]["seeds"]),
+            "command": provenance_commands(res)["command"], "commit": (res["provenance"]["git_commit"] or "?")[:10],
+            "device": res["provenance"]["device"],
+            "invocations": ", then ".join(f"{seeds(i['seeds'])} in {i['span_min']:.0f} min"
+                                          for i in took["invocations"])}
+
+
+def live_record(benchmark: str, K: int, methods: list, seeds: int, epochs: int, n_tasks: int, quick: bool,
+                device, out_dir: str) -> dict:
+    """What a live run will train, before it trains: "n_methods", "labels" (the methods' labels, "; "-joined),
+    "seeds", "tasks", "epochs", "protocol" ("the paper's", or "not the paper's": another stream, or `quick`'s smoke
+    run of 3 tasks of 1 epoch), "device" and "out" (the folder, or "a temporary folder")."""
+    from ..data.specs import SPECS
+    from ..training import METHODS
+
+    spec = SPECS[benchmark]
+    return {"n_methods": len(methods), "labels": "; ".join(METHODS[m].label for m in methods), "seeds": seeds,
+            "tasks": 3 if quick else n_tasks or spec.n_tasks, "epochs": 1 if quick else epochs or spec.epochs,
+            "protocol": "the paper's" if not (quick or n_tasks or epochs) else "not the paper's",
+            "device": device or spec.device, "out": out_dir or "a temporary folder"}
+
+
+def live_run(benchmark: str, K: int, methods: list, seeds: int, epochs: int, n_tasks: int, quick: bool, device,
+             out_dir: str) -> dict:
+    """Train the live run (`grid.run_experiment`, continuing a file already in `out_dir`): {"results": the results
+    document or None, "error": None, or the message of the DataError (the data are not on this machine) or the
+    ConfigMismatch (`out_dir` holds a file of another configuration, kept as it is) that stopped it}."""
+    import tempfile
+    from pathlib import Path
+
+    from ..data.datafiles import DataError
+    from ..errors import ConfigMismatch
+    from ..lab.grid import run_experiment
+
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp())
+    try:
+        res = run_experiment(benchmark, K, seeds=range(seeds), methods=methods, out=out / f"{benchmark}-K{K}-live.json",
+                             n_tasks=(3 if quick else n_tasks or None), epochs=(1 if quick else epochs or None),
+                             show_progress=False, device=device)
+    except (DataError, ConfigMismatch) as e:
+        return {"results": None, "error": str(e)}
+    return {"results": res, "error": None}
+
+
+def live_done(res: dict) -> dict:
+    """A finished live run's figures: "wall_s" (whole seconds, as text), "seeds", "tasks", "epochs"."""
+    cfg = res["config"]
+    return {"wall_s": f"{res['provenance']['wall_s_total']:.0f}", "seeds": len(cfg["seeds"]),
+            "tasks": cfg["n_tasks"], "epochs": cfg["train"]["epochs"]}
+
+
+def markdown(df, align=None):
+    """A DataFrame as a Markdown table (numbers as written, negative ones with the minus sign), for `glue`."""
+    return df.map(_minus).to_markdown(index=False, disable_numparse=True, **({"colalign": align} if align else {}))
+
+
+def metric_tables(benchmark: str, K: int, committed) -> dict:
+    """The three tables of a reproduction page, {"ACC"|"BT"|"FA": Markdown}: ours beside the paper's where both
+    exist (`tables.comparison_rows`), ours alone, or the paper's alone (`tables.paper_rows`) without a results
+    file."""
+    from ..findings.paper import paper_table
+    from ..report.tables import comparison_rows, metric_table_markdown, paper_rows
+
+    rows = comparison_rows(committed) if committed is not None else paper_rows(benchmark, K)
+    paper = paper_table(benchmark, K) is not None
+    return {k: metric_table_markdown(rows, k, ours=committed is not None, paper=paper) for k in ("ACC", "BT", "FA")}
+
+
+def interpretation_tables(info: dict) -> dict:
+    """The tables of "What the comparison says" (`report.interpret`), as DataFrames: "gaps_table" and "family_table"
+    (with the paper's columns only where the paper has numbers), "hparams_table" (β/γ, the K and the file they were
+    tuned at) and "options_table" (the open choices about Ω and PI's ξ). "gaps_table" is absent without the paper's
+    numbers."""
+    from ..report.interpret import family_frame, gaps_frame, hparams_frame
+
+    hp = hparams_frame(info)
+    out = {"family_table": family_frame(info) if info["paper_source"] else family_frame(info).iloc[:, :3],
+           "hparams_table": hp[["Method", "β/γ", "Tuned at K", "File"]],
+           "options_table": hp[["Method", "Ω accumulated", "Ω normalised", "PI's ξ"]]}
+    if info["paper_source"]:
+        out["gaps_table"] = gaps_frame(info)
+    return out
+
+
+def interpretation_values(info: dict) -> dict:
+    """`interpret.glue_values` with negative numbers written with the minus sign, and "rho_text" (ρ, two decimals;
+    "–" for none)."""
+    from ..report.interpret import glue_values
+
+    rho = info["rank"]["rho"]
+    return {**{k: _minus(v) for k, v in glue_values(info).items()},
+            "rho_text": "–" if rho is None else _minus(f"{rho:.2f}")}
+
+
+def missing_record(benchmark: str, K: int) -> dict:
+    """What the page of a setting without a results file glues: "needs_download" ("yes"/"no"), "commands" (those
+    that make the file), "tune_commands" (tune at this K, then run; [] unless `tune_here` is "possible"), the tuning
+    cost ("n_tune" runs against "n_run", "cmd_seeds"), "make_runs" (the seeds and K of `make reproduce-<benchmark>`),
+    "tune_K", "K0" (Permuted MNIST's tuning K) and "shrink" (per larger K, how many tuned values are smaller than at
+    K0: `overview.tuned_values_shrink`), the validation images ("val_first", "val_last"), "tune_here" ("not
+    needed", "possible" or "not possible"), "make_target", "own_Ks" and "beyond_Ks"."""
+    from ..data.specs import SPECS
+    from ..report.commands import SEEDS, make_target_steps, missing_commands, needs_download
+    from ..report.overview import tuned_values_shrink, tuning_cost
+
+    spec, K0 = SPECS[benchmark], SPECS["pmnist"].tuning_K
+    n_tune, n_run = tuning_cost(SEEDS)
+    here = "not needed" if K == spec.tuning_K else "possible" if K <= spec.val_offset else "not possible"
+    steps = make_target_steps(benchmark) or {"own_Ks": [], "beyond_Ks": []}
+    commands = missing_commands(benchmark, K)
+    return {"needs_download": "yes" if needs_download(benchmark, K) else "no", "commands": commands,
+            "tune_commands": [f"python -m metacl_lite tune --benchmark {benchmark} --K {K}"]
+            + [c for c in commands if c.startswith("python -m metacl_lite run")] if here == "possible" else [],
+            "n_tune": n_tune, "n_run": n_run, "cmd_seeds": SEEDS,
+            "make_runs": f"{SEEDS} seeds " + (f"at K = {spec.paper_Ks[0]}" if len(spec.paper_Ks) == 1 else
+                                              "of every K (" + ", ".join(map(str, spec.paper_Ks)) + ")"),
+            "tune_K": spec.tuning_K, "K0": K0,
+            "shrink": "; ".join(f"K = {r['K']}: {r['smaller']} of {r['n']}" for r in tuned_values_shrink("pmnist")
+                                if r["K"] > K0) or "–",
+            "val_first": spec.val_offset, "val_last": spec.val_offset + spec.val_per_class - 1, "tune_here": here,
+            "make_target": f"make reproduce-{benchmark}", "own_Ks": ", ".join(map(str, steps["own_Ks"])) or "none",
+            "beyond_Ks": ", ".join(map(str, steps["beyond_Ks"])) or "none"}
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Running this book and the reference: running.md, reference.md, chapters 1-6
 # ---------------------------------------------------------------------------------------------------------------
+def glue_record(prefix: str, record: dict) -> None:
+    """Glue every value of `record` as `<prefix><key>`, not displayed: a number as itself (for `{glue:text}`), a
+    string as Markdown (for `{glue:md}`, so that code spans render), a Markdown or DataFrame table as it is."""
+    from IPython.display import Markdown
+    from myst_nb import glue
+
+    for key, value in record.items():
+        glue(f"{prefix}{key}", Markdown(value) if isinstance(value, str) else value, display=False)
+
+
+def _md(frame, **kw):
+    from IPython.display import Markdown
+
+    return Markdown(frame.to_markdown(**kw))
+
+
+def choices_record(doc: dict) -> dict:
+    """The open choices (`results/open-choices-pmnist.json`) for the reference: the command, the rule, the table of
+    validation accuracies per variant and K and the per-seed margins of each regulariser's candidate over base."""
+    import pandas as pd
+
+    from ..lab.choices import choices_table
+    from ..report.tables import signed
+
+    t = choices_table(doc).reset_index()
+    t["regulariser"] = t["regulariser"].str.upper()
+    t["variant"] = [f"`{v}`" + (" **(decided)**" if d else " (candidate)" if c else "")
+                    for v, c, d in zip(t["variant"], t["candidate"], t["decided"])]
+    t = t.drop(columns=["candidate", "decided"]).rename(columns=lambda c: c.replace("K=", "val. ACC, K = "))
+    t = t.astype(object).where(t.notna(), None)  # a variant not tuned at a K: "–", not "nan"
+    margins = pd.DataFrame({r.upper(): {"decision": f"`{d['decision']}`", "candidate": f"`{d['candidate']}`",
+                                        **{f"K = {K}": ", ".join(signed(x, "+.2f") for x in xs)
+                                           for K, xs in (d.get("per_seed_margin") or {}).items()
+                                           if d["candidate"] != "base"}}
+                            for r, d in doc["decisions"].items()}).T.fillna("–")
+    from IPython.display import Markdown
+
+    return {"command": f"`{doc['provenance']['command']}`", "rule": doc["rule"],
+            "table": Markdown(_minus(t.to_markdown(index=False, floatfmt=".2f", missingval="–"))),
+            "margins": _md(margins)}
+
+
+def elapsed_record(doc: dict, name: str) -> dict:
+    """How long a results or tuning file took (`timings.elapsed`), as the pages show it: units, minutes (one
+    decimal), device, commit, and the invocations' seeds, minutes and minutes a seed (whole minutes, one decimal)."""
+    from ..report.timings import elapsed
+
+    e = elapsed(doc, name)
+    pace = [i["span_min"] / i["seeds"] for i in e.get("invocations", []) if i.get("seeds")]
+    return {"units": e["units"], "runs": e["runs"], "span": f"{e['span_min']:.1f}", "unit": f"{e['unit_min']:.1f}",
+            "span_whole": f"{e['span_min']:.0f}", "unit_whole": f"{e['unit_min']:.0f}", "device": e["device"],
+            "commit": f"`{e['commit']}`", "together": e["unit_min"] > 1.05 * e["span_min"],
+            "pace_fold": max(pace) / min(pace) if pace else 1.0, "pace_fold_text": f"{max(pace) / min(pace):.1f}"
+            if pace else "1.0",
+            **{f"seeds_{n}": i["seeds"] for n, i in enumerate(e.get("invocations", []), 1)},
+            **{f"min_{n}": f"{i['span_min']:.0f}" for n, i in enumerate(e.get("invocations", []), 1)},
+            **{f"pace_{n}": f"{p:.1f}" for n, p in enumerate(pace, 1)}}
+
+
+def cpu_bench_record(doc: dict) -> dict:
+    """A CPU speed benchmark (`timings.cpu_bench`) for the reference: its command, device and commit, the GEMM rates
+    and evaluation bounds (MNIST) or the reduced run's size and the grid's hours (CIFAR-100, CUB), and its tables."""
+    import pandas as pd
+
+    from ..report.timings import cpu_bench
+
+    b = cpu_bench(doc)
+    r = {"command": f"`{b['command']}`", "device": b["device"], "commit": f"`{b['commit']}`",
+         "grids_kind": "grids" in b, "reduced": bool(b.get("reduced"))}
+    m = b["methods"]
+    if "grids" in b:
+        g = b["grids"]
+        r |= {"gemm": f"{b['gemm_gflops']:.0f}", "gemm_1": f"{b['gemm_gflops_1thread']:.0f}",
+              "tflop": f"{b['eval_tflop']:.2f}", "bound": f"{b['bound_s']:.1f}", "bound_1": f"{b['bound_s_1thread']:.1f}",
+              "grids": _md(pd.DataFrame({
+                  "runs + references + oracles": [f"{a} + {f} + {o}" for a, f, o in zip(g.runs, g.references, g.oracle)],
+                  "seeds": g.seeds, "today's defaults (min)": g.new_min.map("{:.1f}".format),
+                  "× evaluation bound": g.x_bound.map("{:.2f}".format),
+                  "legacy path (min)": g.legacy_min.map("{:.1f}".format), "speed-up": g.speedup.map("{:.2f}×".format)},
+                  index=g.index.rename("whole grid, K")), disable_numparse=True)}
+        if m is not None and len(m):
+            r["methods"] = _md(pd.DataFrame({"wall (s)": m.wall_s.map("{:.1f}".format),
+                                             "peak RSS (MB)": m.peak_mb.map("{:.0f}".format),
+                                             "× one-thread evaluation bound": m.x_bound.map("{:.2f}".format)}),
+                               disable_numparse=True)
+    else:
+        r |= {"n_tasks": b["n_tasks"], "epochs": b["epochs"], "grid_h": f"{'~' if b['reduced'] else ''}{b['grid_h']:.1f}",
+              "methods": _md(pd.DataFrame({
+                  "measured (s)": m.wall_s.map("{:.1f}".format),
+                  "full run (min)": [f"{'~' if x else ''}{v:.1f}" for x, v in zip(m.extrapolated, m.full_run_min)]}),
+                  disable_numparse=True)}
+    return r
+
+
+def gpu_grid_record(doc: dict) -> dict:
+    """A GPU grid's benchmark (`timings.gpu_grid`, `gpu_units`) for the reference: what ran and where, the grid's
+    time (measured or scaled from the timed seeds), the time we aim for and the ratio, and the per-unit table."""
+    from ..report.timings import duration, gpu_grid, gpu_units
+
+    g = gpu_grid(doc)
+    u = gpu_units(doc).dropna(axis=1, how="all").rename(columns={
+        "wall_s": "wall per unit (s), sharing the GPU", "peak_gb": "peak GPU memory (GB)"})
+    return {**{k: g[k] for k in ("K", "n_methods", "n_tasks", "epochs", "workers", "seeds", "measured_seeds",
+                                  "scaled", "met", "mps", "compile", "precision", "note_beyond_commit")},
+            "command": f"`{g['command']}`", "device": g["device"], "commit": f"`{g['commit']}`", "data": g["data"],
+            "grid": duration(g["grid_s"]), "measured": duration(g["wall_s_measured"]),
+            "times": f"{g['seeds'] / g['measured_seeds']:g}", "target": duration(g["target_s"]),
+            "ratio": f"{g['grid_s'] / g['target_s']:.1f}", "units": _md(u, floatfmt=".1f")}
+
+
+def gpu_check_record(doc: dict, test_file) -> dict:
+    """The last run of the GPU tests (`timings.gpu_check`): command, device, commit, passed, failed, how many of the
+    checkout's GPU tests it did not run, and the table (a test's name in words; "–" for the time of one not run)."""
+    from ..report.timings import gpu_check, gpu_test_ids
+
+    c = gpu_check(doc, gpu_test_ids(test_file))
+    table = (c.assign(time_s=["–" if s != s else f"{s:.1f}" for s in c["time_s"]])
+             .rename(index=lambda t: t.removeprefix("test_").replace("_", " ").replace("[", " ["))
+             .rename(columns={"time_s": "s"}).rename_axis("GPU test"))
+    return {"passed": c.attrs["passed"], "failed": c.attrs["failed"], "not_run": c.attrs["not_run"],
+            "command": f"`{c.attrs['command']}`", "device": c.attrs["device"], "commit": f"`{c.attrs['commit']}`",
+            "note_beyond_commit": c.attrs["note_beyond_commit"],
+            "table": _md(table, disable_numparse=True, colalign=("left", "left", "right"))}
+
+
+#: How a page's status in `results/book-timings.json` reads in the running page's table.
+TIMING_NOTES = {"cached": "", "absent": "not timed: not in the book then", "not executed": "not executed (excluded)",
+                "no cached run of the current code": "not timed: no run of its current code"}
+
+
+def timings_frame(t):
+    """The committed page times (`timings.timings_table`) as the running page's table: the time and a note."""
+    import pandas as pd
+
+    from ..report.timings import duration
+
+    return pd.DataFrame({
+        "Time": [duration(s) if s == s else "–" for s in t["execution_s"]],
+        "Note": [f"{x} page(s), not executed" if x else f"overlapped {o} other run(s)" if o else
+                 "runs on every build: see the table at the end" if st.startswith("force") else TIMING_NOTES.get(st, st)
+                 for st, o, x in zip(t["status"], t["overlapped"], t["excluded"])]}, index=t.index).rename_axis("Page")
+
+
+def device_frame(d):
+    """Each benchmark's whole grid on the CPU beside one GPU (`timings.device_table`), one cell a device: the time,
+    the seeds, what was timed and on which machine."""
+    import pandas as pd
+
+    from ..report.timings import duration
+
+    cpu = [("–" if c != c else (f"{duration(c)} for {n} seeds with references and oracle, one worker process per "
+                                f"core, measured" if whole else
+            f"~{c / 3600:.0f} h for {n} seeds without references and oracle (the mean timed run × 11), synthetic "
+            f"tensors of the real shapes, {'extrapolated from a reduced run' if ex else 'measured'}") + f" ({dev})")
+           for c, n, whole, ex, dev in zip(d.cpu_s, d.cpu_seeds, d.cpu_whole_grid, d.cpu_extrapolated, d.cpu_device)]
+    gpu = [("–" if g != g else (f"about {duration(g)} for {n} seeds, an estimate: {m:.0f} seed{'s' if m > 1 else ''} "
+                                f"timed, × {n / m:g}" if sc else f"{duration(g)} for {n} seeds, measured")
+            + ", with references and oracle"
+            + (", on synthetic tensors of the exact shapes" if syn else f", on {data}") + f" ({dev})")
+           for g, n, m, syn, data, sc, dev in zip(d.gpu_s, d.gpu_seeds, d.gpu_measured_seeds, d.gpu_synthetic,
+                                                 d.gpu_data, d.gpu_scaled, d.gpu_device)]
+    return pd.DataFrame({"CPU": cpu, "GPU": gpu}, index=d.index).rename_axis("Benchmark")
+
+
+def balance_snapshot(g1, angle_deg: float, g2_norm: float, beta: float, gamma: float):
+    """Chapter 3's interactive balance at one setting of the sliders: the figure as an image with its alt text
+    (`plots.png_html`; a plain plt.show() gives the static page an image without any)."""
+    import matplotlib.pyplot as plt
+
+    from ..report.plots import balance_g2, balance_title, plot_balance_2d, png_html
+
+    fig, ax = plt.subplots(figsize=(4.6, 5.8))
+    plot_balance_2d(g1, balance_g2(g2_norm, angle_deg), beta=beta, gamma=gamma, ax=ax)
+    ax.set_title(balance_title(g2_norm, angle_deg), fontsize=10)
+    fig.tight_layout()
+    alt = (f"The balance in two dimensions at {balance_title(g2_norm, angle_deg)}, beta = {beta:.2f}, gamma = "
+           f"{gamma:.2f}: the task gradient g1 (blue), the penalty gradient g2 (red), the fixed sum g1 + beta g2 "
+           f"(orange) and the dynamic update gx (green), over the grey half-plane that increases the penalty.")
+    image = png_html(fig, alt)
+    plt.close(fig)
+    return image

@@ -1,11 +1,13 @@
 """The book's reproduction pages, made with papermill from template notebooks, and the stamps of the other pages that
 read results/ (`write_pages`, the `pages` command).
 
-A reproduction page is a template of book/reproduce/templates/ (MyST, read with jupytext) with the page's parameters
-injected by papermill (`papermill.parameterize.parameterize_notebook`, the cell tagged `injected-parameters` after
-the cell tagged `parameters`), written back as MyST: no second template language. Which template a page takes
-follows what it can show (`template_for`): `compare.md` where there is a committed results file and the paper has
-numbers, `ours.md` where there is a results file beyond the paper's K, `paper.md` where there is no results file yet.
+A reproduction page is the one template book/reproduce/templates/reproduction.md (MyST, read with jupytext) with
+the page's parameters injected by papermill (`papermill.parameterize.parameterize_notebook`, the cell tagged
+`injected-parameters` after the cell tagged `parameters`), written back as MyST: no second template language. The
+parameter `tables` says which tables the setting has (`reproduction_kind`): "both" (a committed results file and the
+paper's numbers), "ours" (a results file beyond the paper's K) or "paper" (the paper's numbers, no results file yet).
+A template cell tagged `only-both`, `only-ours` or `only-paper` belongs to the pages of those kinds only, one tagged
+`only-live` to the pages with a live run (`make_page` keeps the cells of its page and drops those tags).
 One injected parameter, `shows`, names the committed results file the page shows and the start of its sha256: the
 book's execution cache keys on a page's code, not on the files it reads, so a new results file changes the page,
 which re-executes it, and `pages --check` reports the page stale until `pages` rewrites it.
@@ -23,7 +25,11 @@ from ..lab.atomic import write_text
 
 REPRODUCE = REPO_ROOT / "book" / "reproduce"
 TEMPLATES = REPRODUCE / "templates"
-#: The reproduction page of Permuted MNIST, K = 20, made from `compare.md` with a live run (`live = True`): the
+#: The one template of every reproduction page.
+TEMPLATE = TEMPLATES / "reproduction.md"
+#: Which tables a reproduction page has (`reproduction_kind`), the values of its `tables` parameter.
+KINDS = ("both", "ours", "paper")
+#: The reproduction page of Permuted MNIST, K = 20, with a live run (`live = True`): the
 #: notebook `python -m metacl_lite notebook` runs for any setting (book/reproduce/benchmark.md).
 BENCHMARK_PAGE = REPRODUCE / "benchmark.md"
 BENCHMARK_PARAMS = {"benchmark": "pmnist", "K": 20, "live": True}
@@ -110,25 +116,37 @@ def _digest(path: Path) -> str:
     return f"sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]}" if path.exists() else "absent"
 
 
-def template_for(benchmark: str, K: int, results_dir: Optional[Path] = None) -> Path:
-    """The template of the page of (benchmark, K): `compare.md` (a committed results file and the paper's numbers),
-    `ours.md` (a results file, no numbers in the paper) or `paper.md` (the paper's numbers, no results file yet)."""
+def reproduction_kind(benchmark: str, K: int, results_dir: Optional[Path] = None) -> str:
+    """Which tables the page of (benchmark, K) has: "both" (a committed results file and the paper's numbers),
+    "ours" (a results file, no numbers in the paper) or "paper" (the paper's numbers, no results file yet); neither
+    raises ValueError."""
     from ..findings.paper import paper_table
 
     results = (Path(results_dir or REPO_ROOT / "results") / f"{benchmark}-K{K}.json").exists()
     paper = paper_table(benchmark, K) is not None
     if not results and not paper:
         raise ValueError(f"{benchmark} K={K} has neither a results file nor the paper's numbers: no page to make")
-    return TEMPLATES / ("compare.md" if results and paper else "ours.md" if results else "paper.md")
+    return "both" if results and paper else "ours" if results else "paper"
 
 
-def make_page(template: Path, title: str, params: dict[str, Any]) -> str:
+def _keeps(tags: list, kind: str, live: bool) -> bool:
+    only = [t[5:] for t in tags if t.startswith("only-")]
+    kinds = [k for k in only if k in KINDS]
+    return (not kinds or kind in kinds) and ("live" not in only or live)
+
+
+def make_page(template: Path, title: str, params: dict[str, Any], kind: Optional[str] = None) -> str:
     """The template's text with `params` injected by papermill after its `parameters` cell (the injected cell's code
-    hidden, as the parameters cell's is) and its first heading set to `# Reproduction: <title>`, as MyST."""
+    hidden) and its first heading set to `# Reproduction: <title>`, as MyST: the cells of a page of `kind` (default
+    `params["tables"]`) and, with `params["live"]` False, none of the live run's (`only-*` tags, dropped)."""
     import jupytext
     from papermill.parameterize import parameterize_notebook
 
     nb = jupytext.read(str(template))
+    kind = kind or params["tables"]
+    nb.cells = [c for c in nb.cells if _keeps(c.metadata.get("tags", []), kind, bool(params.get("live", True)))]
+    for cell in nb.cells:
+        cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if not t.startswith("only-")]
     for cell in nb.cells:  # papermill expects every cell to have tags, and the notebook its own metadata
         cell.metadata.setdefault("tags", [])
     nb.metadata["papermill"] = {}
@@ -148,17 +166,21 @@ def make_page(template: Path, title: str, params: dict[str, Any]) -> str:
     return re.sub(r"^    (format_version|jupytext_version): .*\n", "", text, flags=re.M)
 
 
-def page_params(stem: str) -> tuple[Path, str, dict[str, Any], Path]:
-    """(the page's file, its title, its parameters with `shows`, its template) for `stem` ("benchmark" or a key of
-    PAGES)."""
+def page_params(stem: str) -> tuple[Path, str, dict[str, Any], str]:
+    """(the page's file, its title, its parameters with `shows` and, but on benchmark.md, `tables`, its kind) for
+    `stem` ("benchmark" or a key of PAGES). benchmark.md leaves `tables` empty (what the setting has), so that
+    `python -m metacl_lite notebook` runs it for any benchmark and K."""
     if stem == "benchmark":
         title, params, path = "Permuted MNIST, K = 20", dict(BENCHMARK_PARAMS), BENCHMARK_PAGE
     else:
         title, params = PAGES[stem]
         params, path = {"benchmark": "pmnist", **params}, REPRODUCE / f"{stem}.md"
     name = f"{params['benchmark']}-K{params['K']}.json"
+    kind = reproduction_kind(params["benchmark"], params["K"])
     params["shows"] = f"results/{name}, {_digest(REPO_ROOT / 'results' / name)}"
-    return path, title, params, template_for(params["benchmark"], params["K"])
+    if stem != "benchmark":
+        params["tables"] = kind
+    return path, title, params, kind
 
 
 def write_pages(check: bool = False) -> list[Path]:
@@ -167,8 +189,8 @@ def write_pages(check: bool = False) -> list[Path]:
     pages that were (or would be) rewritten."""
     stale = []
     for stem in ["benchmark", *PAGES]:
-        path, title, params, template = page_params(stem)
-        want = make_page(template, title, params)
+        path, title, params, kind = page_params(stem)
+        want = make_page(TEMPLATE, title, params, kind)
         if not path.exists() or path.read_text() != want:
             stale.append(path)
             if not check:
