@@ -573,4 +573,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C: the browsers end with this process (their pipes close); no traceback
+        print("\ninterrupted", file=sys.stderr)
+        sys.exit(130)

@@ -154,6 +154,8 @@ def test_two_ctrl_c_during_a_grid_of_two_workers_end_it_at_once_without_tracebac
             open({str(started)!r} + str(job), "w").close()
             time.sleep(300)  # a unit that would train for minutes
         if __name__ == "__main__":
+            import faulthandler
+            faulthandler.dump_traceback_later(120, exit=True)  # a hang shows where it hangs, then ends
             try:
                 run_all(unit, [0, 1], lambda job, result: None, Plan(workers=2))
             except KeyboardInterrupt:

@@ -443,3 +443,18 @@ def test_make_j2_reproduce_installs_nothing_beside_a_failing_gpu_check(tmp_path)
                        capture_output=True, text=True, timeout=120, env={"PATH": str(bin_), "HOME": str(tmp_path)})
     assert r.returncode == 2 and "needs a CUDA GPU" in r.stderr, r.stderr
     assert log.read_text().split() == ["precheck"]
+
+
+def test_ctrl_c_during_the_browser_check_prints_no_traceback(tmp_path):
+    driver = textwrap.dedent(f"""
+        import runpy, shutil, sys
+        def ctrl_c(*a, **k):  # Ctrl-C lands while the check looks for Chromium
+            raise KeyboardInterrupt
+        shutil.which = ctrl_c
+        sys.argv = ["check_book_browser.py"]
+        runpy.run_path({str(REPO_ROOT / "data_scripts" / "check_book_browser.py")!r}, run_name="__main__")
+    """)
+    (tmp_path / "driver.py").write_text(driver)
+    r = subprocess.run([sys.executable, str(tmp_path / "driver.py")], capture_output=True, text=True, env=ENV,
+                       timeout=120)
+    assert r.returncode == 130 and "interrupted" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -312,13 +313,29 @@ def _call(fn: Callable, job: Any, threads: int) -> Any:
     return fn(job)
 
 
+#: Seconds a worker is given to end on SIGTERM after Ctrl-C before it is killed.
+STOP_WAIT_S = 10.0
+
+
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
     """After Ctrl-C: end the local workers now (a unit can train for minutes) and wait until they are gone, with
     further Ctrl-C ignored meanwhile, so that a second press neither hangs the exit nor prints tracebacks."""
+    from multiprocessing.connection import wait as ended
+
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for proc in procs:
             proc.terminate()
+        # each worker's end seen through its sentinel (the pool's own thread reaps it): one that outlives SIGTERM
+        # (a loaded machine, a unit in a C call) is killed, so the pool's shutdown never waits on a unit
+        left = {proc.sentinel: proc for proc in procs}
+        deadline = time.monotonic() + STOP_WAIT_S
+        while left and time.monotonic() < deadline:
+            for sentinel in ended(list(left), timeout=max(0.0, deadline - time.monotonic())):
+                left.pop(sentinel, None)
+        for proc in left.values():
+            proc.kill()
         pool.shutdown(wait=True, cancel_futures=True)
     finally:
         signal.signal(signal.SIGINT, before)
@@ -421,8 +438,6 @@ def _settling(before):
     """The SIGINT handler after a grid stopped on Ctrl-C: presses in the next SETTLE_S seconds do nothing (the caller
     is printing its last words and exiting), later ones are handled as before the grid (a notebook's kernel can be
     interrupted again)."""
-    import time
-
     until = time.monotonic() + SETTLE_S
 
     def handler(signum, frame):

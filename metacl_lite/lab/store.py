@@ -334,19 +334,19 @@ def load_results(path: Path) -> dict:
     return doc
 
 
-def check_any(path: Path) -> None:
+def check_any(path: Path) -> Optional[dict]:
     """Read and check a file of results/ as its kind's own reader does (FileFormatError or CorruptUnit otherwise):
-    a results file (`load_results`), a tuning or bench file (`load`), a dynamics file (`dynamics.load_dynamics`);
-    any other JSON file of results/ (open choices, timings, the GPU check) must at least be valid JSON without a key
-    given twice (`read_json`). For the commands that publish what the files hold (`pages`, `readme`): a file no
-    reader could use is refused there, before its hash or its numbers reach a page."""
+    a results file (`load_results`), a tuning or bench file (`load`); any other JSON file of results/ (open choices,
+    timings, the GPU check) must at least be valid JSON without a key given twice (`read_json`). Returns the JSON of
+    a file of a kind this module does not read (a dynamics file: `dynamics.load_dynamics` checks it), else None. For
+    the commands that publish what the files hold (`pages`): a file no reader could use is refused there, before its
+    hash or its numbers reach a page."""
     doc = read_json(Path(path), "results-folder file")
     got = kind_of(doc)
     if got == "results":
         load_results(Path(path))
     elif got is not None:
         load(Path(path), got)
-    elif isinstance(doc, dict) and doc.get("kind") == "dynamics":
-        from .dynamics import load_dynamics
-
-        load_dynamics(Path(path))
+    else:
+        return doc
+    return None

@@ -83,6 +83,7 @@ def _pages(a) -> int:
 def check_stamped_files() -> None:
     """Every file of results/ whose hash `pages` stamps into a page, read by its kind's reader (`store.check_any`):
     a file no reader could use (a null unit, a key given twice) is refused before any page names its hash."""
+    from ..lab.dynamics import KIND as DYNAMICS, load_dynamics
     from ..lab.store import check_any
     from ..publish.pages import PAGES, page_params, stamped_pages
 
@@ -90,8 +91,9 @@ def check_stamped_files() -> None:
     names |= {page_params(stem)[2]["shows"].split(",")[0].removeprefix("results/") for stem in ["benchmark", *PAGES]}
     for name in sorted(names):
         path = REPO_ROOT / "results" / name
-        if path.is_file():
-            check_any(path)
+        other = check_any(path) if path.is_file() else None
+        if isinstance(other, dict) and other.get("kind") == DYNAMICS:
+            load_dynamics(path)
 
 
 def _readme(a) -> int:
