@@ -17,81 +17,100 @@ from metacl_lite.findings.paper import paper_table
 from metacl_lite.report.tables import live_frame, metric_table_markdown, paper_rows  # noqa: E402
 from metacl_lite.training import METHODS  # noqa: E402
 
-TEMPLATES = ("compare", "ours", "paper")
+KINDS = {"both": ("pmnist", 50), "ours": ("pmnist", 5), "paper": ("cifar100", 50)}
 
 
-# --- which template a page takes, and every glue it shows -------------------------------------------------------------
+# --- which cells a page takes, and every glue it shows -----------------------------------------------------------------
 
 
-def test_template_follows_the_results_file_and_the_paper(tmp_path):
+def test_the_kind_follows_the_results_file_and_the_paper(tmp_path):
     (tmp_path / "pmnist-K5.json").write_text("{}")
     (tmp_path / "pmnist-K50.json").write_text("{}")
-    assert N.template_for("pmnist", 50, tmp_path).name == "compare.md"
-    assert N.template_for("pmnist", 5, tmp_path).name == "ours.md"  # beyond the paper's K
-    assert N.template_for("cifar100", 50, tmp_path).name == "paper.md"  # no results file yet
+    assert N.reproduction_kind("pmnist", 50, tmp_path) == "both"
+    assert N.reproduction_kind("pmnist", 5, tmp_path) == "ours"  # beyond the paper's K
+    assert N.reproduction_kind("cifar100", 50, tmp_path) == "paper"  # no results file yet
     with pytest.raises(ValueError):
-        N.template_for("pmnist", 7, tmp_path)  # neither: no page
+        N.reproduction_kind("pmnist", 7, tmp_path)  # neither: no page
 
 
-def _glued_by(code: str, info_names: set) -> set:
-    """The names a template's code glues: glue("name", ...), glue(f"tab_{k}", ...) for k in ACC, BT, FA, and the
-    names of `glue_values` where the code glues them all."""
+def _glued_names(benchmark: str, K: int) -> set:
+    """Every name the template's code glues for a setting: its literal glue("name", ...) calls, tab_ACC/BT/FA, and
+    the keys of the records it glues with pagekit.glue_all (each with its prefix), computed for this setting."""
     import re
 
-    names = set(re.findall(r'glue\("([\w-]+)"', code))
-    names |= {f"tab_{k}" for k in ("ACC", "BT", "FA")} if 'glue(f"tab_{k}"' in code else set()
-    names |= info_names if "glue_values(info).items()" in code else set()
+    from metacl_lite.lab.store import load_results
+    from metacl_lite.paths import REPO_ROOT
+    from metacl_lite.publish import pagekit as P
+    from metacl_lite.report.interpret import interpretation
+
+    code = N.TEMPLATE.read_text()
+    names = set(re.findall(r'glue\("([\w-]+)"', code)) | {f"tab_{k}" for k in ("ACC", "BT", "FA")}
+    names |= {f"made_{k}" for k in ("command", "commit")} | {"live", "present"}
+    s = P.setting_record(benchmark, K)
+    names |= set(s) | {f"run_{k}" for k in P.live_record(benchmark, K, ["finetune"], 1, 0, 0, False, None, "")}
+    if s["present"]:
+        res = load_results(REPO_ROOT / s["committed_file"])
+        info = interpretation(res)
+        names |= {f"made_{k}" for k in P.made_record(res, s["committed_file"])} | set(P.interpretation_values(info))
+        names |= set(P.interpretation_tables(info)) | {f"done_{k}" for k in P.live_done(res)}
+    else:
+        names |= set(P.missing_record(benchmark, K))
     return names
 
 
-@pytest.mark.parametrize("name", TEMPLATES)
-def test_every_glue_a_template_shows_is_glued_by_its_code(name):
-    """A glue name that is never set fails the book's build: every {glue:...} of a template's text (and of the pages
-    made from it) is glued by its code; the figures only where the template has their data."""
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_glue_a_page_shows_is_glued_by_its_code(kind):
+    """A glue name that is never set fails the book's build: every {glue:...} of the page made for each kind (with a
+    live run) is glued by its code; the figures only where the page has their data."""
     import re
 
     import jupytext
 
-    from metacl_lite.paths import REPO_ROOT
-    from metacl_lite.lab.store import load_results
-    from metacl_lite.report.interpret import glue_values, interpretation
-
-    info_names = set(glue_values(interpretation(load_results(REPO_ROOT / "results" / "pmnist-K50.json"))))
-    nb = jupytext.read(str(N.TEMPLATES / f"{name}.md"))
+    benchmark, K = KINDS[kind]
+    params = {"benchmark": benchmark, "K": K, "live": True, "shows": "", "tables": kind}
+    nb = jupytext.reads(N.make_page(N.TEMPLATE, "x", params), fmt="md:myst")
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     shown = {a or b for a, b in re.findall(r"\{glue(?::\w+)?\}`([\w-]+)(?::[^`]*)?`|```\{glue(?::\w+)?\}\s+(\S+)", text)}
-    assert shown and shown <= _glued_by(code, info_names), shown - _glued_by(code, info_names)
-    assert ("{glue:figure} fig_curves" in text) == (name != "paper")
-    assert ("{glue:figure} fig_differences" in text) == (name == "compare")
-    assert "run_experiment(" in code and "## A live run" in text  # -p live True runs it on any page
-    # the live run's table is a cell output: rendered as MyST (CommonMark, the default for outputs, has no tables)
-    live_cell = next(c for c in nb.cells if c.cell_type == "code" and "run_experiment(" in c.source)
-    assert live_cell.metadata["mystnb"]["markdown_format"] == "myst"
+    assert shown and shown <= _glued_names(benchmark, K), shown - _glued_names(benchmark, K)
+    assert ("{glue:figure} fig_curves" in text) == (kind != "paper")
+    assert ("{glue:figure} fig_differences" in text) == (kind == "both")
+    assert "pagekit.live_run(" in code and "## A live run" in text  # -p live True runs it on any page
     for fig in ("fig_curves", "fig_differences"):  # each figure captioned, with alt text not a path
         if f"{{glue:figure}} {fig}\n" in text:
             block = text.split(f"{{glue:figure}} {fig}\n", 1)[1].split("```", 1)[0]
             alt = next(line for line in block.splitlines() if line.startswith(":alt: "))
             assert len(alt) > 150 and ".png" not in alt
+    assert not any(t.startswith("only-") for c in nb.cells for t in c.metadata.get("tags", []))
+
+
+def test_a_page_without_a_live_run_drops_its_words_but_keeps_the_cell():
+    import jupytext
+
+    page = lambda live: N.make_page(N.TEMPLATE, "x", {"benchmark": "pmnist", "K": 50, "live": live, "shows": "",  # noqa: E731
+                                                      "tables": "both"})
+    assert "The live run:" in page(True) and "The live run:" not in page(False)
+    assert "pagekit.live_run(" in page(False)  # -p live True still trains on a page made without one
+    nb = jupytext.reads(page(False), fmt="md:myst")
+    assert [c.metadata["tags"] for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])] == [
+        ["injected-parameters", "hide-input"]]
 
 
 def test_generated_pages_show_what_their_setting_has():
     """The CIFAR-100 and CUB pages (no results file) have no figure, the pages beyond the paper no differences
-    figure: each page is the template `template_for` picks."""
-    import jupytext
-
+    figure: each page is the template made for its kind, and `pages --check` finds none stale."""
     from metacl_lite.paths import REPO_ROOT
 
     for stem in ["benchmark", *N.PAGES]:
-        path, _, params, template = N.page_params(stem)
+        path, title, params, kind = N.page_params(stem)
         text = path.read_text()
         b, K = params["benchmark"], params["K"]
         has_file = (REPO_ROOT / "results" / f"{b}-K{K}.json").exists()
         assert ("{glue:figure} fig_curves" in text) == has_file, stem
         assert ("{glue:figure} fig_differences" in text) == (has_file and paper_table(b, K) is not None), stem
-        page_cells = [c.source for c in jupytext.read(str(path)).cells if "injected-parameters" not in
-                      c.metadata.get("tags", [])]
-        assert page_cells[1:] == [c.source for c in jupytext.read(str(template)).cells][1:], stem
+        assert kind == ("both" if has_file and paper_table(b, K) else "ours" if has_file else "paper"), stem
+        assert text == N.make_page(N.TEMPLATE, title, params, kind), stem
+        assert params.get("tables", "") == ("" if stem == "benchmark" else kind)
 
 
 # --- tables ----------------------------------------------------------------------------------------------------------
