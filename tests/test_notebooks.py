@@ -51,7 +51,7 @@ def tiny(tmp_path):
 def test_declared_parameters_are_python_values(tmp_path, tiny):
     assert declared_parameters(BENCH) == {"benchmark": "pmnist", "K": 20, "seeds": 1, "methods": "all", "epochs": 0,
                                           "n_tasks": 0, "quick": False, "live": True, "out_dir": "", "device": None,
-                                          "shows": page_params("benchmark")[2]["shows"]}  # the page's injected value
+                                          "shows": page_params("benchmark")[2]["shows"], "tables": ""}  # injected shows
     assert declared_parameters(ROOT / "book/chapters/06_metrics.md") == {}
     ipynb = tmp_path / "tiny.ipynb"
     jupytext.write(jupytext.read(str(tiny)), str(ipynb))
