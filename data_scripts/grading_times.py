@@ -1,6 +1,7 @@
 """How long `assignments grade` takes per submission, for each assignment: its solution and its blank student
-notebook graded once each, the way a class is graded (own process, own copy of the package, a time limit), written
-with its provenance to results/grading-times.json (the instructors' page shows it).
+notebook graded once each, the way a class is graded (the notebook in a jail, the tests in a trusted worker, a time
+limit; needs root, as grading does), written with its provenance to results/grading-times.json (the instructors'
+page shows it; grading.DEFAULT_TIMEOUT is set from it with room for a loaded machine).
 
     python data_scripts/grading_times.py            # about 2 minutes on a 2-core laptop
 """

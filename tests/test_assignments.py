@@ -163,3 +163,27 @@ def test_without_the_sources_the_commands_say_where_they_are(tmp_path):
     """An installed package has no book/: `assignments list` and the rest say so instead of printing nothing."""
     with pytest.raises(A.AssignmentError, match="no assignment sources in .*checkout of the metacl-lite repository"):
         A.list_assignments(tmp_path / "none")
+
+
+def _assignments(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "metacl_lite", "assignments", *args], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def test_generate_check_only_compares_the_pages(tmp_path):
+    """Issue 37: `generate --check` without --pages-only replaced dist/; it now only compares the pages."""
+    r = _assignments("generate", "a1_dynamic_balance", "--check", "--dist", str(tmp_path / "dist"))
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "dist").exists()
+
+
+def test_generate_dist_that_is_a_file_is_refused_before_the_work(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = _assignments("generate", "a1_dynamic_balance", "--no-run-tests", "--dist", str(tmp_path / "afile"))
+    assert r.returncode == 2 and "is a file, not a folder" in r.stderr, r.stderr
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_check_a_folder_says_it_is_a_folder(tmp_path):
+    r = _assignments("check", str(tmp_path))
+    assert r.returncode == 2 and "is a folder; give the notebook file" in r.stderr, r.stderr

@@ -2,8 +2,9 @@
 notebook (blank, the solution, partly wrong, an infinite loop, a killed kernel, sys.exit in a graded function, a call
 of the package's reference, one of the hidden tests' `reference`, a cell that overrides otter's runner, a function
 that overrides the assertion helpers when called, one that writes into the package, a renamed copy, an otter export
-zip), each graded in its own process and folder with a time limit; the same sheet every time; a rerun grades only
-missing rows, also after Ctrl-C."""
+zip), each in a jail with a time limit, the tests outside it (tests/test_grading_attacks.py: the attacks on that);
+the same sheet every time; a rerun grades only missing rows (and error rows), also after Ctrl-C; the misuse of the
+command (issue 37's grading items) refused before any work."""
 import csv
 import os
 import re
@@ -30,8 +31,8 @@ EXPECTED = {  # submission -> (q1, q2, q3, total, status); each question: 1 poin
     "sysexit": ("0", "0", "2", "2", "ok"),  # the tests that call my_lambda fail; the hidden q3 test passes
     "reference": ("3", "3", "0", "6", "ok"),  # my_kkt calls metacl_lite's kkt_residuals: withheld while grading
     "refcall": ("3", "3", "0", "6", "ok"),  # my_kkt asks the hidden tests' `reference` for the trusted copy: refused
-    "patched": ("0", "0", "0", "0", "ok"),  # blank, with a cell that makes every otter test pass: put back
-    "overrider": ("3", "3", "0", "6", "ok"),  # a wrong my_kkt that disables assert_close and abs when called
+    "patched": ("0", "0", "0", "0", "ok"),  # blank, with a cell that makes every otter test pass: in the jail only
+    "overrider": ("3", "3", "1", "7", "ok"),  # wrong, and disables assert_close and abs when called: in the jail only
     "vandal": ("3", "3", "3", "9", "ok"),  # the solution, then breaks the package's balance.py: only in its own copy
     "a1_dynamic_balance (1)": ("3", "3", "3", "9", "ok"),  # the solution, renamed as a second download is
     "export": ("3", "3", "3", "9", "ok"),  # the zip that the notebook's export cell wrote, run outside the checkout
@@ -160,7 +161,13 @@ def test_each_submission_gets_its_score_and_status(graded):
     cwd, r = graded
     assert r.returncode == 0, r.stdout + r.stderr
     rows = sheet(cwd / "grades.csv")
-    assert list(rows[0]) == ["submission", "q1", "q2", "q3", "q4 (manual)", "total", "possible", "status"]
+    assert list(rows[0]) == ["submission", "q1", "q2", "q3", "q4 (manual)", "total", "possible", "percent", "status",
+                             "possible_q1", "possible_q2", "possible_q3", "possible_q4", "assignment",
+                             "autograder_sha256"]
+    assert {(x["possible_q1"], x["possible_q2"], x["possible_q3"], x["possible_q4"]) for x in rows} == {("3", "3", "3",
+                                                                                                         "2")}
+    assert {x["assignment"] for x in rows} == {NAME} and len({x["autograder_sha256"] for x in rows}) == 1
+    assert {x["percent"] for x in rows if x["total"] == "7"} == {"77.8"}
     assert {x["q4 (manual)"] for x in rows} == {""}  # the written question: for the instructor to fill in
     got = {Path(x["submission"]).stem: (x["q1"], x["q2"], x["q3"], x["total"], x["status"]) for x in rows}
     assert set(got) == set(EXPECTED)
@@ -169,14 +176,16 @@ def test_each_submission_gets_its_score_and_status(graded):
         assert got[name][4].startswith(status), (name, got[name])
     assert {x["possible"] for x in rows} == {"9"}  # the full score on every row, also for a timeout or a crash
     assert not list((cwd / "tmpdir").iterdir()), "a grading left its temporary folder behind"
-    feedback = (cwd / "fb" / "subs_wrong.ipynb.txt").read_text()
+    fb = lambda name: (cwd / "fb" / G.feedback_name(f"subs/{name}.ipynb")).read_text()  # noqa: E731
+    feedback = fb("wrong")
     assert "total: 7 / 9" in feedback and "q3: 1 / 3" in feedback and "q4: manual / 2" in feedback
     assert "passed test_q3_zero_at_optimum\n" in feedback
-    assert re.search(r"failed test_q3_random_candidates_against_reference \(hidden\).*dual = 0\.0", feedback), feedback
-    assert "overrode torch.testing.assert_close" in (cwd / "fb" / "subs_overrider.ipynb.txt").read_text()
-    assert "called sys.exit(0)" in (cwd / "fb" / "subs_sysexit.ipynb.txt").read_text()
-    assert "is for the autograder's tests" in (cwd / "fb" / "subs_refcall.ipynb.txt").read_text()
-    assert "status: timeout" in (cwd / "fb" / "subs_loop.ipynb.txt").read_text()
+    assert "  hidden test 1 failed\n" in feedback and "random_candidates" not in feedback, feedback  # hidden: by number
+    assert "called sys.exit(0)" in fb("sysexit")
+    assert "is for the autograder's tests" in fb("refcall")
+    assert "status: timeout" in fb("loop")
+    assert re.search(r"cell \d+ raised \(import pathlib\): (PermissionError|OSError): .*Read-only", fb("vandal")), \
+        fb("vandal")  # the student cell that raised, with its error
 
 
 @pytest.mark.slow
@@ -197,8 +206,11 @@ def test_a_rerun_grades_only_the_missing_rows(graded):
     kept = [x for x in rows if Path(x["submission"]).stem not in ("correct", "wrong")]
     kept[0]["status"] = "ok (kept)"  # a row already there is never graded again
     G.write_sheet(cwd / "partial.csv", list(rows[0]), kept)
-    r = grade(cwd, "a1", "subs", "--out", "partial.csv", "--timeout", TIMEOUT, "--dist", "dist")
+    r = grade(cwd, "a1", "subs", "--out", "partial.csv", "--timeout", TIMEOUT, "--dist", "dist", "--feedback", "fb3",
+              "--show-hidden")
     assert r.returncode == 0, r.stdout + r.stderr
+    shown = (cwd / "fb3" / G.feedback_name("subs/wrong.ipynb")).read_text()  # the instructor asked for the hidden tests
+    assert re.search(r"failed test_q3_random_candidates_against_reference \(hidden\).*dual = 0\.0", shown), shown
     graded_now = [line.split(":")[0] for line in r.stdout.splitlines() if line.startswith("subs")]
     assert sorted(Path(s).stem for s in graded_now) == ["correct", "wrong"], r.stdout
     after = {x["submission"]: x for x in sheet(cwd / "partial.csv")}
@@ -224,13 +236,138 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path):
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
-@pytest.mark.slow
-def test_the_sheet_of_another_assignment_is_refused(tmp_path):  # slow: generates a1's autograder
-    (tmp_path / "other.csv").write_text("submission,x,total,possible,status\n")
+@pytest.fixture(scope="module")
+def a1_dist(tmp_path_factory):
+    dist = tmp_path_factory.mktemp("a1dist")
+    A.generate(NAME, dist, run_tests=False)
+    return dist
+
+
+def _a1_columns(dist):
+    zip_path = A.autograder_zip(NAME, dist)
+    return G.columns(G.question_points(zip_path), G.manual_points(NAME))
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "is the sheet of a2_importance, not of a1_dynamic_balance"),  # by name, not by columns
+    ("submission,x,total,possible,status\n", "extra: x"),
+    ("", "is empty"),
+    ("\ufeffsubmission,q1\n", "byte-order mark"),
+    ('{"config": {}, "runs": {}}', "is JSON (a results file?)"),
+    (b"submission,q1\n\xff\xfe,1\n", "is not UTF-8"),
+])
+def test_a_sheet_that_is_not_this_assignments_is_refused_saying_why(tmp_path, a1_dist, content, message):
+    cols = _a1_columns(a1_dist)
+    sheet = tmp_path / "other.csv"
+    if content is None:  # a2's sheet with a1's columns: refused by its assignment column
+        G.write_sheet(sheet, cols, [dict(G.row("s.ipynb", {"error": "x"}, {"q1": 3, "q2": 3, "q3": 3}, {"q4": 2},
+                                             "a2_importance", "0" * 64))])
+    elif isinstance(content, bytes):
+        sheet.write_bytes(content)
+    else:
+        sheet.write_text(content, encoding="utf-8")
+    before = sheet.read_bytes()
     nb = tmp_path / "s.ipynb"
     shutil.copy(ROOT / "book/assignments" / f"{NAME}.ipynb", nb)
-    r = grade(tmp_path, "a1", str(nb), "--out", "other.csv", "--dist", str(tmp_path / "dist"))
-    assert r.returncode == 2 and "another assignment" in r.stderr, r.stderr
+    r = grade(tmp_path, "a1", str(nb), "--out", "other.csv", "--dist", str(a1_dist))
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert sheet.read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "1e12", "0", "-5"])
+def test_a_timeout_that_is_not_a_number_of_seconds_exits_2(tmp_path, value):
+    r = grade(tmp_path, "a1", "x.ipynb", "--timeout", value)
+    assert r.returncode == 2 and "--timeout must be a number of seconds" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_grading_a_notebook_that_does_not_exist_says_so(tmp_path):
+    r = grade(tmp_path, "nosuch.ipynb")
+    assert r.returncode == 2 and "nosuch.ipynb does not exist" in r.stderr, r.stderr
+
+
+def test_out_and_feedback_are_checked_before_the_first_submission(tmp_path, a1_dist):
+    nb = tmp_path / "s.ipynb"
+    shutil.copy(ROOT / "book/assignments" / f"{NAME}.ipynb", nb)
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", str(ro), str(ro)], check=False)
+    mounted = subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode == 0
+    try:
+        cases = [(["--out", "adir"], "is a directory"), (["--feedback", "afile"], "--feedback afile is a file")]
+        if mounted:
+            cases += [(["--out", "ro/g.csv"], "cannot write"), (["--feedback", "ro/fb"], "cannot write --feedback")]
+        for extra, message in cases:
+            r = grade(tmp_path, "a1", str(nb), "--dist", str(a1_dist), *extra)
+            assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
+            assert not (tmp_path / "grades.csv").exists(), "graded before refusing"
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_two_graders_on_one_sheet_the_second_is_refused(tmp_path, a1_dist):
+    from metacl_lite.lab.atomic import locked
+
+    nb = tmp_path / "s.ipynb"
+    shutil.copy(ROOT / "book/assignments" / f"{NAME}.ipynb", nb)
+    with locked(tmp_path / "g.csv"):  # the first grader holds the sheet
+        r = grade(tmp_path, "a1", str(nb), "--out", "g.csv", "--dist", str(a1_dist))
+    assert r.returncode == 2 and "being written by another process" in r.stderr, r.stderr
+    assert not (tmp_path / "g.csv").exists()
+
+
+def test_feedback_names_are_unique_and_keys_are_resolved_paths(tmp_path, monkeypatch):
+    keys = ["x/y.ipynb", "x y.ipynb", "x_y.ipynb", "x/y y.ipynb", "x_y_y.ipynb"]
+    assert len({G.feedback_name(k) for k in keys}) == len(keys)
+    assert G.feedback_name("wrong.ipynb") == "wrong.ipynb.txt"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "subs").mkdir()
+    nb = tmp_path / "subs" / "a.ipynb"
+    nb.write_text("{}")
+    found = G.find_submissions([Path("subs/a.ipynb"), Path("./subs/../subs/a.ipynb"), nb, Path("subs")])
+    assert [s.key for s in found] == ["subs/a.ipynb"]
+
+
+def test_a_symlink_or_a_file_outside_the_folder_is_refused_and_a_zip_gives_only_its_notebook(tmp_path):
+    import io
+    import zipfile
+
+    (tmp_path / "subs").mkdir()
+    outside = tmp_path / "solution.ipynb"
+    outside.write_text("{}")
+    (tmp_path / "subs" / "link.ipynb").symlink_to(outside)
+    (tmp_path / "subs" / "dir").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "subs" / "real.ipynb").write_text("{}")
+    found = {Path(s.key).name: s.refused for s in G.find_submissions([tmp_path / "subs"])}
+    assert found["real.ipynb"] is None and found["link.ipynb"].startswith("a symbolic link")
+    assert "solution.ipynb" not in found, "a linked folder was followed"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("otter/__init__.py", "x")
+        z.writestr("../evil.ipynb", "{}")
+        z.writestr("mine.ipynb", '{"cells": []}')
+    (tmp_path / "h.zip").write_bytes(buf.getvalue())
+    assert G.notebook_bytes(tmp_path / "h.zip") == b'{"cells": []}'
+
+
+@pytest.mark.slow
+def test_rows_whose_status_is_an_error_are_graded_again(graded):
+    cwd, _ = graded
+    rows = [x for x in sheet(cwd / "grades.csv") if Path(x["submission"]).stem in ("correct", "blank")]
+    broken = [dict(x, total="0", q1="0", q2="0", q3="0", status="error: FileNotFoundError: autograder")
+              if Path(x["submission"]).stem == "correct" else x for x in rows]
+    G.write_sheet(cwd / "errors.csv", list(rows[0]), broken)
+    (cwd / "two").mkdir(exist_ok=True)
+    for x in rows:
+        shutil.copy(cwd / x["submission"], cwd / "two" / Path(x["submission"]).name)
+    G.write_sheet(cwd / "errors.csv", list(rows[0]), [dict(x, submission="two/" + Path(x["submission"]).name)
+                                                        for x in broken])
+    r = grade(cwd, "a1", "two", "--out", "errors.csv", "--timeout", TIMEOUT, "--dist", "dist")
+    assert r.returncode == 0, r.stderr
+    assert [line.split(":")[0] for line in r.stdout.splitlines()[:-1]] == ["two/correct.ipynb"], r.stdout
+    assert {Path(x["submission"]).stem: x["total"] for x in sheet(cwd / "errors.csv")} == {"correct": "9", "blank": "0"}
 
 
 def test_short_and_full_names():
@@ -284,3 +421,44 @@ def test_ctrl_c_halfway_then_a_rerun_completes_the_sheet(graded):
     assert [line.split(":")[0] for line in r.stdout.splitlines()[:-1]] == ["ctrlc/loop.ipynb", "ctrlc/wrong.ipynb"]
     rows = {Path(x["submission"]).stem: (x["total"], x["status"]) for x in sheet(cwd / "ctrlc.csv")}
     assert rows == {"correct": ("9", "ok"), "loop": ("0", "timeout"), "wrong": ("7", "ok")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_killing_the_grader_leaves_no_worker_jail_or_folder(graded, sig):
+    """Issue 37: SIGKILL or SIGTERM of the grader left the worker and a looping kernel running and a
+    metacl-grade-* folder behind. The worker dies with the grader (parent-death signal), kills its jail (the PID
+    namespace empties) and removes its folder."""
+    import signal
+    import time
+
+    import psutil
+
+    cwd, _ = graded
+    subs = cwd / f"kill-{sig}"
+    subs.mkdir()
+    shutil.copy(cwd / "subs" / "loop.ipynb", subs / "loop.ipynb")
+    tmp = cwd / f"tmp-{sig}"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), METACL_LITE_PROGRESS="0")
+    proc = subprocess.Popen([sys.executable, "-m", "metacl_lite", "assignments", "grade", "a1", str(subs.name),
+                             "--out", f"kill-{sig}.csv", "--timeout", "300", "--dist", "dist"], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    jailed = []
+    while not jailed and time.monotonic() < deadline:  # the loop runs in the jail
+        time.sleep(1)
+        jailed = [p for p in psutil.process_iter(["username", "cmdline"])
+                  if p.info["username"] == "metacl-grader" and str(tmp) in " ".join(p.info["cmdline"] or [])]
+    assert jailed, "the submission never started"
+    time.sleep(2)
+    proc.send_signal(getattr(signal, sig))
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        left = [p for p in psutil.process_iter(["cmdline"]) if str(tmp) in " ".join(p.info["cmdline"] or [])]
+        if not left and not list(tmp.iterdir()):
+            break
+        time.sleep(0.5)
+    assert not left, [p.info["cmdline"] for p in left]
+    assert not list(tmp.iterdir()), list(tmp.iterdir())

@@ -117,9 +117,8 @@ def attacks(paths: dict) -> dict[str, str]:
 
 def _with_cell(src: Path, out: Path, cell: str, kernel: str = "") -> None:
     nb = nbformat.read(str(src), as_version=4)
-    init = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.startswith(A.INIT_MARK))
-    if cell:
-        nb.cells.insert(init + 1, nbformat.v4.new_code_cell(cell))
+    if cell:  # last: after the notebook's own (blank) definitions, which would replace the attack's
+        nb.cells.append(nbformat.v4.new_code_cell(cell))
     if kernel:
         nb.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
     nbformat.write(nb, str(out))
@@ -219,4 +218,7 @@ def test_feedback_names_hidden_tests_by_number_and_reports_the_cells_that_raised
     assert "hidden test 1 failed" in text and "random_against_reference" not in text, text
     text = (fb / G.feedback_name("subs/private_copy.ipynb")).read_text()
     assert "is withheld while grading" in text, text  # the copy in the jail holds stubs only
-    assert "cell 2 raised (import importlib" in text, text
+    text = (fb / G.feedback_name("subs/vandal_package.ipynb")).read_text()
+    assert "cell 9 raised (import glob, os)" not in text, text  # its errors were caught: nothing raised, nothing written
+    text = (fb / G.feedback_name("subs/always_equal.ipynb")).read_text()
+    assert "q1: 0 / 3" in text and "hidden test 1 failed" in text, text

@@ -80,3 +80,38 @@ def test_assignment_4_runs_from_the_kit_outside_the_checkout(kit_zip, tmp_path):
     check = next(c for c in nb.cells if c.source.startswith('grader.check("q1")'))
     assert "All test cases passed" in str(check.outputs), check.outputs
     assert sorted(p.name for p in (folder / "a4-runs").iterdir()) == ["K10", "K100"]
+
+
+def _kit(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "metacl_lite", "assignments", "kit", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_kit_out_refuses_a_file_that_is_not_a_kit_a_folder_and_a_read_only_folder(tmp_path):
+    """Issue 37: `kit --out results/x.json` overwrote the results file with a zip; a folder or a read-only folder
+    crashed after building the wheel, leaving a .part. Each is refused before any work, the file left as it was."""
+    results = tmp_path / "pmnist-K20.json"
+    results.write_text('{"config": {}}')
+    r = _kit("--out", str(results))
+    assert r.returncode == 2 and "is not a student kit" in r.stderr, r.stderr
+    assert results.read_text() == '{"config": {}}'
+    r = _kit("--out", str(tmp_path))
+    assert r.returncode == 2 and "is a folder" in r.stderr, r.stderr
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True)
+    if subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("cannot make a read-only folder here (not root)")  # the two refusals above still ran
+    try:
+        r = _kit("--out", str(ro / "kit.zip"))
+        assert r.returncode == 2 and "cannot" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert list(ro.iterdir()) == [], "a .part was left behind"
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_kit_out_replaces_an_earlier_kit(kit_zip, tmp_path):
+    again = tmp_path / "k.zip"
+    shutil.copy(kit_zip, again)
+    assert kit.is_kit(again)
+    kit.check_out(again)  # an earlier kit may be replaced

@@ -19,7 +19,7 @@ def _assignments(a) -> int:
         names = a.names or A.list_assignments()
         for n in names:
             A.source_path(n)  # unknown names fail before any work
-        if a.pages_only:
+        if a.pages_only or a.check:  # --check only compares the pages: it never replaces dist/
             changed = A.update_pages(names, check=a.check)
             for n in changed:
                 print(("stale: " if a.check else "wrote ") + f"book/assignments/{n}.ipynb")
@@ -27,7 +27,7 @@ def _assignments(a) -> int:
                 print("run `python -m metacl_lite assignments generate --pages-only`", file=sys.stderr)
                 return 1
             return 0
-        dist = a.dist or A.DIST_DIR
+        dist = A.check_dist(a.dist or A.DIST_DIR)  # a file or a read-only folder: refused before the work
         for n in names:
             out = A.generate(n, dist, run_tests=not a.no_run_tests)
             print(f"{n}: student {out['student']}\n{' ' * len(n)}  instructor {out['solution']}"

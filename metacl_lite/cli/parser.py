@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--K", required=True, type=positive("K"), help="training images per class (first K)")
     r.add_argument("--seeds", type=seed_count("--seeds"), default=5, help="run seeds 0..N-1 (default 5, as the committed files)")
     r.add_argument("--seed-list", type=seed_list, default=None, help="explicit comma-separated seeds (overrides --seeds)")
-    r.add_argument("--methods", type=method_list, default=None, help="comma-separated methods (default: all eleven)")
+    r.add_argument("--methods", type=method_list, default=None, help="comma-separated methods (default: the paper's eleven)")
     r.add_argument("--n-tasks", type=positive("--n-tasks"), default=None, help="shorter stream (default: paper's)")
     r.add_argument("--epochs", type=positive("--epochs"), default=None, help="epochs per task (default: paper's)")
     r.add_argument("--data", default="auto", choices=("auto", "embedded", "raw"), help="MNIST source")
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--K", type=positive("K"), default=None,
                    help="default: the benchmark's tuning K (20; cub 10), whose values every K uses; another K stores "
                         "values for that K only")
-    u.add_argument("--methods", type=method_list, default=None, help="regularised methods (default: all nine)")
+    u.add_argument("--methods", type=method_list, default=None, help="regularised methods (default: the paper's nine)")
     u.add_argument("--n-tasks", type=positive("--n-tasks"), default=None, help="tasks in the tuning stream (default: the benchmark's full stream, 20 for pmnist)")
     u.add_argument("--epochs", type=positive("--epochs"), default=None)
     u.add_argument("--seed-list", type=seed_list, default=None, help="tuning seeds (default 100,101)")
@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--dist", type=Path, default=None, help="output folder (default dist/assignments)")
     sg.add_argument("--no-run-tests", action="store_true", help="do not run the tests against the solutions")
     sg.add_argument("--pages-only", action="store_true", help="only refresh the student pages in book/assignments")
-    sg.add_argument("--check", action="store_true", help="with --pages-only: exit 1 if a page is out of date")
+    sg.add_argument("--check", action="store_true", help="only compare the book pages with the sources (implies "
+                    "--pages-only; dist/ is left alone): exit 1 if a page is out of date")
     sc = ssub.add_parser("check", help="a student: run the visible tests on your notebook")
     sc.add_argument("notebook", type=Path)
     sc.add_argument("-q", "--question", default=None, help="one question (e.g. q2)")

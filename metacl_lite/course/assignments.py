@@ -21,6 +21,7 @@ The tests compare the student's functions with `metacl_lite`'s reference impleme
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -266,6 +267,8 @@ def check(notebook: Path, question: Optional[str] = None):
     from otter.execute import grade_notebook
 
     notebook = Path(notebook)
+    if notebook.is_dir():
+        raise AssignmentError(f"{notebook} is a folder; give the notebook file (.ipynb) to check")
     if not notebook.is_file():
         raise AssignmentError(f"{notebook} does not exist")
     tests = visible_tests(notebook)
@@ -291,11 +294,30 @@ def autograder_zip(name: str, dist: Path = DIST_DIR) -> Path:
     return zips[-1]
 
 
+def check_dist(dist: Path, option: str = "--dist") -> Path:
+    """Refuse now, before any work, a `dist` folder that is a file or cannot be written (read-only, no permission)."""
+    dist = Path(dist)
+    probe = dist
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise AssignmentError(f"{option} {dist}: {probe} is a file, not a folder; give a folder")
+    try:
+        fd, name = tempfile.mkstemp(dir=probe, prefix=".metacl-write-check-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as e:
+        raise AssignmentError(f"cannot write {option} {dist}: {e.strerror} in {probe}; give another folder") from None
+    return dist
+
+
 def ensure_autograder(name: str, dist: Path = DIST_DIR) -> Path:
-    """The autograder zip of assignment `name` in `dist`, generated first when it is missing."""
+    """The autograder zip of assignment `name` in `dist`, generated first when it is missing (`dist` checked
+    writable before the generation)."""
     try:
         return autograder_zip(name, dist)
     except AssignmentError:
+        check_dist(dist)
         return generate(name, dist)["autograder"]
 
 

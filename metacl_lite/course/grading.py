@@ -206,6 +206,17 @@ def _package_copy(pkg: Path, name: str) -> None:
     sanitize(pkg / PACKAGE_DIR.name, name)
 
 
+def _term_with_parent() -> None:
+    """In the worker, before it starts: SIGTERM when the grader dies (even by SIGKILL), so that it kills its jail and
+    removes its folder."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 #: the worker processes running now (killed by an interrupted grade_many)
 LIVE: set = set()
 _LIVE_LOCK = threading.Lock()
@@ -256,7 +267,8 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         (private / "worker.json").write_text(json.dumps(conf))
         cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(private / "worker.json")]
         proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, env=dict(os.environ, METACL_LITE_PROGRESS="0"))
+                                stderr=subprocess.PIPE, env=dict(os.environ, METACL_LITE_PROGRESS="0"),
+                                preexec_fn=_term_with_parent)
         with _LIVE_LOCK:
             LIVE.add(proc)
         try:

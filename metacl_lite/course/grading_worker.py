@@ -188,11 +188,27 @@ def grade(conf: dict) -> dict:
         jail.close()
 
 
+class Orphaned(BaseException):
+    """The grader died (this process got its parent-death SIGTERM): stop, kill the jail, remove the folder."""
+
+
+def _orphaned(signum, frame):
+    raise Orphaned
+
+
 def main(argv=None) -> int:
+    import shutil
+    import signal
+
     conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    signal.signal(signal.SIGTERM, _orphaned)  # grading.grade_one asks for it when the grader dies (PDEATHSIG)
     os.chdir(conf["cwd"])  # the notebook's relative paths (a4's results files) name files of its scratch folder
     try:
         rec = grade(conf)
+    except Orphaned:  # the jail is closed (grade's finally); nobody is left to remove the folder but us
+        os.chdir("/")
+        shutil.rmtree(Path(conf["private"]).parent, ignore_errors=True)
+        return 143
     except Exception as e:  # noqa: BLE001 - every failure becomes the submission's status
         rec = {"error": one_line(e)}
     Path(conf["result"]).write_text(json.dumps(rec))

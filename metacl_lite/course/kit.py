@@ -68,16 +68,45 @@ def write_kit(out: Path = DIST_DIR / KIT, pages: Path = PAGES_DIR) -> Path:
     missing = [str(p) for p in [*notebooks, *EXTRA] if not p.is_file()]
     if missing:
         raise AssignmentError(f"missing {', '.join(missing)}: run `python -m metacl_lite assignments generate` first")
-    out = Path(out)
+    out = check_out(Path(out))
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        wheel = build_wheel(Path(tmp))
-        part = out.with_name(out.name + ".part")
-        with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr(f"{FOLDER}/README.txt", README.format(names=", ".join(names), wheel=wheel.name))
-            for p in [*notebooks, *EXTRA, wheel]:
-                z.write(p, f"{FOLDER}/{p.name}")
-        part.replace(out)
+    part = out.with_name(out.name + ".part")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            wheel = build_wheel(Path(tmp))
+            with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
+                z.writestr(f"{FOLDER}/README.txt", README.format(names=", ".join(names), wheel=wheel.name))
+                for p in [*notebooks, *EXTRA, wheel]:
+                    z.write(p, f"{FOLDER}/{p.name}")
+            part.replace(out)
+    finally:
+        part.unlink(missing_ok=True)
+    return out
+
+
+def is_kit(path: Path) -> bool:
+    """Whether `path` is a student kit zip (its README in the kit's folder)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return f"{FOLDER}/README.txt" in z.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def check_out(out: Path) -> Path:
+    """Refuse, before building anything, an --out that is a folder, an existing file that is not a kit (a results
+    file), or a path that cannot be written."""
+    from ..errors import OutputError
+    from ..lab.atomic import check_writable
+
+    if out.is_dir():
+        raise AssignmentError(f"--out {out} is a folder; give the zip's file name, e.g. {out / KIT}")
+    if out.exists() and not is_kit(out):
+        raise AssignmentError(f"--out {out} exists and is not a student kit; it is left as it is: give another --out")
+    try:
+        check_writable(out, "give another --out")
+    except OutputError as e:
+        raise AssignmentError(str(e)) from None
     return out
 
 
