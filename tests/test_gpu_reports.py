@@ -64,7 +64,8 @@ def test_gpu_figures_name_the_commit_whose_code_ran_where_the_note_says_so(tmp_p
     assert grid["note"] == checked["note"] == _NOTE
     # without such a note: the recorded commit, and whether the tree was dirty
     assert ran_commit({"git_commit": _BASE, "git_dirty": True}) == {"commit": "0078ca70e6", "recorded": "0078ca70e6",
-                                                                    "from_note": False, "dirty": True}
+                                                                    "from_note": False, "dirty": True, "why": "",
+                                                                    "note_beyond_commit": ""}
     assert ran_commit({"git_commit": _BASE, "note": "N.B."})["commit"] == "0078ca70e6"
 
 

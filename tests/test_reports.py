@@ -6,7 +6,7 @@ from metacl_lite.findings.paper import paper_table
 from metacl_lite.report.tables import comparison_rows, format_table, incomplete_rows, protocol_differs
 from metacl_lite.report.interpret import glue_values, interpretation
 from metacl_lite.lab.summary import summarize
-from metacl_lite.training import METHODS
+from metacl_lite.vocab import PAPER_METHOD_NAMES
 
 
 def _fake(offset: float, seeds=(0, 1), missing=()) -> dict:
@@ -15,12 +15,13 @@ def _fake(offset: float, seeds=(0, 1), missing=()) -> dict:
     runs, refs = {}, {}
     for s in seeds:
         refs[str(s)] = {"acc": [50.0, 50.0]}
-        for m in METHODS:
+        for m in PAPER_METHOD_NAMES:
             if (m, s) in missing:
                 continue
             acc = paper[m]["ACC"][0] + offset
             runs[f"{m}/{s}"] = {"acc_matrix": [[50.0, None], [2 * acc - 50.0, 50.0]]}
-    res = {"config": {"benchmark": "pmnist", "K": 20, "n_tasks": 2, "seeds": list(seeds), "methods": list(METHODS)},
+    res = {"config": {"benchmark": "pmnist", "K": 20, "n_tasks": 2, "seeds": list(seeds),
+                      "methods": list(PAPER_METHOD_NAMES)},
            "runs": runs, "references": refs, "oracle": {str(s): {"acc": [paper["joint"]["ACC"][0] + offset - 5, paper["joint"]["ACC"][0] + offset + 5]}
                       for s in seeds},
            "paper_source": "Table 1"}
@@ -179,6 +180,37 @@ def test_the_provenance_note_beyond_the_commit_that_ran():
     assert ran_commit({"git_commit": "0078ca70e6ff", "note": ran})["commit"] == "977ad48"
     assert note_beyond_commit({"note": ran + " Timed under NVIDIA MPS."}) == "Timed under NVIDIA MPS."
     assert note_beyond_commit({"note": "N.B."}) == "N.B." and note_beyond_commit({}) == ""
+    # the legacy sentence read into a record: the commit and why, as data
+    assert ran_commit({"git_commit": "0078ca70e6ff", "note": ran})["why"].startswith("this session's device runs")
+
+
+def test_the_commit_that_ran_is_a_provenance_field():
+    """A file records the commit whose code ran as data (timings.RAN_COMMIT_FIELD): read as it is, the whole note
+    kept as what the note says beyond it, and the field wins over a sentence in the note."""
+    from metacl_lite.report.timings import RAN_COMMIT_FIELD, ran_commit
+
+    prov = {"git_commit": "0078ca70e6ff", "git_dirty": True, "note": "Timed under NVIDIA MPS.",
+            RAN_COMMIT_FIELD: {"commit": "977ad48", "why": "a device copy of the working tree"}}
+    assert ran_commit(prov) == {"commit": "977ad48", "why": "a device copy of the working tree",
+                                "recorded": "0078ca70e6", "from_note": True, "dirty": True,
+                                "note_beyond_commit": "Timed under NVIDIA MPS."}
+    prov["note"] = "The code that ran is commit 1234567 (old words)."
+    assert ran_commit(prov)["commit"] == "977ad48"
+
+
+def test_the_committed_gpu_files_name_the_commit_that_ran():
+    """The four committed files that hold the legacy sentence: the commit each names, nothing beyond it."""
+    import json
+
+    from metacl_lite.paths import REPO_ROOT
+    from metacl_lite.report.timings import ran_commit
+
+    want = {"bench-cifar100-cuda": "0aac935", "bench-cub-cuda": "977ad48", "bench-pmnist-cuda": "0aac935",
+            "gpu-check": "0aac935"}
+    for name, commit in want.items():
+        r = ran_commit(json.loads((REPO_ROOT / "results" / f"{name}.json").read_text())["provenance"])
+        assert (r["commit"], r["from_note"], r["note_beyond_commit"], r["recorded"]) == (commit, True, "",
+                                                                                          "0078ca70e6"), name
 
 
 def _gpu_doc(suite="cub", K=10, grid_s=2500.0, measured=1):
@@ -229,10 +261,11 @@ def test_the_gpu_estimate_scales_the_timed_grid_by_runs_and_k():
     assert e["total_s"] == pytest.approx(sum(st["s"] for st in e["steps"])) and e["n_runs"] == 240 + 65 + 30
     assert (e["scaled"], e["measured_seeds"], e["seeds"], e["grid_s"]) == (True, 1, 5, 2500.0)
     # a file that timed every method: the run at its K with its seeds is its grid, the one step marked measured
-    from metacl_lite.training import METHODS
+    from metacl_lite.vocab import PAPER_METHOD_NAMES
 
     full = _gpu_doc(grid_s=2000.0)
-    full["units"] = [{"unit": f"runs/{m}/0", "wall_s": 100.0 + i} for i, m in enumerate(METHODS)] + full["units"][2:]
+    full["units"] = ([{"unit": f"runs/{m}/0", "wall_s": 100.0 + i} for i, m in enumerate(PAPER_METHOD_NAMES)]
+                     + full["units"][2:])
     f = reproduce_gpu_estimate(full)
     assert [(st["step"], st["s"]) for st in f["steps"] if st["measured"]] == [("run", pytest.approx(2000.0))]
     # a larger K: each step's time grows as K / K0

@@ -408,11 +408,14 @@ def markdown(df, align=None):
 def metric_tables(benchmark: str, K: int, committed) -> dict:
     """The three tables of a reproduction page, {"ACC"|"BT"|"FA": Markdown}: ours beside the paper's where both
     exist (`tables.comparison_rows`), ours alone, or the paper's alone (`tables.paper_rows`) without a results
-    file."""
+    file. The rows of methods the paper did not run (an extension such as L2, `vocab.in_paper`) come after the
+    paper's rows and the joint oracle, in their own order."""
     from ..findings.paper import paper_table
     from ..report.tables import comparison_rows, metric_table_markdown, paper_rows
+    from ..vocab import in_paper
 
     rows = comparison_rows(committed) if committed is not None else paper_rows(benchmark, K)
+    rows = [r for r in rows if in_paper(r["method"])] + [r for r in rows if not in_paper(r["method"])]
     paper = paper_table(benchmark, K) is not None
     return {k: metric_table_markdown(rows, k, ours=committed is not None, paper=paper) for k in ("ACC", "BT", "FA")}
 
@@ -471,6 +474,62 @@ def missing_record(benchmark: str, K: int) -> dict:
             "val_first": spec.val_offset, "val_last": spec.val_offset + spec.val_per_class - 1, "tune_here": here,
             "make_target": f"make reproduce-{benchmark}", "own_Ks": ", ".join(map(str, steps["own_Ks"])) or "none",
             "beyond_Ks": ", ".join(map(str, steps["beyond_Ks"])) or "none"}
+
+
+def hours(s: float) -> str:
+    """A long time as a reader reads it: minutes under an hour (`timings.duration`), else hours ("4.2 h", "19 h")."""
+    from ..report.timings import duration
+
+    return duration(s) if s < 3600 else f"{s / 3600:.1f} h" if s < 36000 else f"{s / 3600:.0f} h"
+
+
+def overview_frame(rows: list):
+    """Every setting at a glance (`overview.overview_rows`): Setting (a link to its page), Seeds ("none yet" without
+    a results file; "(incomplete)" after a file with rows of fewer seeds), ACC gap (one decimal) and ρ (two)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        "Setting": [f"[{r['title']}, K = {r['K']}]({r['page']}.md)" for r in rows],
+        "Seeds": [("none yet" if not r["exists"] else f"{r['seeds']}" + ("" if r["complete"] else " (incomplete)"))
+                  for r in rows],
+        "ACC gap": ["–" if r["gap_ACC"] is None else f"{r['gap_ACC']:.1f}" for r in rows],
+        "ρ": ["–" if r["rho"] is None else f"{r['rho']:.2f}" for r in rows]})
+
+
+def cpu_estimate_record(bench: dict, seeds: int) -> dict:
+    """A CPU speed benchmark's estimate of a whole grid (`timings.bench_estimate`) as the overview glues it: "command"
+    (a code span), "device_long", "reduced" and "cpu" (bools), "run_min" (one full run, whole minutes), "K",
+    "n_methods" timed, "grid_h" (them × `seeds` seeds, whole hours), "n_table_methods" of the paper's table, "fold"
+    (the whole grid over the timed methods, one decimal), "max_paper_K" and "suite"."""
+    from ..report.timings import bench_estimate
+
+    e = bench_estimate(bench, seeds)
+    return {"command": f"`{e['command']}`", "device_long": e["device_long"], "reduced": e["reduced"], "cpu": e["cpu"],
+            "run_min": f"{e['mean_run_s'] / 60:.0f}", "K": e["K"], "n_methods": e["n_methods"],
+            "grid_h": f"{e['grid_s'] / 3600:.0f}", "n_table_methods": e["n_table_methods"],
+            "fold": f"{e['n_table_methods'] / e['n_methods']:.1f}", "max_paper_K": e["max_paper_K"],
+            "suite": e["suite"]}
+
+
+#: How the estimate's table names each step of `make reproduce-<benchmark>` (`timings.reproduce_runs`).
+STEPS = {"choices": "open choices", "tune": "β/γ tuning", "run": "the grid", "controls": "γ controls"}
+
+
+def total_estimate_record(doc: dict, seeds: int) -> dict:
+    """`make reproduce-<suite>` on one GPU (`timings.reproduce_gpu_estimate` of a GPU bench file): "total" (`hours`),
+    "n_runs", "K0" (the timed grid's K), "scaled", "measured_seeds", "seeds", "times" (seeds over measured seeds),
+    "concurrency" (one decimal) and "table" (Step, K, Runs, GPU time, "(timed)" after the step the file measured)."""
+    import pandas as pd
+
+    from ..report.timings import reproduce_gpu_estimate
+
+    e = reproduce_gpu_estimate(doc, seeds)
+    table = pd.DataFrame({"Step": [STEPS[st["step"]] for st in e["steps"]], "K": [st["K"] for st in e["steps"]],
+                          "Runs": [st["n_runs"] for st in e["steps"]],
+                          "GPU time": [hours(st["s"]) + (" (timed)" if st["measured"] else "") for st in e["steps"]]})
+    return {"total": hours(e["total_s"]), "n_runs": e["n_runs"], "K0": e["K0"], "scaled": e["scaled"],
+            "measured_seeds": e["measured_seeds"], "seeds": e["seeds"], "times": f"{e['seeds'] / e['measured_seeds']:g}",
+            "concurrency": f"{e['concurrency']:.1f}", "table": table}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -34,9 +34,10 @@ def bench_estimate(bench: dict, seeds: int) -> dict[str, Any]:
 
 def _table_methods(suite: str) -> list[str]:
     """The methods of the paper's table of `suite` at its tuning K (all eleven where it has none)."""
-    from ..training import METHODS
+    from ..vocab import PAPER_METHOD_NAMES
 
-    return [m for m in (paper_table(suite, SPECS[suite].tuning_K) or {}) if m in METHODS] or list(METHODS)
+    return ([m for m in (paper_table(suite, SPECS[suite].tuning_K) or {}) if m in PAPER_METHOD_NAMES]
+            or list(PAPER_METHOD_NAMES))
 
 
 def duration(s: float) -> str:
@@ -44,9 +45,14 @@ def duration(s: float) -> str:
     return f"{s:.1f} s" if s < 300 else f"{s / 60:.1f} min"
 
 
-#: How a provenance note names the commit whose code ran when git_commit/git_dirty record another (a device copy of a
-#: working tree reports its base commit with the tree's changes as uncommitted).
-RAN_COMMIT = re.compile(r"code that ran is commit ([0-9a-f]{7,40})\b")
+#: The provenance field that records, as data, the commit whose code made a file when git_commit/git_dirty record
+#: another (a device copy of a working tree reports its base commit with the tree's changes as uncommitted):
+#: {"commit": "977ad48", "why": "..."} (`ran_commit` reads it).
+RAN_COMMIT_FIELD = "ran_commit"
+#: Files made before that field existed say it in their provenance note, as one sentence ("The code that ran is
+#: commit X (why)."): the committed GPU bench files and the GPU check. `ran_commit` reads that sentence into the same
+#: record; nothing writes it any more.
+_LEGACY = re.compile(r"\s*The code that ran is commit (?P<commit>[0-9a-f]{7,40})\b(?:\s*\((?P<why>[^)]*)\))?\.?")
 
 
 def provenance_note(prov: dict) -> str:
@@ -56,20 +62,29 @@ def provenance_note(prov: dict) -> str:
     return prov.get("note") or (invs[-1]["note"] if invs else "")
 
 
-def note_beyond_commit(prov: dict) -> str:
-    """A file's provenance note less the sentence that names the commit whose code ran (`RAN_COMMIT`, with its
-    parenthesis): what the note says beyond `ran_commit`'s `commit`; "" when nothing."""
-    return re.sub(r"\s*The " + RAN_COMMIT.pattern + r"(\s*\([^)]*\))?\.?", "", provenance_note(prov)).strip()
-
-
 def ran_commit(prov: dict) -> dict[str, Any]:
-    """The commit whose code made a file: `commit`, the one its provenance note names ("The code that ran is commit
-    X") where it names one (`from_note`), else git_commit (10 characters); `recorded`, what git_commit records; `dirty`,
-    git_dirty (a device copy of a working tree reports its base commit with the tree's changes as uncommitted)."""
+    """The commit whose code made a file, as data: `commit`, the provenance's `RAN_COMMIT_FIELD` where it has one
+    (or, in a file made before that field, the commit its note names), else git_commit (10 characters); `why`, the
+    reason recorded with it ("" for none); `from_note`, whether it differs from git_commit's record by such a
+    record; `recorded`, what git_commit records; `dirty`, git_dirty; `note_beyond_commit`, what the provenance note
+    says besides (the whole note where the commit is a field)."""
     recorded = (prov.get("git_commit") or "?")[:10]
-    mo = RAN_COMMIT.search(provenance_note(prov))
-    return {"commit": mo.group(1) if mo else recorded, "recorded": recorded, "from_note": bool(mo),
-            "dirty": bool(prov.get("git_dirty"))}
+    note = provenance_note(prov)
+    field = prov.get(RAN_COMMIT_FIELD)
+    if isinstance(field, dict) and field.get("commit"):
+        found, beyond = {"commit": str(field["commit"]), "why": str(field.get("why") or "")}, note
+    else:
+        mo = _LEGACY.search(note)
+        found = {"commit": mo["commit"], "why": mo["why"] or ""} if mo else None
+        beyond = (note[:mo.start()] + note[mo.end():]).strip() if mo else note
+    return {"commit": found["commit"] if found else recorded, "why": found["why"] if found else "",
+            "recorded": recorded, "from_note": found is not None, "dirty": bool(prov.get("git_dirty")),
+            "note_beyond_commit": beyond}
+
+
+def note_beyond_commit(prov: dict) -> str:
+    """What a file's provenance note says beyond the commit whose code ran (`ran_commit`); "" when nothing."""
+    return ran_commit(prov)["note_beyond_commit"]
 
 
 def gpu_grid(doc: dict) -> dict[str, Any]:
@@ -113,13 +128,14 @@ def reproduce_runs(benchmark: str, seeds: Optional[int] = None) -> list[dict[str
     or "oracle". Steps: "choices" at each decision K where the validation split can decide the open choices (every
     variant's full grids at the tuning K; at the others, the plain method of each regulariser for its base variant
     and at most one candidate, five values around the tuning K's), "tune" at each other K the validation images
-    allow (every tunable method's full grid), then per paper K "run" (every method, the references and the oracle,
-    `seeds` seeds, default `commands.SEEDS`) and "controls" (the MetaCL-λ methods once per γ control)."""
+    allow (every tunable method's full grid), then per paper K "run" (every method of the paper, `run`'s default, the
+    references and the oracle, `seeds` seeds, default `commands.SEEDS`) and "controls" (the paper's MetaCL-λ methods
+    once per γ control)."""
     from ..lab.choices import CANDIDATES, DECISION_KS, FAMILY, around
     from ..lab.hparams import strength_key
     from ..lab.lattice import BETA_GRID, GAMMA_GRID
     from ..lab.tuning import TUNABLE, TUNING_SEEDS
-    from ..training import METHODS
+    from ..vocab import PAPER_METHOD_NAMES
     from .commands import SEEDS, make_target_steps
     from ..findings.evidence import CONTROLS
 
@@ -140,9 +156,9 @@ def reproduce_runs(benchmark: str, seeds: Optional[int] = None) -> list[dict[str
     else:
         tune_Ks = [spec.tuning_K] + tune_Ks
     steps += [{"step": "tune", "K": K, "runs": dict(n_grid)} for K in tune_Ks]
-    lambdas = [m for m in METHODS if strength_key(m) == "gamma"]
-    for K in spec.paper_Ks:
-        steps.append({"step": "run", "K": K, "runs": {**{m: seeds for m in METHODS}, "references": seeds,
+    lambdas = [m for m in PAPER_METHOD_NAMES if strength_key(m) == "gamma"]  # LAMBDAS of the Makefile
+    for K in spec.paper_Ks:  # `run`'s default methods: the paper's (an extension such as L2 is not run)
+        steps.append({"step": "run", "K": K, "runs": {**{m: seeds for m in PAPER_METHOD_NAMES}, "references": seeds,
                                                        "oracle": seeds}})
         steps.append({"step": "controls", "K": K, "runs": {m: seeds * len(CONTROLS) for m in lambdas}})
     return steps
@@ -296,7 +312,7 @@ def device_table(docs: dict[str, dict]):
     `gpu_synthetic` (else `gpu_data`), `gpu_device`. A missing file gives NaN/None."""
     import pandas as pd
 
-    from ..training import METHODS
+    from ..vocab import PAPER_METHOD_NAMES
 
     rows = {}
     for b, (cpu_name, gpu_name) in DEVICE_FILES.items():
@@ -311,7 +327,7 @@ def device_table(docs: dict[str, dict]):
                      cpu_device=cpu["provenance"]["device"])
         elif cpu is not None:  # the mean run of the methods it timed, times all eleven methods and five seeds
             est = bench_estimate(cpu, 5)
-            r.update(cpu_s=est["mean_run_s"] * len(METHODS) * 5, cpu_seeds=5, cpu_whole_grid=False,
+            r.update(cpu_s=est["mean_run_s"] * len(PAPER_METHOD_NAMES) * 5, cpu_seeds=5, cpu_whole_grid=False,
                      cpu_extrapolated=est["reduced"], cpu_device=est["device_long"])
         if gpu is not None:
             r.update(gpu_s=gpu["grid_s"], gpu_seeds=gpu["seeds"], gpu_scaled=gpu["measured_seeds"] < gpu["seeds"],
