@@ -1,7 +1,8 @@
-"""Parameter importance Omega for the penalty of Eq. 2: EWC (Fisher), PI (path integral, Synaptic Intelligence), MAS.
+"""Parameter importance Omega for the penalty of Eq. 2: EWC (Fisher), PI (path integral, Synaptic Intelligence), MAS,
+and L2 (Omega = 1, an extension the paper did not run). Which regularisers exist is `vocab.REGULARISER_TABLE`.
 
 All functions return a flat, non-negative tensor with one entry per parameter (order of `model.parameters()`).
-The training loop calls them through one interface, `Importance` (`EWC`, `PI`, `MAS`): `begin_task`, `after_step`
+The training loop calls them through one interface, `Importance` (`EWC`, `PI`, `MAS`, `L2`): `begin_task`, `after_step`
 after each outer update, `end_task` -> the task's Omega.
 Across tasks `accumulate_importance` combines each task's Omega with the running one; by default they are *summed*
 (Omega <- Omega + Omega_task), as SI and MAS accumulate, and the usual single-penalty form of EWC. The anchor bar_theta
@@ -30,6 +31,7 @@ from torch.nn.utils import parameters_to_vector
 
 from .balance import flatten
 from .data.streams import Experience
+from .vocab import OMEGA_ACCUMULATE, OMEGA_NORMALISE
 
 
 def _per_sample(model: nn.Module, exp: Experience, fn: Callable, chunk: int) -> torch.Tensor:
@@ -171,15 +173,6 @@ def mas_importance(model: nn.Module, exp: Experience, chunk: int = 64, path: str
     return _per_sample(model, exp, fn, chunk) / len(exp)
 
 
-#: The three estimators of Eq. 2's importance Omega (the regularisers), in the row order of the paper's Table 1.
-REGULARISERS = ("mas", "pi", "ewc")
-#: How the running Omega takes in a finished task's Omega, and how that Omega is normalised first.
-OMEGA_ACCUMULATE = ("sum", "latest")
-OMEGA_NORMALISE = ("none", "max", "minmax")
-#: The open choices about Omega that the paper leaves open (`TrainConfig` fields; `accumulate_importance` and `PI`).
-OMEGA_OPTIONS = ("omega_accumulate", "omega_normalise", "pi_xi")
-
-
 def accumulate_importance(previous: Optional[torch.Tensor], new: torch.Tensor, accumulate: str = "sum",
                           normalise: str = "none") -> torch.Tensor:
     """The Omega of Eq. 2's penalty after a task: the running Omega `previous` (None before the first task) combined
@@ -240,6 +233,11 @@ class Importance:
 
     needs_theta = False
 
+    @classmethod
+    def from_config(cls, cfg) -> "Importance":
+        """A new estimator with the run's options (a `training.TrainConfig`); the registry builds every one this way."""
+        return cls()
+
     def begin_task(self, model: nn.Module) -> None:
         pass
 
@@ -255,6 +253,10 @@ class EWC(Importance):
 
     def __init__(self, kind: str = "empirical"):
         self.kind = kind
+
+    @classmethod
+    def from_config(cls, cfg) -> "EWC":
+        return cls(cfg.fisher)
 
     def end_task(self, model: nn.Module, exp: Experience) -> torch.Tensor:
         return ewc_fisher(model, exp, self.kind)
@@ -276,6 +278,10 @@ class PI(Importance):
         self.xi = xi
         self.path: PathIntegral | None = None
 
+    @classmethod
+    def from_config(cls, cfg) -> "PI":
+        return cls(cfg.pi_xi)
+
     def begin_task(self, model: nn.Module) -> None:
         self.path = PathIntegral(parameters_to_vector(model.parameters()), self.xi)
 
@@ -284,3 +290,13 @@ class PI(Importance):
 
     def end_task(self, model: nn.Module, exp: Experience) -> torch.Tensor:
         return self.path.importance(parameters_to_vector(model.parameters()))
+
+
+class L2(Importance):
+    """Omega = 1 for every parameter: the plain L2 penalty beta ||theta - bar_theta||^2 (Eq. 2 with Omega = 1) towards
+    the previous tasks' parameters, the simplest baseline of the regularisation methods (the "L2" curve of Kirkpatrick
+    et al. 2017, Fig. 2A, against which EWC is compared). An extension: the paper did not run it. Summed over tasks (the default
+    `omega_accumulate`), the Omega after t tasks is t; "latest" keeps it at 1."""
+
+    def end_task(self, model: nn.Module, exp: Experience) -> torch.Tensor:
+        return torch.ones_like(parameters_to_vector(model.parameters())).detach()

@@ -1,16 +1,18 @@
-"""One training loop for every method: fine-tune, MetaCL w/o reg, {EWC, PI, MAS} x {plain, MetaCL-beta, MetaCL-lambda},
+"""One training loop for every method: fine-tune, MetaCL w/o reg, {EWC, PI, MAS, L2} x {plain, MetaCL-beta, MetaCL-lambda},
 plus the joint-training oracle (Eq. 1) and the single-task reference models that FA needs.
 
 A method is three choices, each looked up in a small registry by `train_experience`:
 - `TASK_GRADIENT[update]`: how the current-task gradient g1 is made: `plain`, the mini-batch gradient of the loss;
   `metacl`, the Reptile-style inner loop of Alg. 1/2, g1 = (theta - theta^m) / (alpha m) (Eqs. 8-9);
-- `IMPORTANCE[importance]`: how Eq. 2's importance Omega is estimated: EWC, PI or MAS (None: no penalty);
+- `IMPORTANCE[importance]`: how Eq. 2's importance Omega is estimated, one entry per `vocab.REGULARISER_TABLE` row
+  (EWC, PI, MAS; L2, an extension) (None: no penalty);
 - `BALANCE[balance]` (balance.py): how g1 and the penalty gradient g2 are combined: `none` (g = g1), `beta` (Eq. 2,
   Alg. 1: g = g1 + beta g2) or `lambda` (Eqs. 3-5, Alg. 2: g_x = g1 + (lambda + gamma) g2).
 The outer update is Adam (eta = 0.001) on the combined gradient, with a new optimiser (empty state) for each task.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -29,11 +31,12 @@ from .accel.device import DEVICE_KINDS, benchmark_on, check_precision, determini
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .data.streams import Benchmark, Experience
 from .errors import UsageError
-from .importance import (EWC, MAS, OMEGA_ACCUMULATE, OMEGA_NORMALISE, PI, REGULARISERS, Importance,
-                         accumulate_importance)
+from .importance import Importance, accumulate_importance
 from .models import MultiHeadNet, build_model
 from .data.specs import get_spec
 from .reptile import inner_loop
+from .vocab import (BASELINES, OMEGA_ACCUMULATE, OMEGA_NORMALISE, REGULARISER_TABLE, REGULARISERS, VARIANTS, family,
+                    method_label)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -137,12 +140,15 @@ COMPILED_TASK_GRADIENT: dict[str, Callable[..., torch.Tensor]] = {
                                                                       cfg.bundle_size, inner_loop),
 }
 
-#: Method.importance -> a new estimator of one task's Omega (Eq. 2), with the run's options.
-IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {
-    "ewc": lambda cfg: EWC(cfg.fisher),
-    "pi": lambda cfg: PI(cfg.pi_xi),
-    "mas": lambda cfg: MAS(),
-}
+def _estimator(path: str) -> Callable[[TrainConfig], Importance]:
+    """The `from_config` of the `Importance` class at "module:Class" (a `vocab.Regulariser`'s estimator)."""
+    module, _, cls = path.partition(":")
+    return getattr(importlib.import_module(module), cls).from_config
+
+
+#: Method.importance -> a new estimator of one task's Omega (Eq. 2), with the run's options; from the vocabulary.
+IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {r.name: _estimator(r.estimator)
+                                                              for r in REGULARISER_TABLE}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -154,7 +160,7 @@ class Method:
 
     name: str
     label: str  # as in the paper's tables
-    importance: Optional[str]  # None | "ewc" | "pi" | "mas"
+    importance: Optional[str]  # None or one of vocab.REGULARISERS
     update: str  # "plain" | "metacl"
     balance: str  # "none" | "beta" | "lambda"
 
@@ -165,27 +171,16 @@ class Method:
             raise ValueError(f"inconsistent method {self}: a penalty needs a balance, and no balance without one")
 
 
-#: MetaCL's two balances of a regulariser (Alg. 1 and Alg. 2): balance -> the label's suffix.
-VARIANTS = {"beta": "MetaCL-β", "lambda": "MetaCL-λ"}
-
-
-def family(imp: str) -> tuple[str, str, str]:
-    """A regulariser's three methods: plain (Eq. 2), MetaCL-β (Alg. 1) and MetaCL-λ (Alg. 2), e.g. ("pi",
-    "pi-metacl-beta", "pi-metacl-lambda")."""
-    return (imp, *(f"{imp}-metacl-{v}" for v in VARIANTS))
-
-
 def _methods() -> dict[str, Method]:
-    m = [Method("finetune", "Fine tune", None, "plain", "none"),
-         Method("metacl", "MetaCL, w/o reg", None, "metacl", "none")]
-    for imp in REGULARISERS:  # the order of the paper's Table 1
-        up = imp.upper()
-        m += [Method(imp, up, imp, "plain", "beta"),
-              *(Method(f"{imp}-metacl-{v}", f"{up}-{label}", imp, "metacl", v) for v, label in VARIANTS.items())]
+    m = [Method(name, BASELINES[name], None, update, "none") for name, update in (("finetune", "plain"),
+                                                                                    ("metacl", "metacl"))]
+    for imp in REGULARISERS:  # the order of the paper's Table 1, extensions after the paper's own
+        m += [Method(name, method_label(name), imp, "plain" if v is None else "metacl", v or "beta")
+              for name, v in zip(family(imp), (None, *VARIANTS))]
     return {x.name: x for x in m}
 
 
-#: The eleven methods of Table 1, in the paper's row order.
+#: Every method: the eleven of Table 1 in the paper's row order (`vocab.PAPER_METHOD_NAMES`), then the extensions.
 METHODS: dict[str, Method] = _methods()
 
 

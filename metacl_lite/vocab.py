@@ -18,17 +18,21 @@ class Regulariser(NamedTuple):
     name: str
     label: str
     estimator: str
+    in_paper: bool  # whether the paper ran it (its claims and default runs); False: an extension of this package
 
 
 #: Every regulariser the package trains, in the row order of the paper's Table 1 (the paper's own three first; an
 #: extension the paper did not run comes after them). Which of them the paper's claims are about is the claims' own
-#: data (`findings.paper.PAPER_REGULARISERS`), not this list.
+#: data (`in_paper`, read as `PAPER_REGULARISERS`), not this list.
 REGULARISER_TABLE: tuple[Regulariser, ...] = (
-    Regulariser("mas", "MAS", "metacl_lite.importance:MAS"),
-    Regulariser("pi", "PI", "metacl_lite.importance:PI"),
-    Regulariser("ewc", "EWC", "metacl_lite.importance:EWC"),
+    Regulariser("mas", "MAS", "metacl_lite.importance:MAS", True),
+    Regulariser("pi", "PI", "metacl_lite.importance:PI", True),
+    Regulariser("ewc", "EWC", "metacl_lite.importance:EWC", True),
+    Regulariser("l2", "L2", "metacl_lite.importance:L2", False),
 )
 REGULARISERS: tuple[str, ...] = tuple(r.name for r in REGULARISER_TABLE)
+#: The regularisers the paper ran (Table 1's families): what the claims test and what `run` trains by default.
+PAPER_REGULARISERS: tuple[str, ...] = tuple(r.name for r in REGULARISER_TABLE if r.in_paper)
 REGULARISER_LABELS: dict[str, str] = {r.name: r.label for r in REGULARISER_TABLE}
 
 #: MetaCL's two balances of a regulariser (Alg. 1: a fixed beta; Alg. 2: the dynamic lambda of Eqs. 3-5) -> the
@@ -88,3 +92,22 @@ def method_label(name: str) -> str:
 
 #: Every method name, in the paper's row order: the two baselines, then each regulariser's family.
 METHOD_NAMES: tuple[str, ...] = (*BASELINES, *(m for r in REGULARISERS for m in family(r)))
+#: The paper's eleven methods (Table 1), the default of `run`: the two baselines and the paper's regularisers' families.
+PAPER_METHOD_NAMES: tuple[str, ...] = (*BASELINES, *(m for r in PAPER_REGULARISERS for m in family(r)))
+
+
+def in_paper(name: str) -> bool:
+    """Whether a method (or the joint oracle) is one the paper ran; False for an extension such as "l2-metacl-beta"."""
+    return name == ORACLE or name in PAPER_METHOD_NAMES
+
+
+if __name__ == "__main__":  # the Makefile's lists: python -m metacl_lite.vocab lambdas|regularisers|methods
+    import sys
+
+    what = sys.argv[1] if len(sys.argv) > 1 else "methods"
+    lists = {"regularisers": REGULARISERS, "paper-regularisers": PAPER_REGULARISERS, "methods": METHOD_NAMES,
+             "paper-methods": PAPER_METHOD_NAMES,
+             "lambdas": tuple(method_name(r, "lambda") for r in PAPER_REGULARISERS)}
+    if what not in lists:
+        sys.exit(f"python -m metacl_lite.vocab: unknown list {what!r}; one of {', '.join(lists)}")
+    print(",".join(lists[what]))

@@ -87,7 +87,7 @@ def test_undecided_while_files_are_missing_and_k200_needs_k20_first(folder):
     d = CH.decide(CH.scores("pmnist"))
     assert d["mas"] == {"decision": "undecided", "candidate": "latest", "missing": ["latest@K=200"]}
     runs = CH.plan("pmnist", 200)  # base and the K=20 candidate, per plain method, around its K=20 value
-    assert [(r.variant, r.methods) for r in runs] == [(v, (m,)) for m in ("ewc", "mas", "pi") for v in ("base", "latest")]
+    assert [(r.variant, r.methods) for r in runs] == [(v, (m,)) for m in CH.ORDER for v in ("base", "latest")]
     assert all(r.beta_grid == (0.1, 0.3, 1.0, 3.0, 10.0) for r in runs)
     _write_all({}, {})
     assert [r.variant for r in CH.plan("pmnist", 200)] == ["base"] * 3  # a tie at K=20 keeps base alone
@@ -103,7 +103,7 @@ def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, h
     _write_all({"latest": 1.0}, {"latest": 1.0})
     assert main(["choices", "--summary-only"]) == 0
     hp = json.loads(CH.H.HPARAMS_FILE.read_text())["pmnist"]
-    assert hp["options"] == {r: {"omega_accumulate": "latest"} for r in ("ewc", "mas", "pi")}
+    assert hp["options"] == {r: {"omega_accumulate": "latest"} for r in CH.ORDER}
     assert hp["options_source"] == "results/open-choices-pmnist.json"
     assert CH.H.method_config("pmnist", "pi-metacl-beta").omega_accumulate == "latest"
     assert CH.H.method_config("pmnist", "finetune").omega_accumulate == "sum"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from metacl_lite.findings import claims as C, evidence as E, stats as S
+from metacl_lite.vocab import PAPER_REGULARISERS, family
 
 FT = [(60, 50, 60)] * 3  # ACC 55, BT -10, FA 10 on each seed
 
@@ -176,8 +177,7 @@ def test_claim1_is_judged_at_K20():
 
 
 def test_claim2a_counts_table1_only_and_2b_counts_pi_at_every_K():
-    mats = {m: FT for m in ("mas", "mas-metacl-beta", "mas-metacl-lambda", "pi", "pi-metacl-beta", "pi-metacl-lambda",
-                            "ewc", "ewc-metacl-beta", "ewc-metacl-lambda")}
+    mats = {m: FT for r in PAPER_REGULARISERS for m in family(r)}  # the paper's nine regularised methods
     ev = E.Evidence((20, 50, 200), {K: _res(K, mats) for K in (20, 50, 200)})
     counted = {(r["test"], r["K"]) for r in C.CLAIMS[1].evaluate(ev) if r["counted"]}
     assert {K for _, K in counted} == {20} and len(counted) == 9

@@ -4,9 +4,13 @@ five functions of the package write prose, and which ones is known)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+from typing import Optional
 
 import pytest
+
+from metacl_lite import vocab
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "metacl_lite"
@@ -116,31 +120,101 @@ def test_no_module_is_over_500_lines(path):
     assert len(path.read_text().splitlines()) <= 500
 
 
-def _literal_places(words: list[str], package: Path = PACKAGE) -> list[str]:
-    """The modules holding a tuple, list or set literal of exactly the strings `words` (in any order)."""
+def _element_name(e: ast.AST) -> str:
+    """The name an element of a collection literal spells: a string, or the first argument of a call such as
+    `Regulariser("mas", ...)`; "" otherwise."""
+    if isinstance(e, ast.Call) and e.args and isinstance(e.func, ast.Name) and e.func.id[:1].isupper():
+        e = e.args[0]
+    return e.value if isinstance(e, ast.Constant) and isinstance(e.value, str) else ""
+
+
+def _names_in(tree: ast.AST, keys: bool = True) -> list[set]:
+    """The names each tuple, list or set literal (its elements) or, with `keys`, dict literal (its keys) spells."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            out.append({_element_name(e) for e in node.elts} - {""})
+        elif isinstance(node, ast.Dict) and keys:
+            out.append({_element_name(k) for k in node.keys if k is not None} - {""})
+    return out
+
+
+def _code_cells(page: Path) -> str:
+    """A MyST notebook's code cells, joined (the lines between "```{code-cell}" and "```")."""
+    out, inside = [], False
+    for line in page.read_text().splitlines():
+        if line.startswith("```{code-cell}"):
+            inside = True
+        elif inside and line.startswith("```"):
+            inside = False
+        elif inside and not line.startswith("%"):
+            out.append(line)
+    return "\n".join(out)
+
+
+def _sources(package: Path = PACKAGE) -> dict[str, str]:
+    """The package's modules, the tests and chapter 2's code cells, by path; the Makefile is checked as text."""
+    root = package.parent
+    out = {str(p.relative_to(root)): p.read_text() for p in sorted(package.rglob("*.py"))}
+    out.update({str(p.relative_to(root)): p.read_text() for p in sorted((root / "tests").glob("*.py"))})
+    page = root / "book" / "chapters" / "02_forgetting.md"
+    if page.exists():
+        out[str(page.relative_to(root))] = _code_cells(page)
+    return out
+
+
+def _literal_places(words, package: Path = PACKAGE, at_least: Optional[int] = 3) -> list[str]:
+    """The files holding a collection literal that names at least `at_least` of `words` (a list of regularisers
+    in any order; in the package and the book also a dict keyed by them), or exactly `words` when at_least is None
+    (two-word sets such as the variants), and the Makefile when it lists `at_least` of them comma-separated (bare
+    or as method names). A test's dict keyed by regularisers is a fixture's data (options, values), not a list."""
+    words = set(words)
     places = []
-    for path in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and \
-                    sorted(str(e.value) if isinstance(e, ast.Constant) else "" for e in node.elts) == sorted(words):
-                places.append(str(path.relative_to(package)))
+    for name, text in _sources(package).items():
+        for spelt in _names_in(ast.parse(text), keys=not name.startswith("tests/")):
+            if (spelt == words) if at_least is None else len(spelt & words) >= at_least:
+                places.append(name)
+                break
+    make = package.parent / "Makefile"
+    if make.exists() and at_least is not None:
+        names = "|".join(sorted(words))
+        item = rf"\b({names})(-metacl-\w+)?"
+        if re.search(",".join([item] * at_least) + r"\b", make.read_text()):
+            places.append("Makefile")
     return places
 
 
-@pytest.mark.parametrize("words", [["ewc", "mas", "pi"], ["omega_accumulate", "omega_normalise", "pi_xi"]],
-                         ids=["regularisers", "omega-options"])
-def test_the_vocabulary_is_named_once(words):
-    """Only importance.py lists the three regularisers (REGULARISERS) and the open choices about Omega
-    (OMEGA_OPTIONS); everything else imports them."""
-    assert _literal_places(words) == ["importance.py"]
+#: The vocabulary's lists, from vocab.py itself: a regulariser added there is checked too.
+VOCABULARY = {"regularisers": (vocab.REGULARISERS, len(vocab.PAPER_REGULARISERS)),
+              "omega-options": (vocab.OMEGA_OPTIONS, len(vocab.OMEGA_OPTIONS)),
+              "variants": (tuple(vocab.VARIANTS), None), "omega-accumulate": (vocab.OMEGA_ACCUMULATE, None),
+              "omega-normalise": (vocab.OMEGA_NORMALISE, None)}
+
+
+@pytest.mark.parametrize("name", VOCABULARY)
+def test_the_vocabulary_is_named_once(name):
+    """Only vocab.py lists the regularisers, the variants and the open choices about Omega and their values; the
+    package, the tests, chapter 2's code and the Makefile import or print them (python -m metacl_lite.vocab)."""
+    words, at_least = VOCABULARY[name]
+    assert _literal_places(words, at_least=at_least) == ["metacl_lite/vocab.py"]
 
 
 def test_the_vocabulary_check_finds_a_second_list(tmp_path):
     pkg = tmp_path / "metacl_lite"
+    (tmp_path / "tests").mkdir(parents=True)
     pkg.mkdir()
-    (pkg / "importance.py").write_text('REGULARISERS = ("mas", "pi", "ewc")\n')
-    (pkg / "other.py").write_text('for r in ["pi", "ewc", "mas"]:\n    pass\nX = ("pi", "ewc", "mas", "si")\n')
-    assert _literal_places(["ewc", "mas", "pi"], pkg) == ["importance.py", "other.py"]
+    (pkg / "vocab.py").write_text('T = (R("mas", "MAS"), R("pi", "PI"), R("ewc", "EWC"))\nV = {"beta": 1, "lambda": 2}\n')
+    (pkg / "other.py").write_text('for r in ["pi", "ewc", "mas"]:\n    pass\nX = {"ewc": 1, "pi": 2}\nB = {"none", "beta", "lambda"}\n')
+    (tmp_path / "tests" / "test_x.py").write_text('V = ("lambda", "beta")\nHP = {"ewc": {}, "pi": {}, "mas": {}}\n')
+    (tmp_path / "Makefile").write_text("LAMBDAS := mas-metacl-lambda,pi-metacl-lambda,ewc-metacl-lambda\n")
+    regs = vocab.PAPER_REGULARISERS
+    assert _literal_places(regs, pkg) == ["metacl_lite/other.py", "metacl_lite/vocab.py", "Makefile"]
+    assert _literal_places(regs, pkg, at_least=2) == ["metacl_lite/other.py", "metacl_lite/vocab.py", "Makefile"]
+    assert _literal_places(tuple(vocab.VARIANTS), pkg, at_least=None) == ["metacl_lite/vocab.py", "tests/test_x.py"]
+    (tmp_path / "book" / "chapters").mkdir(parents=True)
+    (tmp_path / "book" / "chapters" / "02_forgetting.md").write_text(
+        "# 2\n\n```{code-cell} ipython3\nBETAS = {\"ewc\": 1.0, \"pi\": 2.0, \"mas\": 3.0}\n```\n")
+    assert "book/chapters/02_forgetting.md" in _literal_places(regs, pkg)
 
 
 def test_at_most_five_functions_write_prose():

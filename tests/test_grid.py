@@ -8,6 +8,7 @@ from metacl_lite.lab import grid as G
 from metacl_lite.lab.checks import effective_options
 from metacl_lite.errors import ConfigMismatch
 from metacl_lite.training import TrainConfig
+from metacl_lite.vocab import PAPER_METHOD_NAMES
 
 TINY = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 
@@ -62,7 +63,7 @@ def test_every_contributing_invocation_is_recorded(hparams_file, spy, tmp_path):
 def test_recorded_command_is_relative_inside_the_repository(hparams_file, spy):
     from metacl_lite.lab.grid import run_command
 
-    cfg = {"benchmark": "pmnist", "K": 50, "seeds": [0, 1, 2], "methods": list(G.METHODS), "n_tasks": 20,
+    cfg = {"benchmark": "pmnist", "K": 50, "seeds": [0, 1, 2], "methods": list(PAPER_METHOD_NAMES), "n_tasks": 20,
            "train": {"epochs": 5}, "data_source": "auto", "model": {}}
     assert run_command(cfg, G.default_out("pmnist", 50)) == "python -m metacl_lite run --benchmark pmnist --K 50 --seeds 3"
     assert run_command(cfg, G.REPO_ROOT / "runs" / "x.json").endswith(" --seeds 3 --out runs/x.json")

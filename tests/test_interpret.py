@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from metacl_lite.importance import REGULARISERS
+from metacl_lite.vocab import REGULARISERS
 
 from metacl_lite.paths import REPO_ROOT
 from metacl_lite.report import commands as C
@@ -18,7 +18,7 @@ from metacl_lite.report import targets as T
 from metacl_lite.report import timings as Ti
 from metacl_lite.findings.paper import paper_table
 from metacl_lite.lab.summary import summarize
-from metacl_lite.training import METHODS
+from metacl_lite.vocab import PAPER_METHOD_NAMES
 
 PAPER20 = paper_table("pmnist", 20)
 
@@ -28,7 +28,7 @@ def doc(acc: dict, benchmark="pmnist", K=20, seeds=(0, 1), spread=0.1, config=No
     [[50, -], [2a - 50, 50]] (ACC = a, BT = 2a - 100, FA = 0 with references 50), a = acc[m] -+ spread on alternate
     seeds and acc[m] itself on the last of an odd number of seeds, so the mean is acc[m] (with 2 seeds the 95%
     half-width is t_{0.975,1} * spread = 12.706 * spread). acc["joint"] is the oracle."""
-    methods = methods or [m for m in METHODS if m in acc]
+    methods = methods or [m for m in PAPER_METHOD_NAMES if m in acc]
     runs, refs, oracle = {}, {}, {}
     for i, s in enumerate(seeds):
         sign = 0 if (len(seeds) % 2 and i == len(seeds) - 1) else (-1 if i % 2 == 0 else 1)
@@ -65,10 +65,10 @@ def test_gaps_per_metric_with_known_answers():
     # half-width 12.706 * 0.1 = 1.27: gaps of 1 lie inside, 2.5 and 6 outside
     assert sorted(g["ACC"]["outside"]) == ["mas-metacl-lambda", "pi"] and len(g["ACC"]["within"]) == 10
     # BT = 2 ACC - 100 here; the paper's BT is its own column (the oracle has none)
-    bt = {m: 2 * acc[m] - 100 - PAPER20[m]["BT"][0] for m in METHODS}
+    bt = {m: 2 * acc[m] - 100 - PAPER20[m]["BT"][0] for m in PAPER_METHOD_NAMES}
     assert g["BT"]["n"] == 11 and g["BT"]["mean_abs"] == pytest.approx(sum(abs(v) for v in bt.values()) / 11)
     assert g["BT"]["by_method"] == pytest.approx(bt)
-    fa = {m: 0.0 - PAPER20[m]["FA"][0] for m in METHODS}
+    fa = {m: 0.0 - PAPER20[m]["FA"][0] for m in PAPER_METHOD_NAMES}
     assert g["FA"]["mean_abs"] == pytest.approx(sum(abs(v) for v in fa.values()) / 11)
 
 
@@ -328,7 +328,7 @@ def test_a_missing_file_says_whether_it_needs_a_download_and_how_to_make_it():
 
 def _bench(n_methods: int, reduced=True, device="cpu", suite="cub") -> dict:
     per = [{"method": m, "wall_s": 1.0, "full_run_s_estimate": 600.0 * (i + 1), "extrapolated": reduced}
-           for i, m in enumerate(list(METHODS)[:n_methods])]
+           for i, m in enumerate(list(PAPER_METHOD_NAMES)[:n_methods])]
     return {"suite": suite, "device": device, "epochs": 1, "n_tasks": 1, "reduced": reduced,
             "grid_s_estimate": 3 * sum(r["full_run_s_estimate"] for r in per), "per_method": per,
             "provenance": {"command": f"python -m metacl_lite bench --suite cub --out {REPO_ROOT}/results/b.json",
@@ -340,7 +340,8 @@ def test_bench_estimate_scales_to_the_seeds():
     assert est["mean_run_s"] == pytest.approx(600.0 * (1 + 2 + 3 + 4) / 4)
     assert est["grid_s"] == pytest.approx(5 * 600.0 * 10)  # 5 seeds x the four runs
     assert (est["reduced"], est["cpu"], est["n_methods"], est["n_table_methods"]) == (True, True, 4, 11)
-    assert est["methods"] == list(METHODS)[:4] and (est["K"], est["max_paper_K"]) == (10, 10)  # CUB: only K = 10
+    assert est["methods"] == list(PAPER_METHOD_NAMES)[:4]
+    assert (est["K"], est["max_paper_K"]) == (10, 10)  # CUB: only K = 10
     # no local path, and the command as it runs today (the file was made before the tools left the users' CLI)
     assert est["command"] == "python -m metacl_lite.tools bench --suite cub --out results/b.json"
     cifar = Ti.bench_estimate(_bench(11, suite="cifar100"), 3)
@@ -520,13 +521,14 @@ def test_open_choices_decided_per_regulariser():
 def test_targets_per_K_with_known_answers(tmp_path):
     """Issue 10's targets per K: ACC gap <= 3 and every regularised FA gap < 10, whether β/γ were tuned at that K,
     whether the tuning file's choices are interior; K beyond the paper has no gaps; a missing file says so."""
-    reg = [m for m in METHODS if any(m.startswith(r) for r in REGULARISERS)]
+    reg = [m for m in PAPER_METHOD_NAMES if any(m.startswith(r) for r in REGULARISERS)]
     tuned = {m: "default: results/tuning-pmnist-K20.json" for m in reg}
     res20 = doc(paper_plus({"pi": 4.0}, default=2.0), config={"hparams_source": tuned})
     (tmp_path / "pmnist-K20.json").write_text(json.dumps(res20))
     res50 = doc(paper_plus({}, default=-1.0, K=50), K=50, config={"hparams_source": tuned})  # K=20's values
     (tmp_path / "pmnist-K50.json").write_text(json.dumps(res50))
-    res5 = doc({m: 40.0 for m in METHODS}, K=5, config={"hparams_source": {m: "K=5: x" for m in reg}})
+    res5 = doc({m: 40.0 for m in PAPER_METHOD_NAMES}, K=5,
+               config={"hparams_source": {m: "K=5: x" for m in reg}})
     (tmp_path / "pmnist-K5.json").write_text(json.dumps(res5))
     for K, edge in ((20, False), (50, True)):
         (tmp_path / f"tuning-pmnist-K{K}.json").write_text(json.dumps(

@@ -26,6 +26,7 @@ from metacl_lite.publish.notebooks import declared_parameters, validate, Paramet
 from metacl_lite.publish.pages import BENCHMARK_PAGE, PAGES, REPRODUCE, TEMPLATES
 from metacl_lite.progress import progress_enabled
 from metacl_lite.training import TrainConfig
+from metacl_lite.vocab import OMEGA_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "book" / "reproduce" / "benchmark.md"
@@ -499,7 +500,7 @@ def test_tuning_units_of_a_variant_train_with_its_options(tmp_path, spy, hparams
     hparams_file(hp)  # decided options that must not leak into a variant's units
     r = v.regularisers[0]
     _tune(tmp_path, list(FAMILY[r]), options=v.options, decided=False)
-    want = {**{k: getattr(TrainConfig(), k) for k in ("omega_accumulate", "omega_normalise", "pi_xi")}, **v.options}
+    want = {**{k: getattr(TrainConfig(), k) for k in OMEGA_OPTIONS}, **v.options}
     assert {s["method"] for s in spy.streams} == set(FAMILY[r])
     for s in spy.streams:
         assert {k: getattr(s["cfg"], k) for k in want} == want, (s["method"], s["cfg"])

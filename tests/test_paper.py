@@ -14,7 +14,8 @@ import pytest
 
 from metacl_lite.findings.paper import PAPER_SOURCES, PAPER_TABLES, paper_table
 from metacl_lite.data.specs import SPECS
-from metacl_lite.training import METHODS, TrainConfig
+from metacl_lite.training import TrainConfig
+from metacl_lite.vocab import PAPER_METHOD_NAMES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEX = REPO_ROOT.parent / "shared" / "paper" / "metacl_aaai2020.tex"
@@ -152,8 +153,9 @@ def test_parser_reads_the_papers_tables():
     assert by[(6, "pi-metacl-beta", 500, "BT")].line == 700
     assert by[(7, "joint", 200, "ACC")].value == (60.4, 2.7) and by[(7, "joint", 500, "BT")].value is None
     assert by[(6, "mas-metacl-beta", 500, "FA")].value == (-6.1, 0.2)  # a \textbf cell
-    assert [c.method for c in cells if c.table == 1 and c.metric == "ACC"] == list(METHODS)  # the paper's row order
-    assert set(LABELS.values()) == set(METHODS) | {"joint"}
+    # the paper's row order
+    assert [c.method for c in cells if c.table == 1 and c.metric == "ACC"] == list(PAPER_METHOD_NAMES)
+    assert set(LABELS.values()) == set(PAPER_METHOD_NAMES) | {"joint"}
 
 
 def test_every_number_in_paper_py_is_the_latex_number():

@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from metacl_lite import training
+from metacl_lite import training, vocab
 from metacl_lite.errors import UsageError
 from metacl_lite.importance import ewc_fisher, mas_importance
+from metacl_lite.findings.paper import PAPER_TABLES
 from metacl_lite.data.mnist import permuted_mnist
 from metacl_lite.models import mlp
 from metacl_lite.data.streams import Experience
@@ -28,7 +29,7 @@ from metacl_lite.training import (METHODS, RegState, TrainConfig, evaluate, get_
 # 50 training images per task (K=5): 5 outer steps per epoch, each with m = 2 mini-bundles
 CFG = dict(epochs=1, batch_size=10, bundle_size=5, beta=2.0, gamma=0.5, pi_xi=0.2)
 STEPS = 5
-MEASURES = ("mas", "pi", "ewc")
+MEASURES = vocab.REGULARISERS
 
 
 @pytest.fixture(scope="module")
@@ -157,19 +158,24 @@ def run_task(model, exp, name, cfg, reg, adam):
     thetas = [s["theta"] for s in steps] + [params_vector(model)]
     path = -sum(g * (b - a) for g, a, b in zip(g1s, thetas[:-1], thetas[1:]))
     pi = path.clamp(min=0) / ((thetas[-1] - theta_start) ** 2 + cfg.pi_xi)  # Zenke et al.: task-loss gradient only
-    return {"ewc": ewc_fisher(model, exp, cfg.fisher), "mas": mas_importance(model, exp), "pi": pi}, angles
+    return {"ewc": ewc_fisher(model, exp, cfg.fisher), "mas": mas_importance(model, exp), "pi": pi,
+            "l2": torch.ones_like(pi)}, angles
 
 
 def assert_own_measure(increment, candidates, imp):
-    """The Omega a task added is the method's own measure and none of the other two."""
+    """The Omega a task added is the method's own measure and none of the others."""
     torch.testing.assert_close(increment, candidates[imp], rtol=1e-3, atol=1e-4 * float(candidates[imp].max()))
     for other in set(MEASURES) - {imp}:
         assert not torch.allclose(increment, candidates[other], rtol=1e-2, atol=0.0), other
 
 
-def test_eleven_methods_in_paper_order():
-    assert list(METHODS) == ["finetune", "metacl", "mas", "mas-metacl-beta", "mas-metacl-lambda", "pi",
-                             "pi-metacl-beta", "pi-metacl-lambda", "ewc", "ewc-metacl-beta", "ewc-metacl-lambda"]
+def test_eleven_methods_in_paper_order_then_the_extension():
+    """The paper's eleven in the row order of its Table 1 (the rows of findings.paper's table, independent of the
+    vocabulary), then L2's family, an extension."""
+    paper = [m for m in PAPER_TABLES[("pmnist", 20)] if m != vocab.ORACLE]
+    assert list(METHODS) == [*paper, "l2", "l2-metacl-beta", "l2-metacl-lambda"]
+    assert list(vocab.PAPER_METHOD_NAMES) == paper
+    assert METHODS["l2-metacl-lambda"].label == "L2-MetaCL-λ" and METHODS["pi-metacl-beta"].label == "PI-MetaCL-β"
     assert [(m.importance, m.update, m.balance) for m in METHODS.values()] == [promised(n) for n in METHODS]
     with pytest.raises(UsageError, match="unknown method 'sgd'"):
         get_method("sgd")

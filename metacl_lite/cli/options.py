@@ -10,6 +10,7 @@ from typing import Optional
 
 from ..data.specs import BENCHMARKS, get_spec
 from ..errors import UserError
+from ..vocab import METHOD_NAMES, OMEGA_ACCUMULATE, OMEGA_NORMALISE
 
 
 #: `device.PRECISIONS`, spelled out: importing device.py would load torch before every command (a test keeps the two
@@ -111,12 +112,11 @@ def positive_finite(name):
 
 
 def method_list(text: str, extra: tuple = ()) -> list[str]:
-    from ..training import METHODS
-
     items = items_of(text, "--methods")
-    bad = [m for m in items if m not in [*METHODS, *extra]]
+    bad = [m for m in items if m not in [*METHOD_NAMES, *extra]]
     if bad:
-        raise argparse.ArgumentTypeError(f"unknown method {bad[0]!r}; choose from: {', '.join([*METHODS, *extra])}")
+        raise argparse.ArgumentTypeError(f"unknown method {bad[0]!r}; choose from: "
+                                         f"{', '.join([*METHOD_NAMES, *extra])}")
     return items
 
 
@@ -167,9 +167,9 @@ def precision_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> 
 
 
 def choice_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--omega-accumulate", choices=("sum", "latest"), default=None,
+    p.add_argument("--omega-accumulate", choices=OMEGA_ACCUMULATE, default=None,
                    help="Omega across tasks: summed (default) or the latest task's only")
-    p.add_argument("--omega-normalise", choices=("none", "max", "minmax"), default=None,
+    p.add_argument("--omega-normalise", choices=OMEGA_NORMALISE, default=None,
                    help="each task's Omega: as is (default), divided by its maximum, or min-max scaled to [0, 1]")
     p.add_argument("--pi-xi", type=positive_finite("--pi-xi"), default=None, help="PI's damping xi (default 0.1)")
 

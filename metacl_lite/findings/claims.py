@@ -22,8 +22,8 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ..errors import FileFormatError
-from ..importance import REGULARISERS
-from ..training import METHODS, VARIANTS
+from ..training import METHODS
+from ..vocab import PAPER_REGULARISERS, REGULARISER_LABELS, VARIANTS, method_name
 from .evidence import ANGLE_PAIR, CONTROL_COMMAND, CONTROLS, DYNAMICS_COMMAND, SPEED_PAIRS, Evidence, control_file
 from .paper import PAPER_SOURCES, paper_table
 from .stats import (ALPHA, CONFIRMED, INCONCLUSIVE, LOW_K, NOT_COUNTED, NOT_RUN, REFUTED, STANDARD_K, angle_mean,
@@ -149,12 +149,13 @@ def across_K_tests(pairs: Sequence[tuple], low: Sequence[int] = LOW_K, standard:
 def control_tests(metric: str = "ACC"):
     """Claim 7: each MetaCL-λ control run (γ = β of its MetaCL-β counterpart; γ = 0) minus MetaCL-β, per K."""
     def evaluate(ev: Evidence) -> list[dict]:
-        return [_control_row(ev, K, c, imp, metric) for K in ev.ks for c in CONTROLS for imp in REGULARISERS]
+        return [_control_row(ev, K, c, imp, metric)
+                for K in ev.ks for c in CONTROLS for imp in PAPER_REGULARISERS]
     return evaluate
 
 
 def _control_row(ev: Evidence, K: int, control: str, imp: str, metric: str) -> dict:
-    lam, beta = f"{imp}-metacl-lambda", f"{imp}-metacl-beta"
+    lam, beta = method_name(imp, "lambda"), method_name(imp, "beta")
     part = f"γ = {'β' if control == 'gamma=beta' else '0'}"  # the control: claim 7's parts (`claim_parts`)
     test = f"{_label(lam)} ({part}) − {_label(beta)}, {metric}"
     ctl = ev.controls.get(control, {}).get(K)
@@ -165,7 +166,8 @@ def _control_row(ev: Evidence, K: int, control: str, imp: str, metric: str) -> d
         main = ev.results[K]["config"]["methods"]
         missing = [{"kind": "control", "K": K, "file": cfile, "command": CONTROL_COMMAND.format(
             benchmark=ev.benchmark, K=K, gamma=control.split("=")[1], seeds=len(ev.results[K]["config"]["seeds"]),
-            methods=",".join(f"{i}-metacl-lambda" for i in REGULARISERS if f"{i}-metacl-beta" in main))}]
+            methods=",".join(method_name(i, "lambda") for i in PAPER_REGULARISERS
+                             if method_name(i, "beta") in main))}]
     elif not missing and lam not in ctl["config"]["methods"]:
         missing = [{"kind": "runs", "K": K, "file": cfile, "methods": [lam]}]
     if missing:
@@ -181,8 +183,8 @@ def _control_row(ev: Evidence, K: int, control: str, imp: str, metric: str) -> d
 
 def _check_control(ctl: dict, main: dict, imp: str, control: str, K: int) -> None:
     """A control file must hold MetaCL-λ made with the control's γ (FileFormatError otherwise)."""
-    lam = f"{imp}-metacl-lambda"
-    want = main["config"]["method_hparams"][f"{imp}-metacl-beta"]["beta"] if control == "gamma=beta" else 0.0
+    lam = method_name(imp, "lambda")
+    want = main["config"]["method_hparams"][method_name(imp, "beta")]["beta"] if control == "gamma=beta" else 0.0
     got = ctl["config"]["method_hparams"][lam].get("gamma")
     if got != want:
         raise FileFormatError(f"the {control} control file for K = {K} holds {lam} with gamma = {got}, not {want}")
@@ -293,14 +295,15 @@ CLAIMS = [
           "improved",
           "Experiments, Results (Tables 1-3); Appendix D says only: \"When compare MetaCL with the original "
           "approaches PI and MAS, MetaCL can generally reach higher ACC and FA with comparable BT.\"", 511,
-          method_tests([(f"{i}-metacl-beta", i, m) for i in REGULARISERS for m in ("ACC", "BT", "FA")], scope=MAIN)),
+          method_tests([(method_name(i, "beta"), i, m) for i in PAPER_REGULARISERS for m in ("ACC", "BT", "FA")],
+                       scope=MAIN)),
     Claim("2b", "MetaCL-λ beats MetaCL-β on ACC (PI: also BT and FA)", "MetaCL-λ beats MetaCL-β",
           "compared with the fixed balance strategy MetaCL-$\\beta$, the dynamic balance MetaCL-$\\lambda$ achieves "
           "comparable or better trade-off between BT and FA, and thus further improves ACC",
           "Experiments, Results (Tables 1-3); Appendix D adds: \"PI-MetaCL-$\\lambda$ significantly surpasses "
           "PI-MetaCL-$\\beta$ on Permuted MNIST datasets in all three metrics.\"", 513,
-          method_tests([(f"{i}-metacl-lambda", f"{i}-metacl-beta", "ACC", PAPER if i == "pi" else MAIN)
-                        for i in REGULARISERS]
+          method_tests([(method_name(i, "lambda"), method_name(i, "beta"), "ACC", PAPER if i == "pi" else MAIN)
+                        for i in PAPER_REGULARISERS]
                        + [("pi-metacl-lambda", "pi-metacl-beta", m, PAPER) for m in ("BT", "FA")])),
     Claim("3", "PI-MetaCL-λ beats PI-MetaCL-β by over 8 ACC points at K = 50",
           "PI-MetaCL-λ beats PI-MetaCL-β by 8 pts (K = 50)",
@@ -314,7 +317,7 @@ CLAIMS = [
           "Experiments, Performance with Different K (Fig. 3; Appendix D, Tables 6-7; the paper's example is "
           "CIFAR-100)", 520,
           across_K_tests([("metacl", "finetune", "ACC")]
-                         + [(f"{i}-metacl-{v}", i, "ACC") for i in REGULARISERS for v in VARIANTS])),
+                         + [(method_name(i, v), i, "ACC") for i in PAPER_REGULARISERS for v in VARIANTS])),
     Claim("5", "MetaCL learns faster: accuracy above the plain method's after every epoch",
           "MetaCL learns faster (Fig. 4)",
           "The curves of MetaCL methods are always above the original approaches (i.e. orange, blue and green "
@@ -465,13 +468,13 @@ def gain_by_K(results: Mapping[int, dict], metric: str = "ACC", benchmark: str =
     it publishes both numbers. Rows in order of K, regulariser, variant; pairs missing from a file are left out."""
     rows = []
     for K in sorted(results):
-        for imp in REGULARISERS:
+        for imp in PAPER_REGULARISERS:
             for v, name in VARIANTS.items():
-                d = paired_differences(results[K], f"{imp}-metacl-{v}", imp, metric)
+                d = paired_differences(results[K], method_name(imp, v), imp, metric)
                 if not d:
                     continue
                 t = paired_test(d)
-                rows.append({"K": K, "regulariser": imp.upper(), "variant": name, "mean": t["mean"],
+                rows.append({"K": K, "regulariser": REGULARISER_LABELS[imp], "variant": name, "mean": t["mean"],
                              "ci95": t["ci95"], "n": t["n"], "n_agree": t["n_agree"], "verdict": verdict(t),
-                             "paper": _paper_diff(benchmark, K, f"{imp}-metacl-{v}", imp, metric)})
+                             "paper": _paper_diff(benchmark, K, method_name(imp, v), imp, metric)})
     return rows

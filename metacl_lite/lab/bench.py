@@ -23,7 +23,7 @@ from .atomic import write_json
 from ..paths import REPO_ROOT
 from .provenance import device
 from ..data.specs import get_spec
-from ..training import METHODS
+from ..vocab import PAPER_METHOD_NAMES
 
 
 def measures(doc: dict) -> set:
@@ -176,7 +176,7 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
         raise UsageError(f"--n-tasks {n_tasks} --epochs {epochs}: {spec.title} has {spec.n_tasks} tasks of "
                          f"{spec.epochs} epochs; a reduced run takes at most those")
     dev = "cpu"  # this path trains on the CPU, whatever GPU is visible (a GPU: bench --device cuda)
-    methods = list(methods or METHODS)
+    methods = list(methods or PAPER_METHOD_NAMES)
     default_out = REPO_ROOT / "results" / f"bench-{suite}.json"
     # a run of fewer methods must not replace the committed figures of the others: refused before any measurement
     out_file = check_bench_out(default_out if out is None else Path(out), {"per_method": [{"method": m}
@@ -201,7 +201,7 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
           f"and oracle): {'~' if reduced else ''}{grid / 3600:.1f} h")
     cmd = f"python -m metacl_lite.tools bench --suite {suite}"
     cmd += f" --epochs {epochs} --n-tasks {n_tasks}" if reduced else ""
-    cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"
+    cmd += "" if methods == list(PAPER_METHOD_NAMES) else f" --methods {','.join(methods)}"
     if out_file.resolve() != default_out.resolve():
         from .provenance import relative_to_repo
 
@@ -221,7 +221,7 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
     defaults; none with `skip_methods`), and for each K in `grids` the whole grid with today's defaults and (baseline)
     on the legacy path, with the ratios. `compile` is the task gradients of today's path (the legacy path is eager).
     Every measurement runs in a process of its own; the figures go to results/bench-pmnist-K<K>.json."""
-    methods = [] if skip_methods else list(methods or METHODS)
+    methods = [] if skip_methods else list(methods or PAPER_METHOD_NAMES)
     out = check_bench_out(REPO_ROOT / "results" / f"bench-pmnist-K{K}.json" if out is None else Path(out),
                           {"per_method": [{"method": m} for m in methods],
                            "grids": [{"K": g, "seeds": grid_seeds, **({"legacy": 1} if baseline else {})}
@@ -243,7 +243,7 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
         print(f"{m:20s} {r['wall_s']:8.1f} {r['peak_mb']:8.0f} {r['wall_s'] / lb1:17.2f}", flush=True)
     grid_rows = []
     for Kg in ([] if skip_grid else grids):
-        n_runs = grid_seeds * len(METHODS)
+        n_runs = grid_seeds * len(PAPER_METHOD_NAMES)
         row = {"K": Kg, "seeds": grid_seeds, "runs": n_runs, "references": grid_seeds * get_spec("pmnist").n_tasks,
                "oracle": grid_seeds, "lower_bound_s": lb * n_runs}
         for path in ("new", "legacy") if baseline else ("new",):
@@ -329,7 +329,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     check_precision(precision, where)  # an unknown precision: refused before any work
     K, _, target = GPU_TARGETS[suite]
     measured = min(seeds, measured_seeds or seeds)
-    methods = list(methods or METHODS)
+    methods = list(methods or PAPER_METHOD_NAMES)
     default_out = REPO_ROOT / "results" / f"bench-{suite}-cuda.json"
     out_file = check_bench_out(Path(out) if out is not None else default_out,
                                {"gpu": True, "methods": methods, "seeds": seeds})
@@ -384,7 +384,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     cmd += "" if workers == default_n else f" --workers {workers}"
     cmd += "" if compile == "off" else f" --compile {compile}"
     cmd += "" if precision == "float32" else f" --precision {precision}"
-    cmd += "" if methods == list(METHODS) else f" --methods {','.join(methods)}"
+    cmd += "" if methods == list(PAPER_METHOD_NAMES) else f" --methods {','.join(methods)}"
     if out_file.resolve() != default_out.resolve():
         from .provenance import relative_to_repo
 

@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 
 from ..data.specs import BenchmarkSpec, get_spec
 from ..errors import UsageError
-from ..importance import OMEGA_OPTIONS
+from ..vocab import OMEGA_OPTIONS, PAPER_METHOD_NAMES, PAPER_REGULARISERS, method_name, parse_method
 from ..training import METHODS, TrainConfig
 
 #: The largest seed plus one (torch.manual_seed and torch.Generator take seeds below 2^64; numpy's below 2^128).
@@ -25,10 +25,10 @@ def check_gamma_control(gamma: Optional[str], methods: Sequence[str]) -> None:
         return
     if gamma not in GAMMA_CONTROLS:
         raise UsageError(f"--gamma {gamma!r}: choose beta (gamma = the MetaCL-beta counterpart's beta) or 0")
-    bad = [m for m in methods if not m.endswith("-metacl-lambda")]
+    bad = [m for m in methods if m not in METHODS or parse_method(m)[1] != "lambda"]
     if bad:
         raise UsageError(f"--gamma {gamma} applies to MetaCL-lambda methods only, not {', '.join(bad)}; e.g. "
-                         f"--methods mas-metacl-lambda,pi-metacl-lambda,ewc-metacl-lambda")
+                         f"--methods {','.join(method_name(r, 'lambda') for r in PAPER_REGULARISERS)}")
 
 
 def _distinct(items: Sequence, what: str, check: Callable) -> list:
@@ -57,9 +57,10 @@ def check_seeds(seeds: Sequence) -> list[int]:
 
 
 def check_methods(methods: Optional[Sequence[str]], allowed: Optional[Sequence[str]] = None) -> list[str]:
-    """Methods: None means all (of `allowed`, default the eleven); otherwise a non-empty list of distinct names."""
+    """Methods: None means the paper's (`vocab.PAPER_METHOD_NAMES`, those of them in `allowed`: an extension such
+    as L2 runs only when named); otherwise a non-empty list of distinct names, each in `allowed` (default: all)."""
     if methods is None:
-        return list(allowed or METHODS)
+        return [m for m in PAPER_METHOD_NAMES if allowed is None or m in allowed]
 
     def check(m):
         if m not in METHODS:

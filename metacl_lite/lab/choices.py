@@ -43,11 +43,10 @@ from ..paths import REPO_ROOT
 from ..errors import UsageError
 from .provenance import invocation, relative_to_repo
 from ..data.specs import get_spec
-from ..importance import REGULARISERS
-from ..training import family
+from ..vocab import PAPER_REGULARISERS, family
 
-#: The regularisers in the order of the decision files.
-ORDER = tuple(sorted(REGULARISERS))
+#: The regularisers in the order of the decision files: the paper's (an extension keeps the default options).
+ORDER = tuple(sorted(PAPER_REGULARISERS))
 FAMILY = {r: family(r) for r in ORDER}
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ..importance import OMEGA_OPTIONS
+from ..vocab import OMEGA_OPTIONS
 from ..training import TrainConfig
 from .provenance import relative_to_repo
 

@@ -28,6 +28,7 @@ from ..data.specs import BenchmarkSpec, get_spec
 from .store import DIFFERS, UnitFile, load, load_results
 from ..progress import progress
 from ..training import METHODS, TrainConfig, run_stream, train_joint, train_reference
+from ..vocab import PAPER_METHOD_NAMES
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
 #: "accelerator": the GPU model (None on the CPU; files made before it was recorded are CPU files). "threads": the
@@ -73,7 +74,7 @@ def run_command(config: dict, out: Path, spec: Optional[BenchmarkSpec] = None) -
     seeds = config["seeds"]
     cmd = f"python -m metacl_lite run --benchmark {b} --K {config['K']}"
     cmd += f" --seeds {len(seeds)}" if seeds == list(range(len(seeds))) else f" --seed-list {','.join(map(str, seeds))}"
-    if list(config["methods"]) != list(METHODS):
+    if list(config["methods"]) != list(PAPER_METHOD_NAMES):  # the default run: the paper's eleven
         cmd += f" --methods {','.join(config['methods'])}"
     if config["n_tasks"] != spec.n_tasks:
         cmd += f" --n-tasks {config['n_tasks']}"

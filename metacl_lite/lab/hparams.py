@@ -25,7 +25,7 @@ from typing import Optional, Sequence, Union
 from .atomic import locked, read_json, write_json
 from ..errors import HparamsError
 from ..data.specs import SPECS, BenchmarkSpec, get_spec
-from ..importance import OMEGA_OPTIONS, REGULARISERS
+from ..vocab import OMEGA_OPTIONS, REGULARISERS
 from ..training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"

@@ -28,7 +28,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from ..paths import REPO_ROOT
-from ..importance import REGULARISERS
+from ..vocab import PAPER_REGULARISERS, REGULARISER_LABELS, method_name, parse_method
 from ..training import PENALTY_COLUMNS
 
 RESULTS_FILE = REPO_ROOT / "results" / "lambda-story-pmnist.json"
@@ -126,10 +126,10 @@ def summarise(per_seed: Mapping[str, Mapping[str, float]]) -> dict:
 # The measurement
 # ----------------------------------------------------------------------------------------------------------------
 def run_key(imp: str, variant: str, setting: str, K: int) -> str:
-    return f"{imp}-metacl-{variant}/{'gamma' if variant == 'lambda' else 'beta'}={setting}/K={K}"
+    return f"{method_name(imp, variant)}/{'gamma' if variant == 'lambda' else 'beta'}={setting}/K={K}"
 
 
-def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequence[str] = REGULARISERS,
+def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequence[str] = PAPER_REGULARISERS,
             variants: Sequence[tuple] = SETTINGS, benchmark: str = "pmnist", show_progress: bool = False,
             hp: Optional[dict] = None) -> dict:
     """Train each (regulariser, variant, K, seed) with `record_penalty` (the final row only is evaluated) and return
@@ -147,7 +147,7 @@ def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequ
         bench = make_benchmark(benchmark, K, n_tasks=n_tasks)  # permutations of seed 0, as in results files
         for imp in regularisers:
             for variant, setting in variants:
-                method = f"{imp}-metacl-{variant}"
+                method = method_name(imp, variant)
                 cfg = method_config(benchmark, method, K=K, hp=hp, record_penalty=True)
                 if setting == "zero":
                     cfg.gamma = 0.0
@@ -205,7 +205,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     runs = measure(a.streams, a.seeds, show_progress=True, hp=hp)
     doc = {"kind": "lambda-story", "benchmark": "pmnist",
            "config": {"streams": {str(k): n for k, n in a.streams.items()}, "seeds": list(a.seeds),
-                      "regularisers": list(REGULARISERS), "variants": [list(v) for v in SETTINGS],
+                      "regularisers": list(PAPER_REGULARISERS), "variants": [list(v) for v in SETTINGS],
                       "hparams": {"file": relative_to_repo(HPARAMS_FILE), "content": hp}},
            "runs": runs,
            "provenance": {"command": command(a.streams, a.seeds, a.out), **prov,
@@ -243,10 +243,10 @@ def story_frame(doc: Mapping):
     names = SETTING_NAMES
     rows = []
     for key, r in doc["runs"].items():
-        imp, _, variant = r["method"].split("-")
+        imp, variant = parse_method(r["method"])
         setting = key.split("/")[1].split("=")[1]
         for s, st in r["per_seed"].items():
-            rows.append({"regulariser": imp.upper(), "variant": names[(variant, setting)], "K": r["K"],
+            rows.append({"regulariser": REGULARISER_LABELS[imp], "variant": names[(variant, setting)], "K": r["K"],
                          "n_tasks": r["n_tasks"], "gamma": r["gamma"], "beta": r["beta"], "seed": int(s),
                          "final ACC": r["final_acc"][s],
                          **{k: float("nan") if v is None else v for k, v in st.items()}})  # JSON null: NaN

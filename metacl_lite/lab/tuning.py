@@ -34,6 +34,7 @@ from . import store as store_mod
 from .store import UnitFile
 from ..progress import progress
 from ..training import METHODS, TrainConfig
+from ..vocab import in_paper
 
 PROTOCOL = (
     "a stream of n_tasks tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4), training "
@@ -51,8 +52,10 @@ TUNING_SEEDS = (100, 101)
 #: runs/, and hparams.json only with --write-hparams).
 NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator", "threads")
 
-#: Methods with a strength to tune (the nine regularised ones).
-TUNABLE = tuple(m for m in METHODS if H.strength_key(m) is not None)
+#: Methods with a strength to tune: every regularised one (`tune --methods`) ...
+REGULARISED = tuple(m for m in METHODS if H.strength_key(m) is not None)
+#: ... and the paper's nine, those of the default protocol (an extension such as L2 is tuned when named).
+TUNABLE = tuple(m for m in REGULARISED if in_paper(m))
 
 
 def decided_options(benchmark: str, hp: Optional[dict] = None) -> dict:
@@ -261,7 +264,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     spec = get_spec(benchmark)  # resolved once: the checks, the data and the units below get the spec
     benchmark = spec.name  # what the tuning file and hparams.json record
     K = spec.tuning_K if K is None else K
-    methods = check_methods(methods, allowed=TUNABLE)
+    methods = check_methods(methods, allowed=REGULARISED)
     seeds = check_seeds(list(seeds))
     n = check_n_tasks(spec, n_tasks)
     check_epochs(epochs)
@@ -287,8 +290,10 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         centres = window_centres(benchmark, around)
         protocol["window"] = {"around_K": around, "half_decades": window, "centres": centres}
         protocol["method_grids"] = {m: window_grid(c, H.strength_key(m), window) for m, c in centres.items()}
-    base = decided_options(benchmark) if decided else {m: {} for m in TUNABLE}
-    protocol["method_options"] = {m: {**base[m], **protocol["options"]} for m in TUNABLE}
+    with_options = [*TUNABLE, *(m for m in methods if m not in TUNABLE)]  # an extension's, only when it is tuned
+    hp = H.load() if decided else {}
+    base = {m: H.method_options(benchmark, m, hp) if decided else {} for m in with_options}
+    protocol["method_options"] = {m: {**base[m], **protocol["options"]} for m in with_options}
     if K > spec.val_offset:
         raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
                          f"so tuning needs K <= {spec.val_offset}")
@@ -313,7 +318,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         if "grid" in doc and "units" not in doc:
             _upgrade_schema1(doc)
         doc["protocol"] = protocol
-        doc["methods"] = [m for m in TUNABLE if m in set(doc.get("methods", [])) | set(methods)]
+        doc["methods"] = [m for m in REGULARISED if m in set(doc.get("methods", [])) | set(methods)]
         doc["protocol_text"] = PROTOCOL
         for k in ("benchmark", "K", "n_tasks", "seeds", "epochs"):  # the fields of schema 1, for readers
             doc[k] = protocol[k]

@@ -23,8 +23,8 @@ from typing import Any, Optional
 from .commands import provenance_commands, relative_command
 from ..findings.paper import PAPER_SOURCES, paper_table
 from ..data.specs import SPECS
-from ..importance import OMEGA_OPTIONS as OPTIONS, REGULARISERS
-from ..training import TrainConfig, family
+from ..vocab import OMEGA_OPTIONS as OPTIONS, REGULARISERS, family
+from ..training import TrainConfig
 
 METRICS = ("ACC", "BT", "FA")
 #: What files made before the open-choice options existed were trained with (the only behaviour the code had then;

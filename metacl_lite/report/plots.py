@@ -4,7 +4,7 @@ our-minus-paper differences."""
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Optional, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,6 +13,14 @@ import seaborn as sns
 import torch
 
 from ..balance import dynamic_balance, fixed_balance
+from ..vocab import BASELINES, PAPER_REGULARISERS, REGULARISER_LABELS, VARIANTS, parse_method
+
+#: Colour by regulariser ("none": fine-tune and MetaCL w/o reg), in the vocabulary's order (MAS C0, PI C1, EWC C2,
+#: then the extensions: L2 C3), line style by variant.
+FAMILY_COLOURS = {"none": "0.35", **{label: f"C{i}" for i, label in enumerate(REGULARISER_LABELS.values())}}
+VARIANT_STYLES = {"plain": "-", **{label: style for label, style in zip(VARIANTS.values(), ("--", ":"))}}
+#: The families of the paper's methods: the legends' default (an extension's family shows where it is drawn).
+PAPER_FAMILIES = ("none", *(REGULARISER_LABELS[r] for r in PAPER_REGULARISERS))
 
 
 def _balance_parts(g1, g2, beta: float, gamma: float):
@@ -78,10 +86,12 @@ def method_style(method: str) -> Optional[dict]:
     return {"color": FAMILY_COLOURS[family], "ls": VARIANT_STYLES[variant]}
 
 
-def family_variant_handles() -> list:
-    """Legend entries that decode `method_style`: one coloured line per regulariser, one black line per variant."""
+def family_variant_handles(families: Sequence[str] = PAPER_FAMILIES) -> list:
+    """Legend entries that decode `method_style`: one coloured line per regulariser (of `families`, default the
+    paper's), one black line per variant."""
     names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
-    return ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()]
+    return ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()
+             if f in families]
             + [plt.Line2D([], [], color="k", ls=s, lw=1.6, label=names.get(v, v)) for v, s in VARIANT_STYLES.items()])
 
 
@@ -142,7 +152,8 @@ def plot_accuracy_curves(curves: dict[str, np.ndarray], labels: Optional[dict[st
     ax.xaxis.label.set_size(PAGE_FONT_PT)
     ax.yaxis.label.set_size(PAGE_FONT_PT)
     ax.grid(True, alpha=0.4)
-    handles = family_variant_handles() + others
+    drawn = {family_variant(m)[0] for m in curves if method_style(m) is not None}
+    handles = family_variant_handles((*PAPER_FAMILIES, *sorted(drawn))) + others
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, fontsize=PAGE_FONT_PT,
               frameon=False)
     return ax
@@ -177,20 +188,14 @@ def plot_differences(rows: list[dict], ax=None):
 # ----------------------------------------------------------------------------------------------------------------
 # Fig. 3: average accuracy after each task, one panel per K
 # ----------------------------------------------------------------------------------------------------------------
-#: Colour by regulariser ("none": fine-tune and MetaCL w/o reg), line style by variant.
-FAMILY_COLOURS = {"none": "0.35", "MAS": "C0", "PI": "C1", "EWC": "C2"}
-VARIANT_STYLES = {"plain": "-", "MetaCL-β": "--", "MetaCL-λ": ":"}
-
-
 def family_variant(method: str) -> tuple[str, str]:
     """(regulariser family, variant) of a method name: fine-tune is ("none", "plain"), MetaCL w/o reg is
     ("none", "MetaCL-β") (the MetaCL update with no penalty draws as the MetaCL line of the "none" family), "pi" is
     ("PI", "plain"), "pi-metacl-lambda" is ("PI", "MetaCL-λ")."""
-    if method in ("finetune", "metacl"):
-        return "none", "plain" if method == "finetune" else "MetaCL-β"
-    imp, *rest = method.split("-")
-    variant = {(): "plain", ("metacl", "beta"): "MetaCL-β", ("metacl", "lambda"): "MetaCL-λ"}[tuple(rest)]
-    return imp.upper(), variant
+    if method in BASELINES:
+        return "none", "plain" if method == "finetune" else VARIANTS["beta"]
+    imp, variant = parse_method(method)
+    return REGULARISER_LABELS[imp], "plain" if variant is None else VARIANTS[variant]
 
 
 def seed_accuracy_curves(res: dict) -> pd.DataFrame:
@@ -251,7 +256,9 @@ def plot_fig3(results: dict[int, dict], band: str = "range", axes=None):
         ax.set_xlabel("tasks learnt" if ss.is_last_row() or len(axes) <= 2 else "", fontsize=10)
         ax.set_ylabel("accuracy on tasks seen (%)" if ss.is_first_col() else "", fontsize=10)
     names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
-    handles = ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()]
+    drawn = {f for K in ks for f in seed_accuracy_curves(results[K])["family"]}
+    handles = ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()
+                if f in PAPER_FAMILIES or f in drawn]
                + [plt.Line2D([], [], color="k", ls=s, label=names.get(v, v)) for v, s in VARIANT_STYLES.items()])
     legend_rows = 2 if len(axes) > 1 else 3
     fig.legend(handles=handles, loc="lower center", ncol=-(-len(handles) // legend_rows), fontsize=10,

@@ -12,8 +12,21 @@ import numpy as np
 from ..lab.summary import matrix_from_json
 from ..metrics import average_accuracy_curve
 from ..data.specs import SPECS
-from ..training import METHODS
 from ..findings.paper import PAPER_SOURCES, paper_table
+from ..vocab import METHOD_NAMES, ORACLE, PAPER_METHOD_NAMES, in_paper, method_label
+
+#: The tables' rows: the paper's eleven methods and the oracle in the paper's order, then the extensions the paper did
+#: not run (L2's family), marked so, with "–" in the paper's columns.
+ROW_ORDER = (*PAPER_METHOD_NAMES, ORACLE, *(m for m in METHOD_NAMES if not in_paper(m)))
+EXTENSION_MARK = " (not in the paper)"
+
+
+def row_label(method: str) -> str:
+    """A table row's label: the paper's ("PI-MetaCL-λ"), the oracle's, or an extension's, marked as not in the paper
+    ("L2-MetaCL-β (not in the paper)")."""
+    if method == ORACLE:
+        return "Joint training (oracle)"
+    return method_label(method) + ("" if in_paper(method) else EXTENSION_MARK)
 
 
 def average_accuracy_curves(res: dict) -> dict[str, np.ndarray]:
@@ -43,14 +56,14 @@ def comparison_rows(res: dict) -> list[dict]:
     paper = paper_table(cfg["benchmark"], cfg["K"]) or {}
     total = len(cfg["seeds"])
     rows = []
-    for m in list(METHODS) + ["joint"]:
+    for m in ROW_ORDER:
         ours = res.get("summary", {}).get(m)
         pap = paper.get(m)
-        in_file = m in cfg["methods"] or m == "joint"
-        if ours is None and pap is None and not (in_file and m != "joint"):
+        in_file = m in cfg["methods"] or m == ORACLE
+        if ours is None and pap is None and not (in_file and m != ORACLE):
             continue
         n = len(ours["seeds"]) if ours else 0
-        row = {"method": m, "label": METHODS[m].label if m in METHODS else "Joint training (oracle)",
+        row = {"method": m, "label": row_label(m),
                "n": n, "n_total": total if in_file else 0, "complete": (n == total) if in_file else True,
                "Seeds": _seed_cell(n, total) if in_file else "–"}
         for k in ("ACC", "BT", "FA"):
@@ -122,10 +135,10 @@ def paper_rows(benchmark: str, K: int) -> list[dict]:
     in the order of the methods; [] when the paper has no table for (benchmark, K)."""
     paper = paper_table(benchmark, K) or {}
     rows = []
-    for m in list(METHODS) + ["joint"]:
+    for m in ROW_ORDER:
         if m not in paper:
             continue
-        row = {"method": m, "label": METHODS[m].label if m in METHODS else "Joint training (oracle)", "n": 0,
+        row = {"method": m, "label": row_label(m), "n": 0,
                "n_total": 0, "complete": True, "Seeds": "–"}
         for k in ("ACC", "BT", "FA"):
             p = paper[m].get(k)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..paths import REPO_ROOT
-from ..importance import REGULARISERS
+from ..vocab import REGULARISERS
 from .interpret import gaps, method_labels, rank_agreement
 from ..data.specs import SPECS
 
