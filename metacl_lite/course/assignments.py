@@ -12,7 +12,8 @@ cells starting with `# HIDDEN` are held back from students). From it, otter-grad
     python -m metacl_lite assignments generate            # all assignments: run the tests on the solutions, write
                                                           # dist/assignments/ and refresh the book pages
     python -m metacl_lite assignments check my.ipynb      # a student: run the visible tests on my notebook
-    python -m metacl_lite assignments grade my.ipynb      # the autograder: visible + hidden tests, a score
+    python -m metacl_lite assignments grade my.ipynb      # the autograder: visible + hidden tests, a score (the
+                                                          # notebook in a jail, the tests outside it: `grading`)
     python -m metacl_lite assignments grade a1 subs/      # a class: one grade sheet (`grading`)
 
 The tests compare the student's functions with `metacl_lite`'s reference implementations on seeded random inputs
@@ -322,8 +323,10 @@ def ensure_autograder(name: str, dist: Path = DIST_DIR) -> Path:
 
 
 def grade(notebook: Path, dist: Path = DIST_DIR, generate_missing: bool = True):
-    """What the instructor runs: otter's autograder (visible and hidden tests) on a submitted notebook, in a
-    temporary directory, without containers. Generates the autograder first if it is missing."""
+    """otter's own autograder (visible and hidden tests, in the notebook's kernel, no jail) on a notebook you trust:
+    checks a generated autograder against the solution and the student version. Students' submissions are graded by
+    `assignments grade` (`grading`: their code in a jail, the tests outside it). Generates the autograder first if it
+    is missing."""
     from otter.api import grade_submission
 
     notebook = Path(notebook)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import sys
 from pathlib import Path, PurePath
 from typing import Optional
 
@@ -120,17 +121,13 @@ def encode(v, depth: int = 0, ship: bool = False):
     if isinstance(v, dict):
         return {"dict": [[encode(k, depth + 1, ship), encode(x, depth + 1, ship)] for k, x in v.items()]}
     mod = type(v).__module__.split(".")[0]
-    if mod == "torch":
-        import torch
-
-        if isinstance(v, torch.Tensor):
-            t = v.detach().cpu()
-            if t.dtype == torch.bfloat16 or t.dtype == torch.float16:
-                t = t.float()
-            return {"tensor": _npy(t.numpy())}
-        if isinstance(v, torch.nn.Module):
-            return {"mlp": _module_spec(v)}
-    if isinstance(v, __import__("torch").nn.Module):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(v, torch.Tensor):  # subclasses too: only the values cross
+        t = v.detach().cpu().as_subclass(torch.Tensor)
+        if t.dtype in (torch.bfloat16, torch.float16):
+            t = t.float()
+        return {"tensor": _npy(t.numpy())}
+    if torch is not None and isinstance(v, torch.nn.Module):
         return {"mlp": _module_spec(v)}
     if mod == "pandas" and type(v).__name__ == "DataFrame":
         return {"frame": {"columns": [encode(c, depth + 1) for c in v.columns],

@@ -1,0 +1,99 @@
+"""Issue 36: the channel between the trusted grader and the jail carries plain data only, and the jail's copy of the
+package holds no reference implementation (fast: no grading)."""
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from metacl_lite.course import channel as C
+from metacl_lite.course import grading_refs as R
+from metacl_lite.models import mlp
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cross(v, **kw):
+    """What the other side builds from v: JSON text in between, as on the pipe."""
+    return C.decode(json.loads(json.dumps(C.encode(v))), **kw)
+
+
+def test_values_cross_as_fresh_plain_objects():
+    t = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    got = cross({"a": (1, 2.5, None, True), 3: [t, np.float32(1.5), Path("x/y")]})
+    assert got["a"] == (1, 2.5, None, True) and type(got["a"][1]) is float
+    assert type(got[3][0]) is torch.Tensor and got[3][0].dtype == torch.float64 and torch.equal(got[3][0], t)
+    assert type(got[3][1]) is float and got[3][1] == 1.5 and got[3][2] == Path("x/y")
+    net = mlp(in_dim=4, hidden=(3,), n_classes=2, n_heads=2, activation="tanh").double()
+    back = cross(net)
+    assert back is not net and type(back.body[1]) is torch.nn.Tanh and len(back.heads) == 2
+    x = torch.randn(5, 4, dtype=torch.float64)
+    assert torch.equal(back(x, 1), net(x, 1))
+    import pandas as pd
+
+    df = pd.DataFrame({"K": [10, 100], "method": ["pi", "ewc"], "ACC": [1.5, 2.5]})
+    assert cross(df).equals(df)
+
+
+def test_an_object_that_compares_equal_to_anything_arrives_as_its_value():
+    class Eq(float):
+        def __eq__(self, other):
+            return True
+
+    class T(torch.Tensor):
+        def __eq__(self, other):
+            return True
+
+    got = cross(Eq(0.25))
+    assert type(got) is float and got == 0.25 and got != 1.0
+    t = cross(torch.zeros(3).as_subclass(T))
+    assert type(t) is torch.Tensor and not bool((t == torch.ones(3)).all())
+
+
+@pytest.mark.parametrize("bad", [object(), lambda: 1, iter([1]), {1, 2}])
+def test_what_is_not_plain_data_does_not_cross(bad):
+    with pytest.raises(C.ChannelError):
+        C.encode(bad)
+
+
+def test_the_grader_refuses_pickles_object_arrays_unknown_tags_and_files():
+    buf = io.BytesIO()
+    np.save(buf, np.array([object()], dtype=object), allow_pickle=True)
+    import base64
+
+    with pytest.raises(ValueError):  # numpy refuses the pickled array (allow_pickle=False)
+        C.decode({"ndarray": base64.b64encode(buf.getvalue()).decode()})
+    for msg in ({"pickle": "x"}, {"tuple": [1], "extra": 2}, {"file": ["a", "eA=="]}):
+        with pytest.raises(C.ChannelError):
+            C.decode(msg)  # no landing folder: the grader never writes what the jail sends
+
+
+def test_a_file_of_the_grader_crosses_as_a_copy(tmp_path):
+    src = tmp_path / "fake-K10.json"
+    src.write_text('{"a": 1}')
+    land = tmp_path / "land"
+    land.mkdir()
+    got = C.decode(json.loads(json.dumps(C.encode({10: src}, ship=True))), landing=land)
+    assert got[10].read_text() == '{"a": 1}' and got[10].is_relative_to(land) and got[10] != src
+
+
+def test_the_jails_copy_of_the_package_holds_stubs_for_every_withheld_reference(tmp_path):
+    pkg = tmp_path / "metacl_lite"
+    shutil.copytree(ROOT / "metacl_lite", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for assignment, names in R.WITHHELD.items():
+        done = R.sanitize(pkg, assignment)
+        assert done == sorted(names)
+    for dotted in (d for names in R.WITHHELD.values() for d in names):
+        module, name = dotted.rsplit(".", 1)
+        text = (pkg / f"{module}.py").read_text()
+        original = (ROOT / "metacl_lite" / f"{module}.py").read_text()
+        assert f"metacl_lite.{dotted} is withheld while grading" in text
+        assert text != original and len(text) < len(original)
+    compile((pkg / "balance.py").read_text(), "balance.py", "exec")  # still a module
+    (tmp_path / "stale").mkdir()
+    (tmp_path / "stale" / "balance.py").write_text("x = 1\n")
+    with pytest.raises(LookupError, match="defines no dynamic_balance, dynamic_lambda, kkt_residuals"):
+        R.sanitize(tmp_path / "stale", "a1_dynamic_balance")
