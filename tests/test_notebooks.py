@@ -321,7 +321,8 @@ CHAPTERS = {
     "02_forgetting": lambda g: set(g) == {"fig_omega_share"},
     "03_dynamic_balance": lambda g: (_num(g["max_err_random"]) < 1e-6 and _num(g["max_err_real"]) < 1e-6
                                      and g["n_params"] == "269\u202f322"
-                                     and g["widget_start"] == "angle 140°, |g2| = 1.50, β = 0.60, γ = 0.00"),
+                                     and (g["geo_angle"], g["widget_norm"], g["geo_beta"], g["geo_gamma"])
+                                     == ("140°", "1.50", "0.60", "0.00")),
     "04_adaptation": lambda g: (abs(_num(g["slope1"]) - 1) < 0.1 and abs(_num(g["slope2"]) - 2) < 0.2
                                 and _num(g["identity_err"]) < 1e-12),
     "05_algorithms": lambda g: g == {},
