@@ -27,7 +27,7 @@ PACKAGE_FILE = ROOT / "metacl_lite" / "balance.py"
 SITE = Path(sysconfig.get_paths()["purelib"])
 
 #: attack -> (cell source, or None for a file-level attack, built on the blank or the correct notebook)
-PASSING_TEST = ("OK_FORMAT = False\\nname = 'q1'\\npoints = 3\\n"
+PASSING_TEST = ("OK_FORMAT = False\\nname = \"q1\"\\npoints = 3\\n"
                 "from otter.test_files import test_case\\n@test_case(points=3)\\ndef t(env):\\n    pass\\n")
 
 
@@ -104,12 +104,18 @@ def attacks(paths: dict) -> dict[str, str]:
                         "        open(f, 'wb').write(b'PK')\n    except OSError:\n        pass\n"),
         "vandal_class": (everywhere + f"for nb in {p['class_notebooks']}:\n    for f in everywhere(nb):\n        try:\n"
                          "            open(f, 'w').write('{}')\n        except OSError:\n            pass\n"),
-        "daemon": ("import subprocess, sys\ncode = ('import os, time\\nos.setsid()\\nif os.fork(): os._exit(0)\\n'\n"
-                   "        'time.sleep(4)\\n'\n"
-                   f"        'for f in [{p['sheet']}, \"/proc/1/root\" + {p['sheet']}]:\\n'\n"
-                   "        '    try: open(f, \"a\").write(\"x,9,9,9\\\\n\")\\n'\n"
-                   "        '    except OSError: pass\\n')\n"
+        "daemon": ("import subprocess, sys\n"
+                   f"sheet = {p['sheet']}\n"
+                   "code = '\\n'.join(['import os, time', 'os.setsid()', 'if os.fork(): os._exit(0)', 'time.sleep(4)',\n"
+                   "                     'for f in (%r, \"/proc/1/root\" + %r):' % (sheet, sheet),\n"
+                   "                     '    try: open(f, \"a\").write(\"x,9,9,9\\\\n\")',\n"
+                   "                     '    except OSError: pass'])\n"
                    "subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"),
+        "read_solution": (everywhere + "import json\n"
+                          f"for f in list(everywhere({p['solution']})) + list(everywhere({p['source']})):\n"
+                          "    try:\n        cells = json.load(open(f))['cells']\n    except Exception:\n"
+                          "        continue\n    for c in cells:\n        src = ''.join(c['source'])\n"
+                          "        if 'def my_' in src:\n            exec(src, globals())\n"),
         "pth": (everywhere + f"for f in everywhere({p['pth']}):\n    try:\n"
                 "        open(f, 'w').write('import os; os._exit(3)\\n')\n    except OSError:\n        pass\n"),
     }
@@ -153,7 +159,8 @@ def attacked(tmp_path_factory):
     subs.mkdir()
     zip_path = A.autograder_zip(NAME, cwd / "dist")
     sheet = cwd / "grades.csv"
-    paths = {"package_file": PACKAGE_FILE, "autograder": zip_path, "sheet": sheet, "pth": SITE / "zz_attack.pth",
+    paths = {"solution": out["solution"], "source": ROOT / "book/assignments/source" / f"{NAME}.md",
+             "package_file": PACKAGE_FILE, "autograder": zip_path, "sheet": sheet, "pth": SITE / "zz_attack.pth",
              "class_notebooks": [str(subs / "zz_correct.ipynb"), str(subs / "correct_other_kernel.ipynb")]}
     cells = attacks(paths)
     for name, cell in cells.items():
@@ -220,3 +227,22 @@ def test_feedback_names_hidden_tests_by_number_and_reports_the_cells_that_raised
     assert "is withheld while grading" in text, text  # the copy in the jail holds stubs only
     text = (fb / G.feedback_name("subs/always_equal.ipynb")).read_text()
     assert "q1: 0 / 3" in text and "hidden test 1 failed" in text, text
+
+
+def test_every_attack_is_valid_python_and_the_private_copy_would_score_outside_the_jail(tmp_path):
+    """The attacks are real: each cell compiles (a SyntaxError would score 0 for the wrong reason), and the
+    private-copy attack, run where the package's source is readable (as in the old in-kernel grading), gives the
+    reference's answers."""
+    cells = attacks({"solution": tmp_path / "s.ipynb", "source": tmp_path / "s.md", "package_file": PACKAGE_FILE,
+                     "autograder": tmp_path / "a.zip", "sheet": tmp_path / "g.csv", "pth": tmp_path / "x.pth",
+                     "class_notebooks": [str(tmp_path / "c.ipynb")]})
+    for name, cell in cells.items():
+        compile(cell, name, "exec")
+    import torch
+
+    from metacl_lite.balance import dynamic_lambda
+
+    ns = {}
+    exec(compile(cells["private_copy"], "private_copy", "exec"), ns)
+    g1, g2 = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([-1.0, 1.0], dtype=torch.float64)
+    assert float(ns["my_lambda"](g1, g2)) == float(dynamic_lambda(g1, g2)) == 0.5

@@ -510,7 +510,7 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
     except jail.JailUnavailable as e:
         raise AssignmentError(f"cannot grade here: {e}") from None
     folders = {Path(p).resolve() if Path(p).is_dir() else Path(p).resolve().parent for p in paths}
-    hidden = [*folders, *(Path(x).resolve() for x in (feedback, answers) if x is not None), out.resolve()]
+    hidden = [*folders, *(Path(x).resolve() for x in (feedback, answers, dist) if x is not None), out.resolve()]
     holder = Path(tempfile.mkdtemp(prefix="metacl-grade-autograder-"))
     try:
         zip_path = holder / "autograder.zip"  # a private copy: regenerating dist/ meanwhile changes nothing here
@@ -640,7 +640,8 @@ def command(a) -> int:
             zip_path = holder / "autograder.zip"
             shutil.copy2(ensure_autograder(name, dist), zip_path)
             points, manual = question_points(zip_path), manual_points(name)
-            rec = grade_one(name, zip_path, Path(first), timeout or DEFAULT_TIMEOUT.get(name, 600))
+            rec = grade_one(name, zip_path, Path(first), timeout or DEFAULT_TIMEOUT.get(name, 600),
+                            hidden=[Path(dist).resolve(), Path(first).resolve().parent])
         finally:
             shutil.rmtree(holder, ignore_errors=True)
         r = row(first, rec, points, manual, name)
