@@ -1,0 +1,85 @@
+"""L2, a fourth regulariser and an extension the paper did not run (issue 35 item 3): Omega = 1 for every parameter;
+it trains and tunes through the command line on a small stream, `table` shows its rows after the paper's, marked,
+with "–" in the paper's columns, and the default run still trains the paper's eleven methods only."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from metacl_lite import vocab
+from metacl_lite.cli import main
+from metacl_lite.data.mnist import permuted_mnist
+from metacl_lite.importance import L2, accumulate_importance
+from metacl_lite.lab import hparams as H
+from metacl_lite.lab.checks import check_methods
+from metacl_lite.models import mlp
+from metacl_lite.report.tables import comparison_rows
+from metacl_lite.training import IMPORTANCE, METHODS, RegState, TrainConfig, train_experience
+
+L2_FAMILY = vocab.family("l2")
+TINY = ["--K", "5", "--n-tasks", "2", "--epochs", "1", "--no-progress", "--workers", "1"]
+
+
+def test_l2_omega_is_one_per_parameter_and_sums_over_tasks():
+    bench = permuted_mnist(K=5, n_tasks=2, seed=0, split="val")
+    torch.manual_seed(0)
+    model, reg = mlp(784, (8,), 10, 2), RegState()
+    n = sum(p.numel() for p in model.parameters())
+    imp = IMPORTANCE["l2"](TrainConfig())
+    assert isinstance(imp, L2) and torch.equal(imp.end_task(model, bench.train_stream[0]), torch.ones(n))
+    cfg = TrainConfig(epochs=1, batch_size=10, bundle_size=5, beta=0.5)
+    gen = torch.Generator().manual_seed(0)
+    for t in range(2):
+        train_experience(model, bench.train_stream[t], METHODS["l2"], cfg, reg, gen)
+        assert torch.equal(reg.omega, torch.full((n,), float(t + 1)))  # summed over tasks (the default)
+    assert torch.equal(accumulate_importance(torch.ones(3), torch.ones(3), "latest"), torch.ones(3))
+
+
+def test_the_default_run_and_tuning_are_the_papers_methods():
+    assert check_methods(None) == list(vocab.PAPER_METHOD_NAMES) and len(vocab.PAPER_METHOD_NAMES) == 11
+    assert check_methods(list(L2_FAMILY)) == list(L2_FAMILY)
+    from metacl_lite.lab.tuning import REGULARISED, TUNABLE
+
+    assert len(TUNABLE) == 9 and not set(L2_FAMILY) & set(TUNABLE) and set(L2_FAMILY) <= set(REGULARISED)
+
+
+def test_l2_without_tuned_values_says_to_tune(hparams_file, tmp_path, capsys):
+    out = tmp_path / "l2.json"
+    rc = main(["run", "--benchmark", "pmnist", *TINY, "--seeds", "1", "--methods", "l2", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "l2" in err and "tune" in err and "Traceback" not in err and not out.exists()
+
+
+def test_l2_tunes_then_trains_and_shows_as_an_extension(hparams_file, tmp_path, capsys):
+    tuning = tmp_path / "tuning-l2.json"
+    rc = main(["tune", "--benchmark", "pmnist", *TINY, "--seed-list", "100", "--methods", ",".join(L2_FAMILY),
+               "--beta-grid", "0.1,1", "--gamma-grid", "0,1", "--out", str(tuning), "--write-hparams"])
+    assert rc == 0, capsys.readouterr().err
+    doc = json.loads(tuning.read_text())
+    assert doc["methods"] == list(L2_FAMILY) and set(doc["chosen"]) == set(L2_FAMILY)
+    assert {m: g["param"] for m, g in doc["grid"].items()} == {"l2": "beta", "l2-metacl-beta": "beta",
+                                                                 "l2-metacl-lambda": "gamma"}
+    assert all(doc["grid"][m]["complete"] for m in L2_FAMILY)
+    chosen = {m: H.method_hparams("pmnist", m, K=5) for m in L2_FAMILY}  # written for K = 5 (by_K)
+    assert chosen == doc["chosen"]
+
+    out = tmp_path / "pmnist-K5-l2.json"
+    rc = main(["run", "--benchmark", "pmnist", *TINY, "--seeds", "1", "--methods", "finetune," + ",".join(L2_FAMILY),
+               "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    res = json.loads(out.read_text())
+    assert res["config"]["methods"] == ["finetune", *L2_FAMILY]
+    assert {k.split("/")[0] for k in res["runs"]} == {"finetune", *L2_FAMILY}
+    assert res["config"]["method_hparams"]["l2-metacl-lambda"] == chosen["l2-metacl-lambda"]
+
+    rows = comparison_rows(res)
+    assert [r["method"] for r in rows] == ["finetune", "joint", *L2_FAMILY]  # the paper's rows, then the extension's
+    assert [r["label"] for r in rows[2:]] == ["L2 (not in the paper)", "L2-MetaCL-β (not in the paper)",
+                                              "L2-MetaCL-λ (not in the paper)"]
+    assert all(r[f"{k} paper"] == "–" and r[f"{k} ours"] != "–" for r in rows[2:] for k in ("ACC", "BT", "FA"))
+    capsys.readouterr()
+    assert main(["table", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.index("Fine tune") < text.index("Joint training") < text.index("L2 (not in the paper)")
