@@ -98,7 +98,7 @@ def test_store_writes_the_tuning_K_as_default_and_other_K_under_by_K(hparams_fil
 
 
 @pytest.mark.parametrize("options,needle", [
-    ({"l2": {"pi_xi": 0.1}}, "unknown regulariser 'l2'"),
+    ({"si": {"pi_xi": 0.1}}, "unknown regulariser 'si'"),
     ({"ewc": {"omega": "sum"}}, "options.ewc must be an object with keys among"),
     ({"ewc": {"omega_normalise": "l2"}}, "options.ewc:"),
     ({"pi": {"pi_xi": -1.0}}, "options.pi.pi_xi = -1.0; it must be a positive number"),
