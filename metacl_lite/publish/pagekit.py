@@ -408,14 +408,12 @@ def markdown(df, align=None):
 def metric_tables(benchmark: str, K: int, committed) -> dict:
     """The three tables of a reproduction page, {"ACC"|"BT"|"FA": Markdown}: ours beside the paper's where both
     exist (`tables.comparison_rows`), ours alone, or the paper's alone (`tables.paper_rows`) without a results
-    file. The rows of methods the paper did not run (an extension such as L2, `vocab.in_paper`) come after the
-    paper's rows and the joint oracle, in their own order."""
+    file. The rows of methods the paper did not run (an extension such as L2) come after the paper's rows and the
+    joint oracle (`tables.ROW_ORDER`)."""
     from ..findings.paper import paper_table
     from ..report.tables import comparison_rows, metric_table_markdown, paper_rows
-    from ..vocab import in_paper
 
     rows = comparison_rows(committed) if committed is not None else paper_rows(benchmark, K)
-    rows = [r for r in rows if in_paper(r["method"])] + [r for r in rows if not in_paper(r["method"])]
     paper = paper_table(benchmark, K) is not None
     return {k: metric_table_markdown(rows, k, ours=committed is not None, paper=paper) for k in ("ACC", "BT", "FA")}
 

@@ -46,13 +46,14 @@ def overview_rows(results_dir: Optional[Path] = None) -> list[dict[str, Any]]:
 
 def tuning_cost(seeds: int = 5) -> tuple[int, int]:
     """(training runs of one `tune` at the default grids: every tunable method at every value of its grid and every
-    tuning seed; training runs of `run` with `seeds` seeds: every method at every seed)."""
+    tuning seed; training runs of `run` with `seeds` seeds: every method of its default, the paper's, at every
+    seed)."""
     from ..lab.hparams import strength_key
     from ..lab.tuning import BETA_GRID, GAMMA_GRID, TUNABLE, TUNING_SEEDS
-    from ..training import METHODS
+    from ..vocab import PAPER_METHOD_NAMES
 
     grid = sum(len(GAMMA_GRID if strength_key(m) == "gamma" else BETA_GRID) for m in TUNABLE)
-    return grid * len(TUNING_SEEDS), len(METHODS) * seeds
+    return grid * len(TUNING_SEEDS), len(PAPER_METHOD_NAMES) * seeds
 
 
 def tuned_values_shrink(benchmark: str = "pmnist", hp: Optional[dict] = None) -> list[dict[str, Any]]:
