@@ -105,7 +105,11 @@ def test_device_frame_of_the_committed_benchmarks():
 def test_balance_snapshot_is_an_image_with_its_alt_text():
     import numpy as np
 
-    html = pk.balance_snapshot(np.array([1.0, 0.3]), 140.0, 1.5, 0.6, 0.0).data
+    from tests.test_book_code import code_cells
+
+    page = "\n".join(c for _, c in code_cells(ROOT / "book" / "chapters" / "03_dynamic_balance.md"))
+    alt = eval(re.search(r"^ALT = (\(.*?\))$", page, re.S | re.M).group(1))  # the page's words
+    html = pk.balance_snapshot(np.array([1.0, 0.3]), 140.0, 1.5, 0.6, 0.0, alt).data
     assert html.startswith('<img alt="The balance in two dimensions at |g2| = 1.50, 140°, beta = 0.60, gamma = 0.00:')
     assert "data:image/png;base64," in html
 

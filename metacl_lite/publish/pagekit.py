@@ -627,14 +627,17 @@ def cpu_bench_record(doc: dict) -> dict:
     return r
 
 
+#: The columns of a GPU grid's per-unit table (`timings.gpu_units`) as the reference heads them.
+GPU_UNIT_COLUMNS = {"wall_s": "wall per unit (s), sharing the GPU", "peak_gb": "peak GPU memory (GB)"}
+
+
 def gpu_grid_record(doc: dict) -> dict:
     """A GPU grid's benchmark (`timings.gpu_grid`, `gpu_units`) for the reference: what ran and where, the grid's
     time (measured or scaled from the timed seeds), the time we aim for and the ratio, and the per-unit table."""
     from ..report.timings import duration, gpu_grid, gpu_units
 
     g = gpu_grid(doc)
-    u = gpu_units(doc).dropna(axis=1, how="all").rename(columns={
-        "wall_s": "wall per unit (s), sharing the GPU", "peak_gb": "peak GPU memory (GB)"})
+    u = gpu_units(doc).dropna(axis=1, how="all").rename(columns=GPU_UNIT_COLUMNS)
     return {**{k: g[k] for k in ("K", "n_methods", "n_tasks", "epochs", "workers", "seeds", "measured_seeds",
                                   "scaled", "met", "mps", "compile", "precision", "note_beyond_commit")},
             "command": f"`{g['command']}`", "device": g["device"], "commit": f"`{g['commit']}`", "data": g["data"],
@@ -660,7 +663,8 @@ def gpu_check_record(doc: dict, test_file) -> dict:
 
 #: How a page's status in `results/book-timings.json` reads in the running page's table.
 TIMING_NOTES = {"cached": "", "absent": "not timed: not in the book then", "not executed": "not executed (excluded)",
-                "no cached run of the current code": "not timed: no run of its current code"}
+                "no cached run of the current code": "not timed: no run of its current code",
+                "force": "runs on every build: see the table at the end"}
 
 
 def timings_frame(t):
@@ -672,34 +676,45 @@ def timings_frame(t):
     return pd.DataFrame({
         "Time": [duration(s) if s == s else "–" for s in t["execution_s"]],
         "Note": [f"{x} page(s), not executed" if x else f"overlapped {o} other run(s)" if o else
-                 "runs on every build: see the table at the end" if st.startswith("force") else TIMING_NOTES.get(st, st)
+                 TIMING_NOTES["force"] if st.startswith("force") else TIMING_NOTES.get(st, st)
                  for st, o, x in zip(t["status"], t["overlapped"], t["excluded"])]}, index=t.index).rename_axis("Page")
+
+
+#: The cells of the running page's device table (`device_frame`), filled from `timings.device_table`'s columns.
+DEVICE_CELLS = {
+    "cpu_whole": "{time} for {n} seeds with references and oracle, one worker process per core, measured",
+    "cpu_runs": "~{hours:.0f} h for {n} seeds without references and oracle (the mean timed run × 11), synthetic tensors "
+                "of the real shapes, {how}",
+    "cpu_how": {True: "extrapolated from a reduced run", False: "measured"},
+    "gpu_scaled": "about {time} for {n} seeds, an estimate: {m:.0f} seed{s} timed, × {times:g}",
+    "gpu_measured": "{time} for {n} seeds, measured",
+    "gpu_on": ", with references and oracle, on {data}",
+    "synthetic": "synthetic tensors of the exact shapes"}
 
 
 def device_frame(d):
     """Each benchmark's whole grid on the CPU beside one GPU (`timings.device_table`), one cell a device: the time,
-    the seeds, what was timed and on which machine."""
+    the seeds, what was timed and on which machine (`DEVICE_CELLS`); "–" where a device has no figure."""
     import pandas as pd
 
     from ..report.timings import duration
 
-    cpu = [("–" if c != c else (f"{duration(c)} for {n} seeds with references and oracle, one worker process per "
-                                f"core, measured" if whole else
-            f"~{c / 3600:.0f} h for {n} seeds without references and oracle (the mean timed run × 11), synthetic "
-            f"tensors of the real shapes, {'extrapolated from a reduced run' if ex else 'measured'}") + f" ({dev})")
+    C = DEVICE_CELLS
+    cpu = [("–" if c != c else (C["cpu_whole"].format(time=duration(c), n=n) if whole else
+                                C["cpu_runs"].format(hours=c / 3600, n=n, how=C["cpu_how"][bool(ex)])) + f" ({dev})")
            for c, n, whole, ex, dev in zip(d.cpu_s, d.cpu_seeds, d.cpu_whole_grid, d.cpu_extrapolated, d.cpu_device)]
-    gpu = [("–" if g != g else (f"about {duration(g)} for {n} seeds, an estimate: {m:.0f} seed{'s' if m > 1 else ''} "
-                                f"timed, × {n / m:g}" if sc else f"{duration(g)} for {n} seeds, measured")
-            + ", with references and oracle"
-            + (", on synthetic tensors of the exact shapes" if syn else f", on {data}") + f" ({dev})")
+    gpu = [("–" if g != g else (C["gpu_scaled"].format(time=duration(g), n=n, m=m, s="s" if m > 1 else "", times=n / m)
+                                if sc else C["gpu_measured"].format(time=duration(g), n=n))
+            + C["gpu_on"].format(data=C["synthetic"] if syn else data) + f" ({dev})")
            for g, n, m, syn, data, sc, dev in zip(d.gpu_s, d.gpu_seeds, d.gpu_measured_seeds, d.gpu_synthetic,
                                                  d.gpu_data, d.gpu_scaled, d.gpu_device)]
     return pd.DataFrame({"CPU": cpu, "GPU": gpu}, index=d.index).rename_axis("Benchmark")
 
 
-def balance_snapshot(g1, angle_deg: float, g2_norm: float, beta: float, gamma: float):
-    """Chapter 3's interactive balance at one setting of the sliders: the figure as an image with its alt text
-    (`plots.png_html`; a plain plt.show() gives the static page an image without any)."""
+def balance_snapshot(g1, angle_deg: float, g2_norm: float, beta: float, gamma: float, alt: str):
+    """Chapter 3's interactive balance at one setting of the sliders: the figure as an image (`plots.png_html`; a
+    plain plt.show() gives the static page an image without any alt text). `alt`, the page's words, is filled with
+    `title` (the panel's title, `plots.balance_title`), `beta` and `gamma`."""
     import matplotlib.pyplot as plt
 
     from ..report.plots import balance_g2, balance_title, plot_balance_2d, png_html
@@ -708,9 +723,6 @@ def balance_snapshot(g1, angle_deg: float, g2_norm: float, beta: float, gamma: f
     plot_balance_2d(g1, balance_g2(g2_norm, angle_deg), beta=beta, gamma=gamma, ax=ax)
     ax.set_title(balance_title(g2_norm, angle_deg), fontsize=10)
     fig.tight_layout()
-    alt = (f"The balance in two dimensions at {balance_title(g2_norm, angle_deg)}, beta = {beta:.2f}, gamma = "
-           f"{gamma:.2f}: the task gradient g1 (blue), the penalty gradient g2 (red), the fixed sum g1 + beta g2 "
-           f"(orange) and the dynamic update gx (green), over the grey half-plane that increases the penalty.")
-    image = png_html(fig, alt)
+    image = png_html(fig, alt.format(title=balance_title(g2_norm, angle_deg), beta=beta, gamma=gamma))
     plt.close(fig)
     return image
