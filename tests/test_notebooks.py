@@ -13,7 +13,7 @@ import pytest
 from metacl_lite.cli import main
 from metacl_lite.errors import FileFormatError, OutputError, UsageError
 from metacl_lite.publish.notebooks import (ParameterError, check_parameters, declared_parameters, expand_grid, glued_values, injected_parameters, plan_runs, run_cli, run_notebook, tag, validate)
-from metacl_lite.publish.pages import PAGES, TEMPLATES, make_page, page_params, write_pages
+from metacl_lite.publish.pages import PAGES, TEMPLATE, make_page, page_params, write_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "book" / "reproduce" / "benchmark.md"
@@ -269,13 +269,13 @@ def test_reproduction_pages_are_their_template_with_papermills_parameters():
         assert params["shows"].startswith(f"results/{params['benchmark']}-K{params['K']}.json, "), stem
         cells = jupytext.read(str(path)).cells
         tags = [c.metadata.get("tags", []) for c in cells]
-        assert "injected-parameters" in tags[tags.index(["parameters", "hide-input"]) + 1], stem
+        assert "injected-parameters" in tags[tags.index(["parameters"]) + 1], stem  # shown: the page's parameters
         heads = [ln for c in cells if c.cell_type == "markdown" for ln in c.source.splitlines() if ln.startswith("# ")]
         assert heads == [f"# Reproduction: {title}"], stem
     assert page_params("benchmark")[2] == {"benchmark": "pmnist", "K": 20, "live": True,
                                            "shows": page_params("benchmark")[2]["shows"]}
-    page = make_page(TEMPLATES / "compare.md", "X", {"K": 77, "live": False, "shows": "s"})
-    assert "# Reproduction: X\n" in page and 'K = 77\nlive = False\nshows = "s"\n' in page
+    page = make_page(TEMPLATE, "X", {"K": 77, "live": False, "shows": "s", "tables": "both"})
+    assert "# Reproduction: X\n" in page and 'K = 77\nlive = False\nshows = "s"\ntables = "both"\n' in page
     assert "K = 20  # training images per class" in page  # the parameters cell keeps the template's defaults
 
 
