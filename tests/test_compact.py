@@ -203,8 +203,10 @@ def test_the_vocabulary_check_finds_a_second_list(tmp_path):
     pkg = tmp_path / "metacl_lite"
     (tmp_path / "tests").mkdir(parents=True)
     pkg.mkdir()
-    (pkg / "vocab.py").write_text('T = (R("mas", "MAS"), R("pi", "PI"), R("ewc", "EWC"))\nV = {"beta": 1, "lambda": 2}\n')
-    (pkg / "other.py").write_text('for r in ["pi", "ewc", "mas"]:\n    pass\nX = {"ewc": 1, "pi": 2}\nB = {"none", "beta", "lambda"}\n')
+    (pkg / "vocab.py").write_text('T = (R("mas", "MAS"), R("pi", "PI"), R("ewc", "EWC"))\n'
+                                  'V = {"beta": 1, "lambda": 2}\n')
+    (pkg / "other.py").write_text('for r in ["pi", "ewc", "mas"]:\n    pass\nX = {"ewc": 1, "pi": 2}\n'
+                                  'B = {"none", "beta", "lambda"}\n')
     (tmp_path / "tests" / "test_x.py").write_text('V = ("lambda", "beta")\nHP = {"ewc": {}, "pi": {}, "mas": {}}\n')
     (tmp_path / "Makefile").write_text("LAMBDAS := mas-metacl-lambda,pi-metacl-lambda,ewc-metacl-lambda\n")
     regs = vocab.PAPER_REGULARISERS
