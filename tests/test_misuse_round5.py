@@ -313,7 +313,9 @@ def test_a_second_ctrl_c_while_the_workers_stop_is_ignored(tmp_path):
         import os, signal, sys, threading, time
         from metacl_lite.lab import executors as X
         def unit(job):
-            open({str(tmp_path)!r} + "/pid" + str(job), "w").write(str(os.getpid()))
+            with open({str(tmp_path)!r} + "/.pid" + str(job), "w") as f:
+                f.write(str(os.getpid()))
+            os.replace({str(tmp_path)!r} + "/.pid" + str(job), {str(tmp_path)!r} + "/pid" + str(job))  # whole
             time.sleep(300)
         real_stop = X._stop_pool
         def stop_after_a_second_press(pool):
