@@ -127,9 +127,22 @@ def test_variant_table_by_hand():
 
 
 def test_hparams_current():
-    doc = {"config": {"hparams": {"content": {"pmnist": {"methods": {"pi": {"beta": 1.0}}}}}}}
-    assert L.hparams_current(doc, {"pmnist": {"methods": {"pi": {"beta": 1.0}}}})
-    assert not L.hparams_current(doc, {"pmnist": {"methods": {"pi": {"beta": 10.0}}}})
+    made = {"pmnist": {"methods": {"pi-metacl-lambda": {"gamma": 1.0}}, "options": {"pi": {}},
+                       "by_K": {"50": {"methods": {"pi-metacl-lambda": {"gamma": 0.1}}}}}}
+    doc = {"config": {"hparams": {"content": made}, "regularisers": ["pi"]},
+           "runs": {"pi-metacl-lambda/gamma=tuned/K=20": {"method": "pi-metacl-lambda"}}}
+    assert L.hparams_current(doc, made)
+    changed = json.loads(json.dumps(made))
+    changed["pmnist"]["by_K"]["50"]["methods"]["pi-metacl-lambda"]["gamma"] = 1.0
+    assert not L.hparams_current(doc, changed)  # a measured method's γ at another K
+    changed = json.loads(json.dumps(made))
+    changed["pmnist"]["options"]["pi"] = {"pi_xi": 0.1}
+    assert not L.hparams_current(doc, changed)  # a measured regulariser's option
+    added = json.loads(json.dumps(made))  # a regulariser added since (issue 35's L2): the measurement still stands
+    added["pmnist"]["methods"]["l2-metacl-lambda"] = {"gamma": 3.0}
+    added["pmnist"]["by_K"]["50"]["methods"]["l2"] = {"beta": 1.0}
+    added["pmnist"]["options"]["l2"] = {}
+    assert L.hparams_current(doc, added)
 
 
 def test_committed_story_is_made_with_the_committed_hparams():

@@ -222,12 +222,26 @@ def load_story(path: Optional[Path] = None) -> dict:
     return read_json(Path(path or RESULTS_FILE), "λ-story results file")
 
 
+def _measured_part(hp, methods: set, regularisers: set):
+    """`hp` (an hparams.json) cut to what a measurement of `methods` reads: at every level the "methods" entries of
+    those methods and the "options" of those regularisers; everything else as it is."""
+    if not isinstance(hp, Mapping):
+        return hp
+    keep = {"methods": methods, "options": regularisers}
+    return {k: ({n: x for n, x in v.items() if n in keep[k]} if k in keep and isinstance(v, Mapping)
+                else _measured_part(v, methods, regularisers)) for k, v in hp.items()}
+
+
 def hparams_current(doc: Mapping, hp: Optional[dict] = None) -> bool:
-    """Whether the measurement `doc` was made with the β, γ and options of `hp` (default: the current hparams.json),
-    i.e. whether `COMMAND` would train the same runs again. A False means the file is stale: regenerate it."""
+    """Whether the measurement `doc` was made with the β, γ and options of `hp` (default: the current hparams.json)
+    for the methods it measured, i.e. whether `COMMAND` would train the same runs again. A False means the file is
+    stale: regenerate it. Entries of other methods (a regulariser added since) do not count."""
     from .hparams import load
 
-    return doc["config"]["hparams"]["content"] == (load() if hp is None else hp)
+    methods = {r["method"] for r in doc["runs"].values()}
+    regs = set(doc["config"]["regularisers"])
+    return _measured_part(doc["config"]["hparams"]["content"], methods, regs) == \
+        _measured_part(load() if hp is None else hp, methods, regs)
 
 
 #: The variants as tables and plots name them ((variant, γ setting) -> name), in `SETTINGS`' order.

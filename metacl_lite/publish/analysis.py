@@ -290,6 +290,7 @@ def story_record(doc: dict) -> dict:
     """The provenance of the λ story's file: its command, commit (10 characters), torch, minutes, device, streams
     ("K = 20 on 20 tasks, ..."), seeds, "short" (the K measured on fewer than 20 tasks), "unmeasured" (the paper's K
     not measured) and "current" (its β, γ and options are those of hparams.json)."""
+    from ..data.specs import SPECS
     from ..lab import lambda_story as L
 
     prov, streams = doc["provenance"], {int(k): v for k, v in doc["config"]["streams"].items()}
@@ -297,7 +298,7 @@ def story_record(doc: dict) -> dict:
             "torch": prov["packages"]["torch"], "minutes": f"{prov['wall_s_total'] / 60:.0f}",
             "device": prov["device"], "streams": ", ".join(f"K = {K} on {n} tasks" for K, n in streams.items()),
             "seeds": listing(doc["config"]["seeds"]), "short": [K for K, n in streams.items() if n < 20],
-            "unmeasured": listing(K for K in (20, 50, 200, 500) if K not in streams),
+            "unmeasured": listing(K for K in SPECS[doc["benchmark"]].paper_Ks if K not in streams),
             "current": L.hparams_current(doc)}
 
 
