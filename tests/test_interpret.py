@@ -583,8 +583,11 @@ def test_the_make_target_steps_follow_the_makefile():
     for target in ("reproduce-cifar100", "reproduce-cub"):
         runs = re.findall(r"metacl_lite run .*?--seeds (\d+)", make.split(f"\n{target}:")[1].split("\n\n")[0])
         assert runs and set(runs) == {str(C.SEEDS)}  # the seeds the book's commands give (commands.SEEDS)
-        first = make.split(f"\n{target}:")[1].split("\n")[1].strip()
-        assert first == "$(NEED_GPU)"  # the check comes before the download
+        head, recipe_lines = make.split(f"\n{target}:")[1].split("\n", 1)
+        steps = [ln.strip() for ln in recipe_lines.split("\n")]
+        fetch = next(i for i, ln in enumerate(steps) if "data_scripts/fetch.py" in ln)
+        assert head.strip() == f"gpu-precheck-{target.split('-')[1]}"  # before installing anything
+        assert "$(NEED_GPU)" in steps[:fetch]  # the check comes before the download
     assert "$(WHERE_OPTS) --need-gpu" in make.split("\nNEED_GPU")[1].split("\n")[0]  # a Ray cluster's GPUs, with EXEC
     assert all("$(WHERE_OPTS)" in line for line in make.splitlines()  # EXEC reaches every step of the targets
                if re.search(r"metacl_lite (choices|tune|run) ", line))
