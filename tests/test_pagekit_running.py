@@ -1,5 +1,5 @@
-"""The "running" section of `metacl_lite/publish/pagekit.py` (the records that `book/reference.md`, `book/running.md`
-and chapter 3 glue into their Markdown), pinned on the committed files to the numbers those pages showed when their
+"""The records that `book/reference.md`, `book/running.md` and chapter 3 glue into their Markdown (the "running"
+section of `metacl_lite/publish/pagekit.py` and `metacl_lite/publish/running.py`), pinned on the committed files to the numbers those pages showed when their
 words were still built in the pages; the premises the reference asserts, shown to fail when a record changes; and the
 reference's and the README's module maps, which must name every module of the package."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from metacl_lite.lab.store import load
-from metacl_lite.publish import pagekit as pk
+from metacl_lite.publish import pagekit as pk, running as RB
 from metacl_lite.report.timings import DEVICE_FILES, device_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,12 +33,12 @@ def test_glue_record_glues_strings_as_markdown_and_numbers_as_they_are(monkeypat
 
 
 def test_cpu_bench_records_as_the_reference_showed_them():
-    k20 = pk.cpu_bench_record(load(R / "bench-pmnist-K20.json", "bench"))
+    k20 = RB.cpu_bench_record(load(R / "bench-pmnist-K20.json", "bench"))
     assert (k20["grids_kind"], k20["reduced"]) == (True, False)
     assert [k20[k] for k in ("gemm", "gemm_1", "tflop", "bound", "bound_1")] == ["118", "74", "1.13", "9.6", "15.3"]
     assert k20["command"] == "`python -m metacl_lite.tools bench --K 20`" and k20["commit"] == "`e49eb9e17e`"
     assert "whole grid, K" in k20["grids"].data and "speed-up" in k20["grids"].data
-    cifar = pk.cpu_bench_record(load(R / "bench-cifar100.json", "bench"))
+    cifar = RB.cpu_bench_record(load(R / "bench-cifar100.json", "bench"))
     assert (cifar["grids_kind"], cifar["reduced"], cifar["n_tasks"], cifar["epochs"], cifar["grid_h"]) == (
         False, True, 2, 1, "~12.5")
     assert "full run (min)" in cifar["methods"].data and "~" in cifar["methods"].data
@@ -55,7 +55,7 @@ def test_gpu_grid_records_as_the_reference_showed_them():
 
 
 def test_gpu_check_record_counts_and_marks_the_tests_not_run():
-    g = pk.gpu_check_record(json.loads((R / "gpu-check.json").read_text()), ROOT / "tests" / "test_gpu.py")
+    g = RB.gpu_check_record(json.loads((R / "gpu-check.json").read_text()), ROOT / "tests" / "test_gpu.py")
     assert (g["passed"], g["failed"], g["command"]) == (12, 0, "`python data_scripts/gpu_check.py`")
     rows = [r for r in g["table"].data.split("\n")[2:] if r.strip()]
     assert len(rows) == g["passed"] + g["failed"] + g["not_run"]
@@ -73,7 +73,7 @@ def test_elapsed_record_of_the_committed_K20_file():
 
 
 def test_choices_record_marks_the_decided_variant_and_writes_minus_signs():
-    c = pk.choices_record(json.loads((R / "open-choices-pmnist.json").read_text()))
+    c = RB.choices_record(json.loads((R / "open-choices-pmnist.json").read_text()))
     assert c["table"].data.count("**(decided)**") == 3 and "nan" not in c["table"].data
     margins = c["margins"].data
     assert "| MAS | `base`     | `max`       | +0.44, +0.28 | −1.03, +1.78 |" in margins
@@ -85,7 +85,7 @@ def test_timings_frame_reads_each_status():
                       "status": ["cached", "absent", "not executed", "force", "odd"],
                       "overlapped": [0, 0, 0, 0, 2], "excluded": [0, 0, 5, 0, 0]},
                      index=pd.Index(["a", "b", "c", "d", "e"], name="page"))
-    f = pk.timings_frame(t)
+    f = RB.timings_frame(t)
     assert f["Time"].tolist() == ["12.0 s", "–", "–", "6.7 min", "3.0 s"]
     assert f["Note"].tolist() == ["", "not timed: not in the book then", "5 page(s), not executed",
                                   "runs on every build: see the table at the end", "overlapped 2 other run(s)"]
@@ -94,7 +94,7 @@ def test_timings_frame_reads_each_status():
 
 def test_device_frame_of_the_committed_benchmarks():
     benches = {n: json.loads((R / n).read_text()) for pair in DEVICE_FILES.values() for n in pair if (R / n).exists()}
-    d = pk.device_frame(device_table(benches))
+    d = RB.device_frame(device_table(benches))
     assert d.loc["Permuted MNIST", "CPU"].startswith("6.5 min for 3 seeds with references and oracle")
     # the paper's eleven methods, whatever extensions the package trains besides (issue 35 item 3)
     assert d.loc["Split CUB-200", "CPU"].startswith("~163 h for 5 seeds without references and oracle")
@@ -109,7 +109,7 @@ def test_balance_snapshot_is_an_image_with_its_alt_text():
 
     page = "\n".join(c for _, c in code_cells(ROOT / "book" / "chapters" / "03_dynamic_balance.md"))
     alt = eval(re.search(r"^ALT = (\(.*?\))$", page, re.S | re.M).group(1))  # the page's words
-    html = pk.balance_snapshot(np.array([1.0, 0.3]), 140.0, 1.5, 0.6, 0.0, alt).data
+    html = RB.balance_snapshot(np.array([1.0, 0.3]), 140.0, 1.5, 0.6, 0.0, alt).data
     assert html.startswith('<img alt="The balance in two dimensions at |g2| = 1.50, 140°, beta = 0.60, gamma = 0.00:')
     assert "data:image/png;base64," in html
 
@@ -124,10 +124,10 @@ def _reference_premises() -> str:
 
 @pytest.mark.parametrize("change", ["cub met", "pmnist scaled", "cifar100 mps", "K20 reduced", "all run"])
 def test_the_reference_fails_when_a_premise_of_its_sentences_changes(change):
-    cpu = {n: pk.cpu_bench_record(load(R / f"bench-{n}.json", "bench"))
+    cpu = {n: RB.cpu_bench_record(load(R / f"bench-{n}.json", "bench"))
            for n in ("pmnist-K500", "pmnist-K20", "cifar100", "cub")}
     gpu = {s: pk.gpu_grid_record(load(R / f"bench-{s}-cuda.json", "bench")) for s in ("pmnist", "cifar100", "cub")}
-    gc = pk.gpu_check_record(json.loads((R / "gpu-check.json").read_text()), ROOT / "tests" / "test_gpu.py")
+    gc = RB.gpu_check_record(json.loads((R / "gpu-check.json").read_text()), ROOT / "tests" / "test_gpu.py")
     code = _reference_premises()
     exec(code, {"cpu": cpu, "gpu": gpu, "gc": gc})  # the committed files: every premise holds
     {"cub met": lambda: gpu["cub"].update(met=True), "pmnist scaled": lambda: gpu["pmnist"].update(scaled=True),
