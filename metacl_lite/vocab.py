@@ -75,6 +75,15 @@ def parse_method(name: str) -> tuple[Optional[str], Optional[str]]:
     raise ValueError(f"unknown method {name!r}")
 
 
+def regulariser_of(name: str) -> Optional[str]:
+    """The regulariser of a method name ("pi-metacl-beta" -> "pi"); None for the baselines, the oracle and any name
+    that is no method (a results file's keys, read leniently)."""
+    try:
+        return parse_method(name)[0]
+    except ValueError:
+        return None
+
+
 def family(regulariser: str) -> tuple[str, ...]:
     """A regulariser's three methods: plain (Eq. 2), MetaCL-β (Alg. 1) and MetaCL-λ (Alg. 2), e.g. ("pi",
     "pi-metacl-beta", "pi-metacl-lambda")."""

@@ -1,5 +1,5 @@
 """The checks of a grid's options, before any work (`grid.run_experiment` and `tuning.tune` call them): seeds,
-methods, task and epoch counts, the open choices about Omega (`importance.OMEGA_OPTIONS`), the gamma controls of
+methods, task and epoch counts, the open choices about Omega (`vocab.OMEGA_OPTIONS`), the gamma controls of
 MetaCL-lambda (claim 7 of the book) and the model's options; each bad value raises `UsageError` naming it."""
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def check_epochs(epochs: Optional[int]) -> None:
 
 
 def check_options(options: Optional[dict]) -> dict:
-    """Only the open-choice fields of TrainConfig (`importance.OMEGA_OPTIONS`, see importance.accumulate_importance),
+    """Only the open-choice fields of TrainConfig (`vocab.OMEGA_OPTIONS`, see importance.accumulate_importance),
     with values TrainConfig accepts."""
     options = dict(options or {})
     bad = sorted(set(options) - set(OMEGA_OPTIONS))

@@ -176,7 +176,7 @@ def hparams_source(benchmark: Bench, methods: Sequence[str], K: Optional[int] = 
 
 
 def regulariser(method: str) -> Optional[str]:
-    """ewc, mas or pi for a regularised method (its importance measure); None for fine-tune and MetaCL w/o reg."""
+    """The regulariser of a regularised method (one of vocab.REGULARISERS); None for fine-tune and MetaCL w/o reg."""
     return get_method(method).importance
 
 

@@ -23,7 +23,7 @@ from typing import Any, Optional
 from .commands import provenance_commands, relative_command
 from ..findings.paper import PAPER_SOURCES, paper_table
 from ..data.specs import SPECS
-from ..vocab import OMEGA_OPTIONS as OPTIONS, REGULARISERS, family
+from ..vocab import OMEGA_OPTIONS as OPTIONS, REGULARISERS, family, regulariser_of
 from ..training import TrainConfig
 
 METRICS = ("ACC", "BT", "FA")
@@ -147,7 +147,7 @@ def hparams_used(res: dict) -> dict[str, Any]:
     else:
         where = "train" if all(k in train for k in OPTIONS) else None
         method_options = {m: dict(options) for m in _method_order()
-                          if m in cfg.get("methods", []) and any(m.startswith(r) for r in REGULARISERS)}
+                          if m in cfg.get("methods", []) and regulariser_of(m)}
     return {"values": values, "sources": {m: src.get(m) for m in values}, "options": options,
             "method_options": method_options, "options_where": where, "options_recorded": where is not None,
             "gamma_control": cfg.get("gamma_control"), "compile": train.get("compile", "off"),

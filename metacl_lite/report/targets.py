@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..paths import REPO_ROOT
-from ..vocab import REGULARISERS
+from ..vocab import regulariser_of
 from .interpret import gaps, method_labels, rank_agreement
 from ..data.specs import SPECS
 
@@ -24,7 +24,7 @@ def tuned_at_its_K(res: dict) -> Optional[bool]:
     cfg = res["config"]
     K, spec = cfg["K"], SPECS[cfg["benchmark"]]
     src = cfg.get("hparams_source") or {}
-    regularised = [m for m in cfg["methods"] if any(m.startswith(r) for r in REGULARISERS)]
+    regularised = [m for m in cfg["methods"] if regulariser_of(m)]
     if not regularised:
         return None
     ok = (f"K={K}:",) + (("default:",) if K == spec.tuning_K else ())
@@ -52,7 +52,7 @@ def target_rows(benchmark: str = "pmnist", results_dir: Optional[Path] = None) -
         if path.exists():
             res = load_results(path)
             g = gaps(res)
-            fa = [(abs(d), m) for m, d in g["FA"]["by_method"].items() if any(m.startswith(r) for r in REGULARISERS)]
+            fa = [(abs(d), m) for m, d in g["FA"]["by_method"].items() if regulariser_of(m)]
             row.update(exists=True, seeds=len(res["config"]["seeds"]), tuned_at_K=tuned_at_its_K(res),
                        acc_gap=g["ACC"]["mean_abs"], rho=rank_agreement(res)["rho"])
             if g["ACC"]["n"]:  # which way the ACC rows miss: the paper's mean outside our interval, above or below
