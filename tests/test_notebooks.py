@@ -364,3 +364,14 @@ def test_reproduction_notebook_quick(tmp_path):
     assert g["live_n_methods"] == 3
     for m in methods + ["joint"]:  # the page shows what the run wrote
         assert g[f"live_acc_{m}"] == round(res["summary"][m]["ACC"]["mean"], 2)
+
+
+@pytest.mark.slow
+def test_reproduction_notebook_runs_a_setting_without_a_results_file(tmp_path):
+    """benchmark.md carries the cells of a page beside the paper's numbers; run for a setting without a results file
+    (no live run), its cells that need one skip, and it shows the setting's own record."""
+    [out] = run_cli(BENCH, [("benchmark", "cifar100"), ("K", "50"), ("live", "False")], [], tmp_path)
+    g = glued_values(out)
+    assert (g["setting"], g["present"], g["kind"]) == ("Split CIFAR-100, K = 50", "not present", "paper")
+    assert not any(k.startswith(("made_", "done_", "fig_")) for k in g) and "rho_text" not in g
+    assert set(g) >= {"tab_ACC", "tab_BT", "tab_FA"}
