@@ -249,7 +249,10 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         for p in (scratch, notebook):
             os.chown(p, uid, gid)
         _package_copy(pkg, name)
-        shutil.copy2(zip_path, private / "autograder.zip")
+        if isinstance(zip_path, bytes):  # the grader's private copy, held in memory
+            (private / "autograder.zip").write_bytes(zip_path)
+        else:
+            shutil.copy2(zip_path, private / "autograder.zip")
         result = private / "result.json"
         keep_ro = [str(pkg)] + [str(p) for p in (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
                                                   data_root().resolve()) if p.is_dir()]
@@ -511,64 +514,60 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
         raise AssignmentError(f"cannot grade here: {e}") from None
     folders = {Path(p).resolve() if Path(p).is_dir() else Path(p).resolve().parent for p in paths}
     hidden = [*folders, *(Path(x).resolve() for x in (feedback, answers, dist) if x is not None), out.resolve()]
-    holder = Path(tempfile.mkdtemp(prefix="metacl-grade-autograder-"))
-    try:
-        zip_path = holder / "autograder.zip"  # a private copy: regenerating dist/ meanwhile changes nothing here
-        shutil.copy2(ensure_autograder(name, dist), zip_path)
-        sha = sha256(zip_path)
-        points, manual = question_points(zip_path), manual_points(name)
-        cols = columns(points, manual)
-        with locked(out, wait=False):
-            rows = {r["submission"]: r for r in read_sheet(out, cols, name)}
-            order = list(rows)
-            todo = [s for s in subs if s.key not in rows or rows[s.key]["status"].startswith("error")]
-            for s in subs:
-                if s.key not in order:
-                    order.append(s.key)
+    # a private copy, in memory: regenerating dist/ meanwhile changes nothing here, and a SIGKILL leaves no file
+    zip_path = ensure_autograder(name, dist).read_bytes()
+    sha = hashlib.sha256(zip_path).hexdigest()
+    points, manual = question_points(io.BytesIO(zip_path)), manual_points(name)
+    cols = columns(points, manual)
+    with locked(out, wait=False):
+        rows = {r["submission"]: r for r in read_sheet(out, cols, name)}
+        order = list(rows)
+        todo = [s for s in subs if s.key not in rows or rows[s.key]["status"].startswith("error")]
+        for s in subs:
+            if s.key not in order:
+                order.append(s.key)
 
-            def work(s: Submission) -> dict:
-                if s.refused:
-                    return {"refused": s.refused}
-                try:
-                    return grade_one(name, zip_path, s.path, timeout, hidden)
-                except AssignmentError as e:
-                    return {"error": str(e)}
-
-            def done(s: Submission, rec: dict) -> None:
-                r = row(s.key, rec, points, manual, name, sha)
-                if feedback is not None:
-                    write_text(Path(feedback) / feedback_name(s.key),
-                               feedback_text(s.key, rec, r, points, manual, show_hidden))
-                if answers is not None and manual and not s.refused:
-                    try:
-                        nb = notebook_bytes(s.path, name)
-                    except (AssignmentError, OSError):
-                        nb = b""
-                    write_text(Path(answers) / feedback_name(s.key, ".md"), written_answers(nb, s.key, manual))
-                rows[s.key] = r
-                write_sheet(out, cols, [rows[k] for k in order if k in rows])
-                if on_row:
-                    on_row(r)
-
-            pool = ThreadPoolExecutor(max(1, jobs))
+        def work(s: Submission) -> dict:
+            if s.refused:
+                return {"refused": s.refused}
             try:
-                futures = [(s, pool.submit(work, s)) for s in todo]
-                for s, f in futures:
-                    done(s, f.result())
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                with _LIVE_LOCK:
-                    live = list(LIVE)
-                for p in live:
-                    _kill(p)
-                pool.shutdown(wait=True)
-                raise
+                return grade_one(name, zip_path, s.path, timeout, hidden)
+            except AssignmentError as e:
+                return {"error": str(e)}
+
+        def done(s: Submission, rec: dict) -> None:
+            r = row(s.key, rec, points, manual, name, sha)
+            if feedback is not None:
+                write_text(Path(feedback) / feedback_name(s.key),
+                           feedback_text(s.key, rec, r, points, manual, show_hidden))
+            if answers is not None and manual and not s.refused:
+                try:
+                    nb = notebook_bytes(s.path, name)
+                except (AssignmentError, OSError):
+                    nb = b""
+                write_text(Path(answers) / feedback_name(s.key, ".md"), written_answers(nb, s.key, manual))
+            rows[s.key] = r
+            write_sheet(out, cols, [rows[k] for k in order if k in rows])
+            if on_row:
+                on_row(r)
+
+        pool = ThreadPoolExecutor(max(1, jobs))
+        try:
+            futures = [(s, pool.submit(work, s)) for s in todo]
+            for s, f in futures:
+                done(s, f.result())
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            with _LIVE_LOCK:
+                live = list(LIVE)
+            for p in live:
+                _kill(p)
             pool.shutdown(wait=True)
-            if not out.exists():
-                write_sheet(out, cols, [])
-        return [rows[k] for k in order if k in rows]
-    finally:
-        shutil.rmtree(holder, ignore_errors=True)
+            raise
+        pool.shutdown(wait=True)
+        if not out.exists():
+            write_sheet(out, cols, [])
+    return [rows[k] for k in order if k in rows]
 
 
 def check_timeout(t: Optional[float]) -> Optional[float]:
@@ -635,15 +634,10 @@ def command(a) -> int:
             jail.check_available()
         except jail.JailUnavailable as e:
             raise AssignmentError(f"cannot grade here: {e}") from None
-        holder = Path(tempfile.mkdtemp(prefix="metacl-grade-autograder-"))
-        try:
-            zip_path = holder / "autograder.zip"
-            shutil.copy2(ensure_autograder(name, dist), zip_path)
-            points, manual = question_points(zip_path), manual_points(name)
-            rec = grade_one(name, zip_path, Path(first), timeout or DEFAULT_TIMEOUT.get(name, 600),
-                            hidden=[Path(dist).resolve(), Path(first).resolve().parent])
-        finally:
-            shutil.rmtree(holder, ignore_errors=True)
+        zip_path = ensure_autograder(name, dist).read_bytes()  # a private copy, in memory
+        points, manual = question_points(io.BytesIO(zip_path)), manual_points(name)
+        rec = grade_one(name, zip_path, Path(first), timeout or DEFAULT_TIMEOUT.get(name, 600),
+                        hidden=[Path(dist).resolve(), Path(first).resolve().parent])
         r = row(first, rec, points, manual, name)
         for q in ordered(points, manual):
             print(f"{q}: {r[q]} / {points[q]:g}" if q in points else f"{q}: manual / {manual[q]:g}")
