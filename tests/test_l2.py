@@ -83,3 +83,30 @@ def test_l2_tunes_then_trains_and_shows_as_an_extension(hparams_file, tmp_path, 
     assert main(["table", str(out)]) == 0
     text = capsys.readouterr().out
     assert text.index("Fine tune") < text.index("Joint training") < text.index("L2 (not in the paper)")
+
+
+def test_the_claims_and_their_holm_families_ignore_an_extension():
+    """Files that also hold L2's runs give the claims exactly the rows (tests, families, verdicts) they give without
+    them: the claims are about the paper's regularisers (vocab.PAPER_REGULARISERS), whatever the package trains."""
+    import random
+
+    from metacl_lite.findings import claims as C, evidence as E
+
+    rng = random.Random(0)
+
+    def res(K, methods):
+        runs = {f"{m}/{s}": {"acc_matrix": [[rng.uniform(40, 70), None], [rng.uniform(40, 70), rng.uniform(40, 70)]]}
+                for m in methods for s in range(3)}
+        return {"config": {"benchmark": "pmnist", "K": K, "n_tasks": 2, "seeds": [0, 1, 2], "methods": list(methods),
+                           "method_hparams": {}},
+                "runs": runs, "references": {str(s): {"acc": [50.0, 50.0]} for s in range(3)}, "oracle": {}}
+
+    paper = {K: res(K, vocab.PAPER_METHOD_NAMES) for K in (20, 50)}
+    extended = {K: {**r, "config": {**r["config"], "methods": [*r["config"]["methods"], *L2_FAMILY]},
+                    "runs": {**r["runs"], **res(K, L2_FAMILY)["runs"]}} for K, r in paper.items()}
+    for claim in C.CLAIMS[1:5]:  # 2a, 2b, 3, 4: the claims about the regularisers' families
+        a = claim.evaluate(E.Evidence((20, 50), paper))
+        b = claim.evaluate(E.Evidence((20, 50), extended))
+        assert json.dumps(a, default=str, sort_keys=True) == json.dumps(b, default=str, sort_keys=True)  # NaN too
+        assert a and not any("L2" in r["test"] for r in b)
+    assert not any(r["regulariser"] == "L2" for r in C.gain_by_K(extended))
