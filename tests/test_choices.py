@@ -53,7 +53,7 @@ def test_the_k20_candidate_wins_only_where_it_also_beats_base_at_k200(folder):
     assert d["ewc"]["margin_over_base"] == {20: 3.0, 200: pytest.approx(-0.1)}
     _write_all({"latest": 1.0, "max": 3.0}, {"latest": 0.5, "max": 0.2})  # the data flips: max everywhere
     d = CH.decide(CH.scores("pmnist"))
-    assert {r: d[r]["decision"] for r in CH.REGULARISERS} == {"ewc": "max", "mas": "max", "pi": "max"}
+    assert {r: d[r]["decision"] for r in CH.ORDER} == {"ewc": "max", "mas": "max", "pi": "max"}
     assert d["ewc"]["options"] == {"omega_normalise": "max"}
     _write_all({"xi1e-3": 5.0}, {"xi1e-3": 5.0})  # xi is PI's alone
     d = CH.decide(CH.scores("pmnist"))
@@ -109,7 +109,7 @@ def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, h
     assert CH.H.method_config("pmnist", "finetune").omega_accumulate == "sum"
     [(b, K, kw)] = tuned
     assert (b, K, kw["force"]) == ("pmnist", 20, True)
-    assert kw["reuse"] == {m: CH.variant_file("pmnist", 20, "latest") for r in CH.REGULARISERS for m in CH.FAMILY[r]}
+    assert kw["reuse"] == {m: CH.variant_file("pmnist", 20, "latest") for r in CH.ORDER for m in CH.FAMILY[r]}
     doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
     assert doc["decisions"]["mas"]["decision"] == "latest"
     assert doc["provenance"]["command"] == "python -m metacl_lite choices --benchmark pmnist"
@@ -124,7 +124,7 @@ def test_running_only_k20_never_decides_on_k20_alone(folder, hparams_file, monke
     ran = []
     monkeypatch.setattr(CH, "execute", lambda b, K, *a, **k: ran.append(K))
     _write_all({"latest": 1.0}, {})
-    for r in CH.REGULARISERS:
+    for r in CH.ORDER:
         CH.variant_file("pmnist", 200, "latest", r).unlink()
     before = CH.H.HPARAMS_FILE.read_bytes()
     assert main(["choices", "--K", "20"]) == 0 and ran == [20]
