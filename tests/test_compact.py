@@ -40,6 +40,10 @@ MESSAGES = {
     "lab.store._tuning_unit": "why a tuning unit is corrupt (a validator's reason, raised as CorruptUnit)",
     "lab.bench.bench_gpu": "the `data` field of a GPU bench record (what the timed grid trained on)",
     "lab.dynamics.load_dynamics": "the file kind named in read_json's errors",
+    "data.mnist.fetch_hint_mnist": "the how-to-fetch hint of MNIST's missing-data errors (a checkout or an installed "
+                                   "copy)",
+    "lab.atomic.read_json": "how to restore a file that cannot be read (the fix of read_json's errors)",
+    "lab.atomic.holder": "who holds a lock, in the message of a process that waits for it",
 }
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from metacl_lite.findings import claims as C, evidence as E, stats as S
-from metacl_lite.publish import pagekit as K
+from metacl_lite.publish import pagekit, verdicts as K
 from metacl_lite.report.targets import TARGET_ACC_GAP
 
 from test_claims_parts import _claim2b
@@ -63,7 +63,7 @@ def test_glue_all_glues_shown_values_only(monkeypatch):
 
     glued = {}
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.setdefault(name, (value, display)))
-    K.glue_all("c1_", {"verdict": S.REFUTED, "n": 5, "mean": 0.5, "bounded": True, "metrics": ["a"]})
+    pagekit.glue_all("c1_", {"verdict": S.REFUTED, "n": 5, "mean": 0.5, "bounded": True, "metrics": ["a"]})
     assert glued == {"c1_verdict": (S.REFUTED, False), "c1_n": (5, False), "c1_mean": (0.5, False)}
 
 
@@ -204,6 +204,6 @@ def test_committed_basis_and_gaps(committed):
 def test_table_md_keeps_cells_as_written():
     import pandas as pd
 
-    md = K.table_md(pd.DataFrame({"#": ["{ref}`1 <claim-1>`"], "K": ["020"], "v": ["**refuted** / refuted"]})).data
+    md = pagekit.table_md(pd.DataFrame({"#": ["{ref}`1 <claim-1>`"], "K": ["020"], "v": ["**refuted** / refuted"]})).data
     assert md.splitlines()[0].split("|")[1:-1] == [" #                  ", " K   ", " v                     "]
     assert "| {ref}`1 <claim-1>` | 020 | **refuted** / refuted |" in md  # no index, "020" not read as a number

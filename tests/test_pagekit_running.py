@@ -26,7 +26,7 @@ def test_glue_record_glues_strings_as_markdown_and_numbers_as_they_are(monkeypat
 
     glued = {}
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.update({name: (value, display)}))
-    pk.glue_record("x_", {"n": 12, "cmd": "`run`", "table": Markdown("| a |")})
+    pk.glue_all("x_", {"n": 12, "cmd": "`run`", "table": Markdown("| a |")}, markdown=True)
     assert glued["x_n"] == (12, False)
     assert isinstance(glued["x_cmd"][0], Markdown) and glued["x_cmd"][0].data == "`run`"
     assert glued["x_table"][0].data == "| a |"

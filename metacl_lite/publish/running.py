@@ -2,11 +2,11 @@
 the open choices, the CPU speed benchmarks, the GPU tests' last run, the page timings, each benchmark's grid on the
 CPU beside one GPU, and the balance drawn at one setting of the sliders. Numbers, records and tables only: the
 pages' sentences are their Markdown, and their hidden cells assert the premises they rest on. The records these pages
-share with others (`glue_record`, `elapsed_record`, `gpu_grid_record`) are in `pagekit`."""
+share with others (`glue_all`, `table_md`, `elapsed_record`, `gpu_grid_record`) are in `pagekit`."""
 from __future__ import annotations
 
 from ..report.tables import minus as _minus
-from .pagekit import _md
+from .pagekit import table_md
 
 
 def choices_record(doc: dict) -> dict:
@@ -32,7 +32,7 @@ def choices_record(doc: dict) -> dict:
 
     return {"command": f"`{doc['provenance']['command']}`", "rule": doc["rule"],
             "table": Markdown(_minus(t.to_markdown(index=False, floatfmt=".2f", missingval="–"))),
-            "margins": _md(margins)}
+            "margins": table_md(index=True, numparse=True, frame=margins)}
 
 
 def cpu_bench_record(doc: dict) -> dict:
@@ -50,20 +50,20 @@ def cpu_bench_record(doc: dict) -> dict:
         g = b["grids"]
         r |= {"gemm": f"{b['gemm_gflops']:.0f}", "gemm_1": f"{b['gemm_gflops_1thread']:.0f}",
               "tflop": f"{b['eval_tflop']:.2f}", "bound": f"{b['bound_s']:.1f}", "bound_1": f"{b['bound_s_1thread']:.1f}",
-              "grids": _md(pd.DataFrame({
+              "grids": table_md(index=True, numparse=True, frame=pd.DataFrame({
                   "runs + references + oracles": [f"{a} + {f} + {o}" for a, f, o in zip(g.runs, g.references, g.oracle)],
                   "seeds": g.seeds, "today's defaults (min)": g.new_min.map("{:.1f}".format),
                   "× evaluation bound": g.x_bound.map("{:.2f}".format),
                   "legacy path (min)": g.legacy_min.map("{:.1f}".format), "speed-up": g.speedup.map("{:.2f}×".format)},
                   index=g.index.rename("whole grid, K")), disable_numparse=True)}
         if m is not None and len(m):
-            r["methods"] = _md(pd.DataFrame({"wall (s)": m.wall_s.map("{:.1f}".format),
+            r["methods"] = table_md(index=True, numparse=True, frame=pd.DataFrame({"wall (s)": m.wall_s.map("{:.1f}".format),
                                              "peak RSS (MB)": m.peak_mb.map("{:.0f}".format),
                                              "× one-thread evaluation bound": m.x_bound.map("{:.2f}".format)}),
                                disable_numparse=True)
     else:
         r |= {"n_tasks": b["n_tasks"], "epochs": b["epochs"], "grid_h": f"{'~' if b['reduced'] else ''}{b['grid_h']:.1f}",
-              "methods": _md(pd.DataFrame({
+              "methods": table_md(index=True, numparse=True, frame=pd.DataFrame({
                   "measured (s)": m.wall_s.map("{:.1f}".format),
                   "full run (min)": [f"{'~' if x else ''}{v:.1f}" for x, v in zip(m.extrapolated, m.full_run_min)]}),
                   disable_numparse=True)}
@@ -82,7 +82,7 @@ def gpu_check_record(doc: dict, test_file) -> dict:
     return {"passed": c.attrs["passed"], "failed": c.attrs["failed"], "not_run": c.attrs["not_run"],
             "command": f"`{c.attrs['command']}`", "device": c.attrs["device"], "commit": f"`{c.attrs['commit']}`",
             "note_beyond_commit": c.attrs["note_beyond_commit"],
-            "table": _md(table, disable_numparse=True, colalign=("left", "left", "right"))}
+            "table": table_md(index=True, numparse=True, frame=table, disable_numparse=True, colalign=("left", "left", "right"))}
 
 
 #: How a page's status in `results/book-timings.json` reads in the running page's table.
