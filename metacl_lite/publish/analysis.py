@@ -4,6 +4,8 @@ numbers of the λ story. Numbers, records and tables only: the chapter's sentenc
 cells assert the premises they rest on. The page imports this module as `A`."""
 from __future__ import annotations
 
+from ..report.commands import relative_command
+
 from ..findings import claims as _C, stats as _S
 
 
@@ -294,7 +296,7 @@ def story_record(doc: dict) -> dict:
     from ..lab import lambda_story as L
 
     prov, streams = doc["provenance"], {int(k): v for k, v in doc["config"]["streams"].items()}
-    return {"command": prov["command"], "commit": (prov["git_commit"] or "?")[:10],
+    return {"command": relative_command(prov["command"]), "commit": (prov["git_commit"] or "?")[:10],
             "torch": prov["packages"]["torch"], "minutes": f"{prov['wall_s_total'] / 60:.0f}",
             "device": prov["device"], "streams": ", ".join(f"K = {K} on {n} tasks" for K, n in streams.items()),
             "seeds": listing(doc["config"]["seeds"]), "short": [K for K, n in streams.items() if n < 20],
