@@ -110,3 +110,26 @@ def test_the_claims_and_their_holm_families_ignore_an_extension():
         assert json.dumps(a, default=str, sort_keys=True) == json.dumps(b, default=str, sort_keys=True)  # NaN too
         assert a and not any("L2" in r["test"] for r in b)
     assert not any(r["regulariser"] == "L2" for r in C.gain_by_K(extended))
+
+
+def test_the_figures_draw_l2_in_its_own_colour_and_name_it_only_where_drawn():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from metacl_lite.report import plots as P
+
+    assert P.FAMILY_COLOURS == {"none": "0.35", "MAS": "C0", "PI": "C1", "EWC": "C2", "L2": "C3"}  # the three as before
+    assert P.method_style("l2-metacl-lambda") == {"color": "C3", "ls": ":"} and P.method_style("joint") is None
+
+    def legend(methods):
+        fig, ax = plt.subplots()
+        P.plot_accuracy_curves({m: np.array([50.0, 40.0]) for m in methods}, ax=ax)
+        names = [t.get_text() for t in ax.get_legend().get_texts()]
+        plt.close(fig)
+        return names
+
+    assert "L2" not in legend(["finetune", "pi", "pi-metacl-lambda"])
+    assert legend(["finetune", "pi", "l2", "l2-metacl-beta"]).count("L2") == 1
