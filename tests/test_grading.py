@@ -464,3 +464,13 @@ def test_killing_the_grader_leaves_no_worker_jail_or_folder(graded, sig):
         time.sleep(0.5)
     assert not left, [p.info["cmdline"] for p in left]
     assert not list(tmp.iterdir()), list(tmp.iterdir())
+
+
+def test_grade_dist_that_is_a_file_is_refused_before_generating(tmp_path):
+    """Issue 37: `grade --dist FILE` (no autograder there yet) crashed after generating; refused first."""
+    nb = tmp_path / "s.ipynb"
+    shutil.copy(ROOT / "book/assignments" / f"{NAME}.ipynb", nb)
+    (tmp_path / "afile").write_text("x")
+    r = grade(tmp_path, "a1", str(nb), "--dist", "afile")
+    assert r.returncode == 2 and "is a file, not a folder" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert (tmp_path / "afile").read_text() == "x" and not (tmp_path / "grades.csv").exists()
