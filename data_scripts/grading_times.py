@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     from metacl_lite.lab.atomic import check_writable, write_json
     from metacl_lite.lab.provenance import invocation, relative_to_repo
-    from metacl_lite.course import assignments as A, grading as G
+    from metacl_lite.course import assignments as A, grading as G, sheet as S
 
     check_writable(a.out)
     start = time.perf_counter()
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
                 start = time.perf_counter()
                 rec = G.grade_one(name, out["autograder"], out[kind], timeout=1800)
                 seconds = time.perf_counter() - start
-                r = G.row(kind, rec, points)
+                r = S.row(kind, rec, points)
                 rows.append({"assignment": name, "submission": kind, "seconds": round(seconds, 1),
                              "total": float(r["total"]), "possible": float(r["possible"]), "status": r["status"]})
                 print(f"{name} {kind}: {seconds:.1f} s, {r['total']} / {r['possible']} {r['status']}", flush=True)

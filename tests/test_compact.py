@@ -18,7 +18,7 @@ PACKAGE = ROOT / "metacl_lite"
 #: The package's functions that may write Markdown or prose: the results tables (the `table` command and the
 #: reproduction pages) and the README's generated blocks.
 PROSE_WRITERS = {"report.tables.format_table", "report.tables.metric_table_markdown", "publish.readme.update_readme",
-                 "publish.readme.markdown_table"}
+                 "publish.readme.markdown_table", "course.sheet.written_answers"}
 #: Calls whose string arguments are messages to a user or a developer, not prose about results: errors, warnings,
 #: logs, prints, and argparse's help texts.
 MESSAGE_CALLS = ("Error", "Exception", "Mismatch", "Failed", "warn", "print", "echo", "log", "info", "debug",
@@ -44,6 +44,10 @@ MESSAGES = {
                                    "copy)",
     "lab.atomic.read_json": "how to restore a file that cannot be read (the fix of read_json's errors)",
     "lab.atomic.holder": "who holds a lock, in the message of a process that waits for it",
+    "course.grading._refusal": "why a handed-in file is not graded (a symbolic link, outside the class folder)",
+    "course.grading_refs._stub": "the source of a withheld reference's stand-in, whose error names the refusal",
+    "course.grading_worker.grade": "a submission's status when its process ended early (the sheet's status column)",
+    "course.jail_runner.one_line": "the error a student's cell raised, as its feedback line",
 }
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from metacl_lite.course import assignments as A
 from metacl_lite.course import grading as G
+from metacl_lite.course import sheet as S
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "a1_dynamic_balance"
@@ -177,7 +178,7 @@ def test_each_submission_gets_its_score_and_status(graded):
         assert got[name][4].startswith(status), (name, got[name])
     assert {x["possible"] for x in rows} == {"9"}  # the full score on every row, also for a timeout or a crash
     assert not list((cwd / "tmpdir").iterdir()), "a grading left its temporary folder behind"
-    fb = lambda name: (cwd / "fb" / G.feedback_name(f"subs/{name}.ipynb")).read_text()  # noqa: E731
+    fb = lambda name: (cwd / "fb" / S.feedback_name(f"subs/{name}.ipynb")).read_text()  # noqa: E731
     feedback = fb("wrong")
     assert "total: 7 / 9" in feedback and "q3: 1 / 3" in feedback and "q4: manual / 2" in feedback
     assert "passed test_q3_zero_at_optimum\n" in feedback
@@ -207,11 +208,11 @@ def test_a_rerun_grades_only_the_missing_rows(graded):
     rows = sheet(cwd / "grades.csv")
     kept = [x for x in rows if Path(x["submission"]).stem not in ("correct", "wrong")]
     kept[0]["status"] = "ok (kept)"  # a row already there is never graded again
-    G.write_sheet(cwd / "partial.csv", list(rows[0]), kept)
+    S.write_sheet(cwd / "partial.csv", list(rows[0]), kept)
     r = grade(cwd, "a1", "subs", "--out", "partial.csv", "--timeout", TIMEOUT, "--dist", "dist", "--feedback", "fb3",
               "--show-hidden")
     assert r.returncode == 0, r.stdout + r.stderr
-    shown = (cwd / "fb3" / G.feedback_name("subs/wrong.ipynb")).read_text()  # the instructor asked for the hidden tests
+    shown = (cwd / "fb3" / S.feedback_name("subs/wrong.ipynb")).read_text()  # the instructor asked for the hidden tests
     assert re.search(r"failed test_q3_random_candidates_against_reference \(hidden\).*dual = 0\.0", shown), shown
     graded_now = [line.split(":")[0] for line in r.stdout.splitlines() if line.startswith("subs")]
     assert sorted(Path(s).stem for s in graded_now) == ["correct", "wrong"], r.stdout
@@ -247,7 +248,7 @@ def a1_dist(tmp_path_factory):
 
 def _a1_columns(dist):
     zip_path = A.autograder_zip(NAME, dist)
-    return G.columns(G.question_points(zip_path), G.manual_points(NAME))
+    return S.columns(G.question_points(zip_path), G.manual_points(NAME))
 
 
 @pytest.mark.parametrize("content, message", [
@@ -262,7 +263,7 @@ def test_a_sheet_that_is_not_this_assignments_is_refused_saying_why(tmp_path, a1
     cols = _a1_columns(a1_dist)
     sheet = tmp_path / "other.csv"
     if content is None:  # a2's sheet with a1's columns: refused by its assignment column
-        G.write_sheet(sheet, cols, [dict(G.row("s.ipynb", {"error": "x"}, {"q1": 3, "q2": 3, "q3": 3}, {"q4": 2},
+        S.write_sheet(sheet, cols, [dict(S.row("s.ipynb", {"error": "x"}, {"q1": 3, "q2": 3, "q3": 3}, {"q4": 2},
                                              "a2_importance", "0" * 64))])
     elif isinstance(content, bytes):
         sheet.write_bytes(content)
@@ -322,8 +323,8 @@ def test_two_graders_on_one_sheet_the_second_is_refused(tmp_path, a1_dist):
 
 def test_feedback_names_are_unique_and_keys_are_resolved_paths(tmp_path, monkeypatch):
     keys = ["x/y.ipynb", "x y.ipynb", "x_y.ipynb", "x/y y.ipynb", "x_y_y.ipynb"]
-    assert len({G.feedback_name(k) for k in keys}) == len(keys)
-    assert G.feedback_name("wrong.ipynb") == "wrong.ipynb.txt"
+    assert len({S.feedback_name(k) for k in keys}) == len(keys)
+    assert S.feedback_name("wrong.ipynb") == "wrong.ipynb.txt"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "subs").mkdir()
     nb = tmp_path / "subs" / "a.ipynb"
@@ -360,11 +361,11 @@ def test_rows_whose_status_is_an_error_are_graded_again(graded):
     rows = [x for x in sheet(cwd / "grades.csv") if Path(x["submission"]).stem in ("correct", "blank")]
     broken = [dict(x, total="0", q1="0", q2="0", q3="0", status="error: FileNotFoundError: autograder")
               if Path(x["submission"]).stem == "correct" else x for x in rows]
-    G.write_sheet(cwd / "errors.csv", list(rows[0]), broken)
+    S.write_sheet(cwd / "errors.csv", list(rows[0]), broken)
     (cwd / "two").mkdir(exist_ok=True)
     for x in rows:
         shutil.copy(cwd / x["submission"], cwd / "two" / Path(x["submission"]).name)
-    G.write_sheet(cwd / "errors.csv", list(rows[0]), [dict(x, submission="two/" + Path(x["submission"]).name)
+    S.write_sheet(cwd / "errors.csv", list(rows[0]), [dict(x, submission="two/" + Path(x["submission"]).name)
                                                         for x in broken])
     r = grade(cwd, "a1", "two", "--out", "errors.csv", "--timeout", TIMEOUT, "--dist", "dist")
     assert r.returncode == 0, r.stderr

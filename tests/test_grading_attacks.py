@@ -20,6 +20,7 @@ import pytest
 
 from metacl_lite.course import assignments as A
 from metacl_lite.course import grading as G
+from metacl_lite.course import sheet as S
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "a1_dynamic_balance"
@@ -221,11 +222,11 @@ def test_no_attack_changed_the_checkout_dist_the_class_folder_or_the_environment
 @pytest.mark.slow
 def test_feedback_names_hidden_tests_by_number_and_reports_the_cells_that_raised(attacked):
     fb = attacked["cwd"] / "fb"
-    text = (fb / G.feedback_name("subs/vandal_package.ipynb")).read_text()
+    text = (fb / S.feedback_name("subs/vandal_package.ipynb")).read_text()
     assert "hidden test 1 failed" in text and "random_against_reference" not in text, text
-    text = (fb / G.feedback_name("subs/private_copy.ipynb")).read_text()
+    text = (fb / S.feedback_name("subs/private_copy.ipynb")).read_text()
     assert "is withheld while grading" in text, text  # the copy in the jail holds stubs only
-    text = (fb / G.feedback_name("subs/always_equal.ipynb")).read_text()
+    text = (fb / S.feedback_name("subs/always_equal.ipynb")).read_text()
     assert "q1: 0 / 3" in text and "hidden test 1 failed" in text, text
 
 

@@ -102,16 +102,16 @@ def test_the_jails_copy_of_the_package_holds_stubs_for_every_withheld_reference(
 def test_written_answers_are_exported_per_question():
     import nbformat
 
-    from metacl_lite.course import grading as G
+    from metacl_lite.course import sheet as S
 
     nb = nbformat.read(str(ROOT / "book/assignments/a1_dynamic_balance.ipynb"), as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if "**Question 4**" in c.source)
     nb.cells[at + 1].source = "Because g2 = 0 makes every g feasible: MY OWN ANSWER."
-    text = G.written_answers(nbformat.writes(nb).encode(), "subs/alice.ipynb", {"q4": 2.0})
+    text = S.written_answers(nbformat.writes(nb).encode(), "subs/alice.ipynb", {"q4": 2.0})
     assert text.startswith("# Written answers: subs/alice.ipynb")
     assert "## q4 (2 points, graded by hand)" in text and "> **Question 4** (written, 2 points" in text
     assert "MY OWN ANSWER" in text and "grader.check" not in text
-    assert "(the question's cell is missing)" in G.written_answers(b"{}", "x", {"q4": 2.0})
+    assert "(the question's cell is missing)" in S.written_answers(b"{}", "x", {"q4": 2.0})
 
 
 def test_without_root_the_grader_says_why_it_cannot_build_the_jail(monkeypatch):
