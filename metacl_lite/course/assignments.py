@@ -22,14 +22,13 @@ The tests compare the student's functions with `metacl_lite`'s reference impleme
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
 from ..paths import REPO_ROOT
-from ..lab.atomic import write_text
+from ..lab.atomic import cannot_create_in, write_text
 from ..errors import UsageError
 
 SOURCE_DIR = REPO_ROOT / "book" / "assignments" / "source"
@@ -303,12 +302,9 @@ def check_dist(dist: Path, option: str = "--dist") -> Path:
         probe = probe.parent
     if not probe.is_dir():
         raise AssignmentError(f"{option} {dist}: {probe} is a file, not a folder; give a folder")
-    try:
-        fd, name = tempfile.mkstemp(dir=probe, prefix=".metacl-write-check-")
-        os.close(fd)
-        os.unlink(name)
-    except OSError as e:
-        raise AssignmentError(f"cannot write {option} {dist}: {e.strerror} in {probe}; give another folder") from None
+    why = cannot_create_in(probe)
+    if why:
+        raise AssignmentError(f"cannot write {option} {dist}: {why} in {probe}; give another folder")
     return dist
 
 

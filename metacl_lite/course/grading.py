@@ -35,7 +35,7 @@ from typing import Callable, Optional, Sequence
 
 from ..data.datafiles import data_root
 from ..paths import PACKAGE_DIR, REPO_ROOT
-from ..lab.atomic import check_writable, locked, write_text
+from ..lab.atomic import cannot_create_in, check_writable, locked, write_text
 from .sheet import (columns, feedback_name, feedback_text, ordered, read_sheet, row, write_sheet, written_answers)
 from .assignments import DIST_DIR, SOURCE_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
 
@@ -293,12 +293,9 @@ def _check_folder(path: Optional[Path], option: str) -> None:
     probe = path
     while not probe.exists():
         probe = probe.parent
-    try:
-        fd, name = tempfile.mkstemp(dir=probe, prefix=".metacl-write-check-")
-        os.close(fd)
-        os.unlink(name)
-    except OSError as e:
-        raise AssignmentError(f"cannot write {option} {path}: {e.strerror} in {probe}; give another folder") from None
+    why = cannot_create_in(probe)
+    if why:
+        raise AssignmentError(f"cannot write {option} {path}: {why} in {probe}; give another folder")
 
 
 def sha256(path: Path) -> str:

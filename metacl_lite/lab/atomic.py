@@ -156,13 +156,22 @@ def check_writable(path: Path, fix: str = "choose another output path") -> Path:
         raise OutputError(f"cannot create {path}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise OutputError(f"cannot write {path}: permission denied; {fix}")
-    try:  # os.access says yes to root everywhere, even where nothing can be created (/proc, a read-only mount)
-        fd, probe = tempfile.mkstemp(dir=parent, prefix=".metacl-write-check-")
+    why = cannot_create_in(parent)
+    if why:
+        raise OutputError(f"cannot write {path}: nothing can be created in {parent} ({why}); {fix}")
+    return path
+
+
+def cannot_create_in(folder: Path) -> Optional[str]:
+    """Why no file can be created in `folder` (the system's words), or None when one can: a file is made and removed.
+    os.access says yes to root everywhere, even where nothing can be created (/proc, a read-only mount)."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".metacl-write-check-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise OutputError(f"cannot write {path}: nothing can be created in {parent} ({e.strerror}); {fix}") from None
-    return path
+        return e.strerror or str(e)
+    return None
 
 
 #: How often a process waiting for a lock says it still waits (seconds).
