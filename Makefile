@@ -65,7 +65,7 @@ tune: $(STAMP)
 EXEC      ?=
 WHERE_OPTS = $(if $(WORKERS),--workers $(WORKERS),) $(EXEC)
 PMNIST_KS ?= 1 5 10 20 50 200 500
-LAMBDAS    = $(shell $(PY) -m metacl_lite.vocab lambdas)# the gamma controls: the paper's MetaCL-lambda methods (vocab.py)
+LAMBDAS    = $$($(PY) -m metacl_lite.vocab lambdas)# the gamma controls: the paper's MetaCL-lambda methods (vocab.py), printed when the step runs (after the GPU check)
 reproduce-pmnist: $(STAMP)
 	$(PY) -m metacl_lite choices --benchmark pmnist $(WHERE_OPTS)
 	@# K=20's values come from choices (the winning variants); every other K is tuned with the decided options
