@@ -355,6 +355,34 @@ def test_a_symlink_or_a_file_outside_the_folder_is_refused_and_a_zip_gives_only_
     assert G.notebook_bytes(tmp_path / "h.zip") == b'{"cells": []}'
 
 
+def test_a_full_temporary_folder_stops_grading_with_one_line_and_keeps_the_rows(tmp_path, a1_dist, monkeypatch,
+                                                                               capsys):
+    """ENOSPC while a submission is set up (its folder, its package copy): exit 2 naming TMPDIR, the rows already
+    graded kept, no traceback; the first submission's row is written before the second finds the disk full."""
+    import errno
+
+    from metacl_lite.cli import main
+
+    for n in ("a", "b"):
+        shutil.copy(ROOT / "book/assignments" / f"{NAME}.ipynb", tmp_path / f"{n}.ipynb")
+    calls = []
+
+    def one(name, zip_path, submission, timeout, hidden=()):
+        calls.append(submission.name)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return {"questions": {}, "cell_errors": []}
+
+    monkeypatch.setattr(G, "grade_one", one)
+    monkeypatch.chdir(tmp_path)
+    code = main(["assignments", "grade", "a1", "a.ipynb", "b.ipynb", "--dist", str(a1_dist), "--out", "g.csv"])
+    assert code == 2 and calls == ["a.ipynb", "b.ipynb"]
+    err = capsys.readouterr().err
+    assert err.startswith("error: no space left in the temporary folder") and "TMPDIR" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert [Path(r["submission"]).name for r in sheet(tmp_path / "g.csv")] == ["a.ipynb"]
+
+
 @pytest.mark.slow
 def test_rows_whose_status_is_an_error_are_graded_again(graded):
     cwd, _ = graded

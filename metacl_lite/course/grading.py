@@ -17,6 +17,7 @@ lock, so a rerun after Ctrl-C grades only the missing rows (and those whose stat
 from __future__ import annotations
 
 import ast
+import errno
 import hashlib
 import io
 import json
@@ -349,6 +350,13 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
                 return grade_one(name, zip_path, s.path, timeout, hidden)
             except AssignmentError as e:
                 return {"error": str(e)}
+            except OSError as e:  # a full temporary folder stops the class, not just this row: so would every other
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise AssignmentError(
+                        f"no space left in the temporary folder {tempfile.gettempdir()} while grading {s.key}: free "
+                        f"some, or point TMPDIR at a folder with room; the rows graded so far are kept in {out}, and "
+                        f"the same command grades the rest") from None
+                raise
 
         def done(s: Submission, rec: dict) -> None:
             r = row(s.key, rec, points, manual, name, sha)
