@@ -187,3 +187,12 @@ def test_generate_dist_that_is_a_file_is_refused_before_the_work(tmp_path):
 def test_check_a_folder_says_it_is_a_folder(tmp_path):
     r = _assignments("check", str(tmp_path))
     assert r.returncode == 2 and "is a folder; give the notebook file" in r.stderr, r.stderr
+
+
+def test_generate_takes_the_short_names_that_grade_takes(capsys):
+    """`generate a1` as `grade a1` (issue 37): the short name is the assignment, an unknown one is refused at once."""
+    from metacl_lite.cli import main
+
+    assert main(["assignments", "generate", "a1", "--pages-only", "--check"]) == 0
+    assert main(["assignments", "generate", "a9", "--pages-only"]) == 2
+    assert "unknown assignment 'a9'" in capsys.readouterr().err

@@ -16,9 +16,9 @@ def _assignments(a) -> int:
             print(f"{name}\t{A.source_path(name).relative_to(A.REPO_ROOT)}")
         return 0
     if a.acmd == "generate":
-        names = a.names or A.list_assignments()
-        for n in names:
-            A.source_path(n)  # unknown names fail before any work
+        from ..course.grading import full_name
+
+        names = [full_name(n) for n in a.names] or A.list_assignments()  # a1 as grade takes it; unknown: before work
         if a.pages_only or a.check:  # --check only compares the pages: it never replaces dist/
             changed = A.update_pages(names, check=a.check)
             for n in changed:
