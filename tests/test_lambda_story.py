@@ -206,7 +206,7 @@ def test_record_penalty_leaves_training_bit_identical(bench):
 
 def test_main_writes_the_file_with_provenance(tmp_path, monkeypatch):
     out = tmp_path / "story.json"
-    monkeypatch.setattr(L, "REGULARISERS", ("mas",))
+    monkeypatch.setattr(L, "PAPER_REGULARISERS", ("mas",))
     monkeypatch.setattr(L, "measure", lambda streams, seeds, show_progress=False, hp=None: {
         "k": {"streams": {str(k): v for k, v in streams.items()}, "seeds": list(seeds)}})
     assert L.main(["--streams", "5:2,10:3", "--seeds", "0,2", "--out", str(out)]) == 0
