@@ -4,6 +4,7 @@ files give one line and exit 2, `table` shows only what the matrices say and say
 notebook kernels import the checkout that launched them, and the protocol's wiring (validation split for tuning,
 each reference on its own task, each variant's options) is checked by spies on what each unit is given."""
 import json
+import re
 import shutil
 import math
 import os
@@ -529,7 +530,12 @@ def test_device_parameter_is_declared_and_passed_on():
     for page in [BENCHMARK_PAGE] + [REPRODUCE / f"{stem}.md" for stem in PAGES] + sorted(TEMPLATES.glob("*.md")):
         assert declared_parameters(page)["device"] is None
         code = "\n".join(c.source for c in jupytext.read(str(page)).cells if c.cell_type == "code")
-        assert "device=device" in code and '"device": None' in code
+        assert '"device": None' in code and re.search(r"pagekit\.live_(run|record)\([^)]*\bdevice\b", code)
+    import inspect
+
+    from metacl_lite.publish import pagekit
+
+    assert "device=device" in inspect.getsource(pagekit.live_run)  # the page's live run passes it on
 
 
 @pytest.mark.parametrize("value", ["auto", "cpu", "cuda", "cuda:0", "cuda:12", None])
