@@ -332,9 +332,9 @@ def test_a_tf32_tuning_records_it_and_is_not_the_default_protocol():
 
 
 def test_the_cli_offers_the_precisions_the_device_module_knows():
-    from metacl_lite import cli
+    from metacl_lite.cli import options
 
-    assert cli.PRECISIONS == DV.PRECISIONS
+    assert options.PRECISIONS == DV.PRECISIONS
 
 
 def test_set_precision_sets_tf32_on_a_gpu_only():

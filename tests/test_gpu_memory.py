@@ -48,13 +48,14 @@ def test_the_default_worker_count_fits_the_gpus_free_memory(card, capsys):
 
 def test_the_cli_sizes_a_gpu_grid_by_the_cards_memory(card, monkeypatch):
     from metacl_lite import cli
+    from metacl_lite.cli.options import plan_of
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     card(15.0)
     parse = cli.build_parser().parse_args
-    assert cli.plan_of(parse(["run", "--benchmark", "cub", "--K", "10"])).workers == 2
-    assert cli.plan_of(parse(["run", "--benchmark", "cub", "--K", "10", "--workers", "5"])).workers == 5
-    assert cli.plan_of(parse(["run", "--benchmark", "cub", "--K", "10", "--device", "cpu"])).workers == 16
+    assert plan_of(parse(["run", "--benchmark", "cub", "--K", "10"])).workers == 2
+    assert plan_of(parse(["run", "--benchmark", "cub", "--K", "10", "--workers", "5"])).workers == 5
+    assert plan_of(parse(["run", "--benchmark", "cub", "--K", "10", "--device", "cpu"])).workers == 16
 
 
 def test_evaluation_batches_are_bounded_for_large_images_and_unchanged_for_small_ones():

@@ -17,7 +17,6 @@ from typing import Any, Callable, Optional
 
 from ..errors import ConfigMismatch, CorruptUnit, LockedError, NotebookFailed, UnitsFailed, UserError
 from .commands import COMMANDS
-from .options import PRECISIONS, plan_of, where_of  # noqa: F401  (asked for by the tests and the tools)
 from .parser import build_parser
 from ..vocab import in_paper, regulariser_of
 

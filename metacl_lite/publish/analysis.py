@@ -4,23 +4,15 @@ numbers of the λ story. Numbers, records and tables only: the chapter's sentenc
 cells assert the premises they rest on. The page imports this module as `A`."""
 from __future__ import annotations
 
-from ..report.commands import relative_command
-
 from ..findings import claims as _C, stats as _S
+from ..report.commands import relative_command
+from ..vocab import PAPER_REGULARISERS
 
 
 def listing(items) -> str:
     """'20', '20 and 50', '1, 5 and 10': a list of numbers or names as a page writes it."""
     items = [str(i) for i in items]
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
-
-
-def _paper_regularisers() -> tuple:
-    try:
-        from ..findings.paper import PAPER_REGULARISERS
-    except ImportError:
-        from ..vocab import PAPER_REGULARISERS
-    return tuple(PAPER_REGULARISERS)
 
 
 def pmnist_results(Ks) -> dict:
@@ -41,7 +33,7 @@ def fig3_ends(results: dict) -> dict:
     out = {}
     for K, res in results.items():
         f = {m: float(c[-1]) for m, c in average_accuracy_curves(res).items()}
-        regs = [r for r in _paper_regularisers() if method_name(r, "lambda") in f]
+        regs = [r for r in PAPER_REGULARISERS if method_name(r, "lambda") in f]
         above = [r for r in regs if f[method_name(r, "lambda")] > f[r]]
         out[K] = {"seeds": len(res["config"]["seeds"]), "best": max(f, key=f.get), "worst": min(f, key=f.get),
                   "final": f, "lambda_above": above, "lambda_below": [r for r in regs if r not in above]}
