@@ -503,3 +503,51 @@ def test_grade_dist_that_is_a_file_is_refused_before_generating(tmp_path):
     r = grade(tmp_path, "a1", str(nb), "--dist", "afile")
     assert r.returncode == 2 and "is a file, not a folder" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert (tmp_path / "afile").read_text() == "x" and not (tmp_path / "grades.csv").exists()
+
+
+def test_ctrl_c_handed_to_a_grading_thread_is_answered_at_once(tmp_path, a1_dist):
+    """Issue 37 (the CI's hang): a Ctrl-C the kernel hands to a grading thread only sets a flag that the main thread
+    reads when it wakes; waiting for a submission without a timeout left the press unanswered until that submission
+    ended (up to its time limit). The submission here runs a process for 300 s and presses Ctrl-C from its own thread:
+    the command must end at once, exit 130 with one line, and kill that process."""
+    import signal
+    import time
+
+    shutil.copy(ROOT / "book/assignments" / f"{NAME}.ipynb", tmp_path / "a.ipynb")
+    script = tmp_path / "grader.py"
+    script.write_text(f"""
+import faulthandler, signal, subprocess, sys, threading
+faulthandler.dump_traceback_later(100, exit=True)
+from metacl_lite.cli import main
+from metacl_lite.course import grading as G
+
+def one(name, zip_path, submission, timeout, hidden=()):
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)  # as the real worker
+    open("sleeper.pid", "w").write(str(proc.pid))
+    with G._LIVE_LOCK:
+        G.LIVE.add(proc)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # the press, handed to this grading thread
+    proc.wait()
+    return {{"questions": {{}}, "cell_errors": []}}
+
+G.grade_one = one
+sys.exit(main(["assignments", "grade", "a1", "a.ipynb", "--dist", {str(a1_dist)!r}, "--out", "g.csv"]))
+""")
+    env = dict(os.environ, METACL_LITE_PROGRESS="0", PYTHONPATH=str(ROOT))
+    start = time.monotonic()
+    with open(tmp_path / "err.txt", "w") as err:  # a file, not a pipe: a sleeper left behind would hold a pipe open
+        code = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                              stderr=err, timeout=200).returncode
+    took = time.monotonic() - start
+    pid = int((tmp_path / "sleeper.pid").read_text())
+    try:
+        alive = "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except FileNotFoundError:
+        alive = False
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    err = (tmp_path / "err.txt").read_text()
+    assert code == 130 and len(err.strip().splitlines()) == 1, (code, err[-3000:])
+    assert took < 90, f"the press was answered after {took:.0f} s"
+    assert not alive, "the submission's process outlived the grader"
+    assert not (tmp_path / "g.csv").exists() or not sheet(tmp_path / "g.csv")

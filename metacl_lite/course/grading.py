@@ -37,6 +37,7 @@ from typing import Callable, Optional, Sequence
 from ..data.datafiles import data_root
 from ..paths import PACKAGE_DIR, REPO_ROOT
 from ..lab.atomic import cannot_create_in, check_writable, locked, write_text
+from ..lab.executors import result
 from .sheet import (columns, feedback_name, feedback_text, ordered, read_sheet, row, write_sheet, written_answers)
 from .assignments import DIST_DIR, SOURCE_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
 
@@ -378,7 +379,7 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
         try:
             futures = [(s, pool.submit(work, s)) for s in todo]
             for s, f in futures:
-                done(s, f.result())
+                done(s, result(f))  # woken twice a second: a Ctrl-C that lands in a grading thread is answered
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             with _LIVE_LOCK:

@@ -313,6 +313,24 @@ def _call(fn: Callable, job: Any, threads: int) -> Any:
     return fn(job)
 
 
+#: The longest this process's main thread sleeps at a time while it waits for units (or for a grading thread). A
+#: Ctrl-C the kernel hands to another thread of the process (the pool's own threads; Linux under gVisor does, and so
+#: does a signal sent to one thread) only sets a flag that the main thread reads when it wakes: a wait without a
+#: timeout would keep the press unanswered until a unit ends, minutes later. Waking costs nothing measurable.
+POLL_S = 0.5
+
+
+def result(future) -> Any:
+    """`future.result()`, woken every POLL_S seconds so that a Ctrl-C is answered at once (see POLL_S)."""
+    from concurrent.futures import TimeoutError as Pending
+
+    while True:
+        try:
+            return future.result(timeout=POLL_S)
+        except Pending:
+            continue
+
+
 #: Seconds a worker is given to end on SIGTERM after Ctrl-C before it is killed.
 STOP_WAIT_S = 10.0
 
@@ -374,7 +392,9 @@ def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[
         refs = {remote.remote(fn, job, plan.threads): job for job in jobs}
         try:
             while refs:
-                ready, _ = ray.wait(list(refs), num_returns=1)
+                ready, _ = ray.wait(list(refs), num_returns=1, timeout=POLL_S)  # see POLL_S
+                if not ready:
+                    continue
                 job = refs.pop(ready[0])
                 try:
                     done(job, ray.get(ready[0]))
@@ -409,7 +429,7 @@ def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[
             futures = {pool.submit(fn, job): job for job in jobs}
             pending = set(futures)
             while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                finished, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)  # see POLL_S
                 for f in finished:
                     try:
                         result = f.result()
