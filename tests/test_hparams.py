@@ -36,8 +36,8 @@ def test_bad_structure_is_refused(hparams_file):
     hparams_file({"mnist": GOOD["pmnist"]})
     with pytest.raises(HparamsError, match="unknown benchmark 'mnist'"):
         H.load()
-    hparams_file({"pmnist": {**GOOD["pmnist"], "sources": "x"}})
-    with pytest.raises(HparamsError, match=r"unknown key\(s\) sources in pmnist"):
+    hparams_file({"pmnist": {**GOOD["pmnist"], "sauce": "x"}})
+    with pytest.raises(HparamsError, match=r"unknown key\(s\) sauce in pmnist"):
         H.load()
     path = hparams_file("{ not json")
     with pytest.raises(HparamsError.__mro__[1], match=f"{path} is not valid JSON"):
@@ -91,7 +91,12 @@ def test_store_writes_the_tuning_K_as_default_and_other_K_under_by_K(hparams_fil
     H.store("pmnist", 20, {"ewc": {"beta": 10.0}}, "t20.json", "cmd20")
     hp = json.loads(path.read_text())
     assert hp["pmnist"]["methods"] == {"ewc": {"beta": 10.0}, "ewc-metacl-lambda": {"gamma": 0.0}}
-    assert (hp["pmnist"]["source"], hp["pmnist"]["command"]) == ("t20.json", "cmd20")
+    # ewc-metacl-lambda still comes from "x": ewc's own tuning is noted beside it (`store`)
+    assert hp["pmnist"]["source"] == "x" and hp["pmnist"]["sources"] == {"ewc": {"source": "t20.json",
+                                                                                  "command": "cmd20"}}
+    H.store("pmnist", 20, {"ewc": {"beta": 10.0}, "ewc-metacl-lambda": {"gamma": 1.0}}, "t20.json", "cmd20")
+    hp = json.loads(path.read_text())
+    assert (hp["pmnist"]["source"], hp["pmnist"]["command"]) == ("t20.json", "cmd20") and "sources" not in hp["pmnist"]
     with pytest.raises(HparamsError):
         H.store("pmnist", 20, {"ewc": {"beta": -1.0}}, "t.json", "c")
     assert json.loads(path.read_text()) == hp  # a refused value writes nothing

@@ -46,6 +46,14 @@ def test_the_default_run_and_tuning_are_the_papers_methods():
 
 
 def test_l2_without_tuned_values_says_to_tune(hparams_file, tmp_path, capsys):
+    hp = json.loads((H.Path(H.__file__).parent / "hparams.json").read_text())  # the committed values, without L2's
+    for entry in (hp["pmnist"], *hp["pmnist"].get("by_K", {}).values()):
+        for m in L2_FAMILY:
+            entry["methods"].pop(m, None)
+            entry.get("sources", {}).pop(m, None)
+        if not entry.get("sources", True):
+            entry.pop("sources")
+    hparams_file(hp)
     out = tmp_path / "l2.json"
     rc = main(["run", "--benchmark", "pmnist", *TINY, "--seeds", "1", "--methods", "l2", "--out", str(out)])
     err = capsys.readouterr().err
@@ -134,3 +142,47 @@ def test_the_figures_draw_l2_in_its_own_colour_and_name_it_only_where_drawn():
 
     assert "L2" not in legend(["finetune", "pi", "pi-metacl-lambda"])
     assert legend(["finetune", "pi", "l2", "l2-metacl-beta"]).count("L2") == 1
+
+
+def test_an_extension_tuned_in_its_own_file_keeps_the_papers_provenance(hparams_file):
+    """L2 tuned in a file of its own (results/tuning-pmnist-K20-l2.json, the default protocol's name for it) records
+    where its values came from beside the paper's nine, which keep naming results/tuning-pmnist-K20.json and its
+    command; values tuned again where the whole entry was tuned drop the per-method note."""
+    from metacl_lite.lab import tuning as T
+
+    protocol = T.default_protocol("pmnist", 20)
+    assert T.default_tuning_out(protocol).name == "tuning-pmnist-K20.json"
+    with_l2 = {**protocol, "method_options": {**protocol["method_options"], **{m: {} for m in L2_FAMILY}}}
+    assert T.is_default(with_l2) and T.default_tuning_out(with_l2).name == "tuning-pmnist-K20-l2.json"
+    other = {**with_l2, "method_options": {**with_l2["method_options"], "l2": {"omega_normalise": "max"}}}
+    assert not T.is_default(other) and T.default_tuning_out(other).parent.name == "runs"
+
+    hparams_file(json.loads((H.Path(H.__file__).parent / "hparams.json").read_text()))
+    before = H.load(H.HPARAMS_FILE)["pmnist"]
+    paper = H.hparams_source("pmnist", ["ewc", "pi-metacl-lambda"])
+    H.store("pmnist", 20, {"l2": {"beta": 1.0}}, "results/tuning-pmnist-K20-l2.json", "tune ... --methods l2")
+    entry = H.load(H.HPARAMS_FILE)["pmnist"]
+    assert (entry["source"], entry["command"]) == (before["source"], before["command"])
+    assert entry["sources"]["l2"] == {"source": "results/tuning-pmnist-K20-l2.json", "command": "tune ... --methods l2"}
+    assert H.hparams_source("pmnist", ["ewc", "pi-metacl-lambda"]) == paper
+    assert H.hparams_source("pmnist", ["l2"]) == {"l2": "default: results/tuning-pmnist-K20-l2.json"}
+    assert H.method_hparams("pmnist", "l2") == {"beta": 1.0}
+
+    everything = {m: {H.strength_key(m): 1.0} for m in entry["methods"]}
+    H.store("pmnist", 20, everything, "results/tuning-all.json", "tune all")
+    entry = H.load(H.HPARAMS_FILE)["pmnist"]
+    assert (entry["source"], entry["command"]) == ("results/tuning-all.json", "tune all") and "sources" not in entry
+    assert H.hparams_source("pmnist", ["l2"]) == {"l2": "default: results/tuning-all.json"}
+
+
+@pytest.mark.parametrize("sources, message", [
+    ({"nosuch": {"source": "a", "command": "b"}}, "nosuch has no value"),
+    ({"ewc": {"source": "a"}}, "must be"),
+    ([], "must be an object"),
+])
+def test_a_bad_sources_entry_is_refused(hparams_file, sources, message):
+    hp = json.loads((H.Path(H.__file__).parent / "hparams.json").read_text())
+    hp["pmnist"]["sources"] = sources
+    path = hparams_file(hp)
+    with pytest.raises(H.HparamsError, match=message):
+        H.load(path)

@@ -4,7 +4,10 @@ hparams.json, per benchmark::
 
     {"pmnist": {"methods": {"ewc": {"beta": 100.0}, "ewc-metacl-lambda": {"gamma": 100.0}, ...},
                 "source": "results/tuning-pmnist-K20.json", "command": "python -m metacl_lite tune ...",
+                "sources": {"l2": {"source": "results/tuning-pmnist-K20-l2.json", "command": ...}, ...},
                 "by_K": {"200": {"methods": {...}, "source": ..., "command": ...}}}}
+
+"sources" (optional) names the tuning of values chosen elsewhere than the entry's own "source" (`store`).
 
 The entry may also hold "options": the open choices about Omega decided per regulariser on validation data
 (`choices`, e.g. {"ewc": {"omega_accumulate": "latest", "omega_normalise": "minmax"}, "pi": {"pi_xi": 0.1}}), with
@@ -29,9 +32,9 @@ from ..vocab import OMEGA_OPTIONS, REGULARISERS
 from ..training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
-ENTRY_KEYS = {"methods", "source", "command", "by_K", "options", "options_source"}
+ENTRY_KEYS = {"methods", "source", "command", "sources", "by_K", "options", "options_source"}
 #: Keys of a per-K entry (by_K.<K>): the options are decided once for every K.
-K_ENTRY_KEYS = {"methods", "source", "command"}
+K_ENTRY_KEYS = {"methods", "source", "command", "sources"}
 
 
 def strength_key(method: str) -> Optional[str]:
@@ -74,6 +77,15 @@ def _check_entry(entry, where: str, path: Path, top: bool) -> None:
     for k in ("source", "command", "options_source"):
         if k in entry and not isinstance(entry[k], str):
             raise HparamsError(f"{path}: {where}.{k} must be a string")
+    sources = entry.get("sources", {})
+    if not isinstance(sources, dict):
+        raise HparamsError(f"{path}: {where}.sources must be an object")
+    for m, src in sources.items():
+        if m not in methods:
+            raise HparamsError(f"{path}: {where}.sources.{m}: {m} has no value in {where}.methods; remove it")
+        if (not isinstance(src, dict) or set(src) != {"source", "command"}
+                or not all(isinstance(v, str) for v in src.values())):
+            raise HparamsError(f"{path}: {where}.sources.{m} must be {{\"source\": file, \"command\": command}}")
     options = entry.get("options", {})
     if not isinstance(options, dict):
         raise HparamsError(f"{path}: {where}.options must be an object")
@@ -171,7 +183,7 @@ def hparams_source(benchmark: Bench, methods: Sequence[str], K: Optional[int] = 
     for m in methods:
         if strength_key(m) is not None:
             entry, which = _entry(hp, benchmark, m, K)
-            out[m] = f"{which}: {entry.get('source', '?')}"
+            out[m] = f"{which}: {entry.get('sources', {}).get(m, entry).get('source', '?')}"
     return out
 
 
@@ -217,14 +229,29 @@ def store_options(benchmark: str, options: dict[str, dict], source: str, path: O
 def store(benchmark: str, K: int, chosen: dict[str, dict], source: str, command: str,
           path: Optional[Path] = None) -> None:
     """Record tuned values: at the benchmark's tuning K as the default, at any other K under by_K (that K only).
-    Read, update and write under a lock, so concurrent tunings of different methods keep each other's values."""
+    Read, update and write under a lock, so concurrent tunings of different methods keep each other's values.
+
+    Provenance stays with each value: the entry's `source`/`command` name the tuning the entry's methods came from;
+    values tuned elsewhere while methods of that tuning remain (an extension such as L2 tuned in a file of its own)
+    carry theirs under `sources`, so the paper's methods keep naming the file and command that chose them."""
     path = Path(path or HPARAMS_FILE)
     with locked(path):
         hp = load(path)
         entry = hp.setdefault(benchmark, {})
         if K != get_spec(benchmark).tuning_K:
             entry = entry.setdefault("by_K", {}).setdefault(str(K), {})
-        entry.setdefault("methods", {}).update(chosen)
-        entry["source"], entry["command"] = source, command
+        methods, sources = entry.setdefault("methods", {}), entry.get("sources", {})
+        others = [m for m in methods if m not in chosen and m not in sources]  # still from the entry's own tuning
+        if others and entry.get("source", source) != source:
+            sources.update({m: {"source": source, "command": command} for m in chosen})
+        else:
+            entry["source"], entry["command"] = source, command
+            for m in chosen:
+                sources.pop(m, None)
+        if sources:
+            entry["sources"] = sources
+        else:
+            entry.pop("sources", None)
+        methods.update(chosen)
         validate(hp, path)
         write_json(path, hp)

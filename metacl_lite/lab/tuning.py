@@ -90,7 +90,16 @@ def is_default(protocol: dict) -> bool:
     rest = {k: v for k, v in protocol.items() if k not in NOT_PROTOCOL_CHOICES}
     if rest.pop("precision", "float32") != "float32":  # float32 is the default, recorded or not
         return False
+    extensions = {m: o for m, o in rest.get("method_options", {}).items() if m not in TUNABLE}  # tuned when named
+    if any(o != H.method_options(b, m) for m, o in extensions.items()):
+        return False
+    rest["method_options"] = {m: o for m, o in rest.get("method_options", {}).items() if m in TUNABLE}
     return rest == default_protocol(b, K)
+
+
+def extension_regularisers(protocol: dict) -> list[str]:
+    """The regularisers, not the paper's, of the methods a protocol tunes (their options are in it only then)."""
+    return sorted({H.regulariser(m) for m in protocol.get("method_options", {}) if m not in TUNABLE})
 
 
 def protocol_tag(protocol: dict) -> str:
@@ -98,10 +107,13 @@ def protocol_tag(protocol: dict) -> str:
 
 
 def default_tuning_out(protocol: dict) -> Path:
-    """results/tuning-<b>-K<K>.json for the default protocol; runs/tuning-<b>-K<K>-<hash>.json for any other."""
+    """results/tuning-<b>-K<K>.json for the default protocol (results/tuning-<b>-K<K>-<regulariser>.json where it
+    also tunes an extension such as L2: the paper's file stays as it is); runs/tuning-<b>-K<K>-<hash>.json for any
+    other."""
     b, K = protocol["benchmark"], protocol["K"]
     if is_default(protocol):
-        return REPO_ROOT / "results" / f"tuning-{b}-K{K}.json"
+        extensions = "".join(f"-{r}" for r in extension_regularisers(protocol))
+        return REPO_ROOT / "results" / f"tuning-{b}-K{K}{extensions}.json"
     return REPO_ROOT / "runs" / f"tuning-{b}-K{K}-{protocol_tag(protocol)}.json"
 
 
