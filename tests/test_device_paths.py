@@ -135,7 +135,7 @@ def _fake_ray(nodes=(), gpu_name="GPU X", gpu_gb=80.0):
     ray.exceptions = types.SimpleNamespace(RayError=RuntimeError)
     ray.cancel = lambda *a, **k: None
     ray.get = _get
-    ray.wait = lambda refs, num_returns=1: ([refs[0]], refs[1:])
+    ray.wait = lambda refs, num_returns=1, timeout=None: ([refs[0]], refs[1:])
     ray.nodes = lambda: list(nodes)
 
     def remote(**kw):

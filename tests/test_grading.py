@@ -518,6 +518,7 @@ def test_ctrl_c_handed_to_a_grading_thread_is_answered_at_once(tmp_path, a1_dist
     script.write_text(f"""
 import faulthandler, signal, subprocess, sys, threading
 faulthandler.dump_traceback_later(100, exit=True)
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a terminal's foreground job, whatever the runner ignores
 from metacl_lite.cli import main
 from metacl_lite.course import grading as G
 
@@ -551,3 +552,18 @@ sys.exit(main(["assignments", "grade", "a1", "a.ipynb", "--dist", {str(a1_dist)!
     assert took < 90, f"the press was answered after {took:.0f} s"
     assert not alive, "the submission's process outlived the grader"
     assert not (tmp_path / "g.csv").exists() or not sheet(tmp_path / "g.csv")
+
+
+def test_a_crashed_jail_is_described_once_it_has_ended(tmp_path):
+    """The feedback of a submission that killed its own process said `exit status None` or `exit status 1` from one
+    run to the next (the CI's `grading twice` failure): its pipe closes a moment before the process is reaped. The
+    status is read once the process has ended."""
+    from metacl_lite.course import grading_worker as W
+
+    jail = W.Jail.__new__(W.Jail)  # the pipes and the jail itself are not needed to describe its end
+    jail.proc = subprocess.Popen(["sh", "-c", "sleep 0.5; exit 1"])
+    jail.log = open(tmp_path / "jail.log", "wb")
+    try:
+        assert jail.last_error() == "exit status 1"
+    finally:
+        jail.log.close()

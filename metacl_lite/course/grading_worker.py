@@ -84,9 +84,19 @@ class Jail:
         self.proc.wait()
         self.log.close()
 
+    #: Seconds `last_error` waits for a jail whose pipe closed to end (it is ending: the pipe closed as it exited).
+    END_WAIT_S = 10.0
+
     def last_error(self) -> str:
+        """The jail's last line of stderr, else its exit status: read once it has ended (a pipe closes a moment
+        before its process is reaped, and an exit status read then was None: feedback that changed between runs)."""
+        try:
+            code = self.proc.wait(timeout=self.END_WAIT_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.log.flush()
         lines = Path(self.log.name).read_bytes()[-4000:].decode(errors="replace").strip().splitlines()
-        return lines[-1][:200] if lines else f"exit status {self.proc.poll()}"
+        return lines[-1][:200] if lines else f"exit status {code if code is not None else 'unknown (still running)'}"
 
 
 class StudentFunction:

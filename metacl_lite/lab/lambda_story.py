@@ -224,12 +224,16 @@ def load_story(path: Optional[Path] = None) -> dict:
 
 def _measured_part(hp, methods: set, regularisers: set):
     """`hp` (an hparams.json) cut to what a measurement of `methods` reads: at every level the "methods" entries of
-    those methods and the "options" of those regularisers; everything else as it is."""
+    those methods, the "options" of those regularisers and the "sources" of those methods (none: no key, as in a file
+    written before there were any); everything else as it is."""
     if not isinstance(hp, Mapping):
         return hp
-    keep = {"methods": methods, "options": regularisers}
-    return {k: ({n: x for n, x in v.items() if n in keep[k]} if k in keep and isinstance(v, Mapping)
-                else _measured_part(v, methods, regularisers)) for k, v in hp.items()}
+    keep = {"methods": methods, "options": regularisers, "sources": methods}
+    out = {k: ({n: x for n, x in v.items() if n in keep[k]} if k in keep and isinstance(v, Mapping)
+               else _measured_part(v, methods, regularisers)) for k, v in hp.items()}
+    if not out.get("sources", True):
+        del out["sources"]
+    return out
 
 
 def hparams_current(doc: Mapping, hp: Optional[dict] = None) -> bool:
