@@ -94,7 +94,6 @@ class Jail:
             code = self.proc.wait(timeout=self.END_WAIT_S)
         except subprocess.TimeoutExpired:
             code = None
-        self.log.flush()
         lines = Path(self.log.name).read_bytes()[-4000:].decode(errors="replace").strip().splitlines()
         return lines[-1][:200] if lines else f"exit status {code if code is not None else 'unknown (still running)'}"
 

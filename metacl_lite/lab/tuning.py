@@ -90,16 +90,21 @@ def is_default(protocol: dict) -> bool:
     rest = {k: v for k, v in protocol.items() if k not in NOT_PROTOCOL_CHOICES}
     if rest.pop("precision", "float32") != "float32":  # float32 is the default, recorded or not
         return False
-    extensions = {m: o for m, o in rest.get("method_options", {}).items() if m not in TUNABLE}  # tuned when named
+    extensions = _extension_options(protocol)  # an extension is in the protocol when it is tuned, with its options
     if any(o != H.method_options(b, m) for m, o in extensions.items()):
         return False
-    rest["method_options"] = {m: o for m, o in rest.get("method_options", {}).items() if m in TUNABLE}
+    rest["method_options"] = {m: o for m, o in rest.get("method_options", {}).items() if m not in extensions}
     return rest == default_protocol(b, K)
 
 
+def _extension_options(protocol: dict) -> dict:
+    """{method: its options} for the methods a protocol tunes that are not the paper's (in it only when tuned)."""
+    return {m: o for m, o in protocol.get("method_options", {}).items() if m not in TUNABLE}
+
+
 def extension_regularisers(protocol: dict) -> list[str]:
-    """The regularisers, not the paper's, of the methods a protocol tunes (their options are in it only then)."""
-    return sorted({H.regulariser(m) for m in protocol.get("method_options", {}) if m not in TUNABLE})
+    """The regularisers, not the paper's, of the methods a protocol tunes."""
+    return sorted({H.regulariser(m) for m in _extension_options(protocol)})
 
 
 def protocol_tag(protocol: dict) -> str:
