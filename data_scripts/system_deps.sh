@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The system packages `make test` needs beyond Python's: Debian's chromium (the headless-browser checks of the built
 # book), g++ (torch.compile's inductor, for the compiled-gradient tests), and the tools of the grading jail
-# (metacl_lite/course/jail.py): unshare and mount (util-linux, mount), ip (iproute2), useradd (passwd). Each is
-# installed with apt only when it is missing (as root, or through sudo), so on a machine that has them this does
-# nothing.
+# (metacl_lite/course/jail.py): unshare, pivot_root and mount (util-linux, mount), ip (iproute2), useradd (passwd).
+# Each is installed with apt only when it is missing (as root, or through sudo), so on a machine that has them this
+# does nothing.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
-command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+command -v unshare >/dev/null 2>&1 && PATH="$PATH:/usr/sbin:/sbin" command -v pivot_root >/dev/null 2>&1 \
+  || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v useradd >/dev/null 2>&1 || need+=(passwd)

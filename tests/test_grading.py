@@ -186,6 +186,8 @@ def test_each_submission_gets_its_score_and_status(graded):
     assert "called sys.exit(0)" in fb("sysexit")
     assert "is for the autograder's tests" in fb("refcall")
     assert "status: timeout" in fb("loop")
+    assert (f"timeout: over {TIMEOUT} s\n  (the time limit, --timeout; this assignment's default, "
+            f"{G.DEFAULT_TIMEOUT[NAME]} s, allows") in fb("loop"), fb("loop")
     assert re.search(r"cell \d+ raised \(import pathlib\): (PermissionError|OSError): .*(Read-only|Permission denied)",
                      fb("vandal")), \
         fb("vandal")  # the student cell that raised, with its error

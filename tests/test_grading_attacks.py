@@ -1,5 +1,5 @@
-"""Issue 36: grades that cannot be had without solving. Sixteen attacks on the grader, each a blank (or correct) a1
-notebook with cells a student who reads the package's source could write, graded as one folder with correct
+"""Issue 36: grades that cannot be had without solving. The issue's sixteen attacks on the grader and one more (a
+world-readable copy of the solution), each a blank (or correct) a1 notebook with cells a student who reads the package's source could write, graded as one folder with correct
 submissions after them: each attack scores what the same notebook scores without it (blank: 0), changes no other row,
 no file of the checkout, `dist/` or the environment, leaves no process behind; the correct submissions score 9/9, also
 one saved with another kernel name."""
@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "a1_dynamic_balance"
 PACKAGE_FILE = ROOT / "metacl_lite" / "balance.py"
 SITE = Path(sysconfig.get_paths()["purelib"])
+#: a world-readable folder outside /tmp, the homes and the checkout (the jail once showed all of the machine but those)
+PLANTED = Path("/srv") / f"metacl-attack-{os.getpid()}"
 
 #: attack -> (cell source, or None for a file-level attack, built on the blank or the correct notebook)
 PASSING_TEST = ("OK_FORMAT = False\\nname = \"q1\"\\npoints = 3\\n"
@@ -41,6 +44,13 @@ def attacks(paths: dict) -> dict[str, str]:
                   "    for d in glob.glob('/proc/[0-9]*'):\n"
                   "        yield d + '/root' + path\n"
                   "        yield d + '/cwd/' + os.path.basename(path)\n")
+    load_solution = ("import json\n"
+                     "def load_solution(candidates):\n"
+                     "    for f in candidates:\n        try:\n            cells = json.load(open(f))['cells']\n"
+                     "        except Exception:\n            continue\n"
+                     "        defs = [''.join(c['source']) for c in cells if 'def my_' in ''.join(c['source'])]\n"
+                     "        if defs and not any(d.rstrip().endswith('...') for d in defs):  # not a blank's stubs\n"
+                     "            for d in defs:\n                exec(d, globals())\n            return f\n")
     return {
         "rewrite_tests": ("import os\nfor d in ('tests', '../tests', '/tmp/tests'):\n    try:\n"
                           "        os.makedirs(d, exist_ok=True)\n"
@@ -112,11 +122,10 @@ def attacks(paths: dict) -> dict[str, str]:
                    "                     '    try: open(f, \"a\").write(\"x,9,9,9\\\\n\")',\n"
                    "                     '    except OSError: pass'])\n"
                    "subprocess.Popen([sys.executable, '-c', code], start_new_session=True)\n"),
-        "read_solution": (everywhere + "import json\n"
-                          f"for f in list(everywhere({p['solution']})) + list(everywhere({p['source']})):\n"
-                          "    try:\n        cells = json.load(open(f))['cells']\n    except Exception:\n"
-                          "        continue\n    for c in cells:\n        src = ''.join(c['source'])\n"
-                          "        if 'def my_' in src:\n            exec(src, globals())\n"),
+        "read_solution": (everywhere + load_solution +
+                          f"load_solution(list(everywhere({p['solution']})) + list(everywhere({p['source']})))\n"),
+        "world_readable": (everywhere + load_solution +  # an instructor's copy, readable by every user
+                           f"load_solution(everywhere({p['planted']}))\n"),
         "pth": (everywhere + f"for f in everywhere({p['pth']}):\n    try:\n"
                 "        open(f, 'w').write('import os; os._exit(3)\\n')\n    except OSError:\n        pass\n"),
     }
@@ -160,9 +169,11 @@ def attacked(tmp_path_factory):
     subs.mkdir()
     zip_path = A.autograder_zip(NAME, cwd / "dist")
     sheet = cwd / "grades.csv"
+    planted = PLANTED / f"{NAME}.ipynb"  # where an instructor might keep a class: /srv, outside /tmp and the homes
     paths = {"solution": out["solution"], "source": ROOT / "book/assignments/source" / f"{NAME}.md",
              "package_file": PACKAGE_FILE, "autograder": zip_path, "sheet": sheet, "pth": SITE / "zz_attack.pth",
-             "class_notebooks": [str(subs / "zz_correct.ipynb"), str(subs / "correct_other_kernel.ipynb")]}
+             "class_notebooks": [str(subs / "zz_correct.ipynb"), str(subs / "correct_other_kernel.ipynb")],
+             "planted": planted}
     cells = attacks(paths)
     for name, cell in cells.items():
         _with_cell(out["student"], subs / f"{name}.ipynb", cell)
@@ -178,6 +189,10 @@ def attacked(tmp_path_factory):
     (subs / "zip_with_otter.zip").write_bytes(buf.getvalue())
     # 11. a symbolic link in the class folder to the solution notebook
     (subs / "symlink.ipynb").symlink_to(out["solution"])
+    PLANTED.mkdir(parents=True, mode=0o755)
+    os.chmod(PLANTED, 0o755)
+    planted.write_bytes(Path(out["solution"]).read_bytes())
+    os.chmod(planted, 0o644)
     watched = [PACKAGE_FILE, zip_path, out["solution"], *paths["class_notebooks"], SITE / "zz_attack.pth"]
     site_before = sorted(p.name for p in SITE.iterdir())
     before = _digest(watched)
@@ -192,6 +207,7 @@ def attacked(tmp_path_factory):
         left = _jail_processes()
     finally:
         (SITE / "zz_attack.pth").unlink(missing_ok=True)  # whatever happened, the environment is left as it was
+        shutil.rmtree(PLANTED, ignore_errors=True)
     return {"cwd": cwd, "r": r, "before": before, "after": after, "sheet": sheet_text, "left": left,
             "site": (site_before, sorted(p.name for p in SITE.iterdir())), "attacks": list(cells)}
 
@@ -236,7 +252,7 @@ def test_every_attack_is_valid_python_and_the_private_copy_would_score_outside_t
     reference's answers."""
     cells = attacks({"solution": tmp_path / "s.ipynb", "source": tmp_path / "s.md", "package_file": PACKAGE_FILE,
                      "autograder": tmp_path / "a.zip", "sheet": tmp_path / "g.csv", "pth": tmp_path / "x.pth",
-                     "class_notebooks": [str(tmp_path / "c.ipynb")]})
+                     "class_notebooks": [str(tmp_path / "c.ipynb")], "planted": tmp_path / "p.ipynb"})
     for name, cell in cells.items():
         compile(cell, name, "exec")
     import torch
@@ -247,3 +263,43 @@ def test_every_attack_is_valid_python_and_the_private_copy_would_score_outside_t
     exec(compile(cells["private_copy"], "private_copy", "exec"), ns)
     g1, g2 = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([-1.0, 1.0], dtype=torch.float64)
     assert float(ns["my_lambda"](g1, g2)) == float(dynamic_lambda(g1, g2)) == 0.5
+    out = A.generate(NAME, tmp_path / "dist", run_tests=False)  # the world-readable copy, where it can be read
+    (tmp_path / "p.ipynb").write_bytes(Path(out["solution"]).read_bytes())
+    ns = {"torch": torch}
+    exec(compile(cells["world_readable"], "world_readable", "exec"), ns)
+    assert float(ns["my_lambda"](g1, g2)) == 0.5
+
+
+SECRET = "SECRET-7f3a"
+
+
+@pytest.mark.slow
+def test_a4_files_cross_as_bytes_and_a_named_path_reads_nothing_for_the_submission(tmp_path):
+    """Assignment 4's tests take the submission's results files: the real solution (trained in the jail) grades 4/4,
+    its files sent by the jail as bytes; a submission that names a file only the instructor can read, hoping the
+    visible test hands it back to its `collect`, gets nothing (the grader once shipped any file a path named, as root,
+    and `collect`'s error message carried it into the feedback)."""
+    name = "a4_experiment"
+    out = A.generate(name, tmp_path / "dist", run_tests=False)
+    secret = tmp_path / "instructor" / "grades.csv"
+    secret.parent.mkdir()
+    secret.write_text(SECRET)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _with_cell(out["solution"], subs / "solution.ipynb", "")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from pathlib import Path\n"
+        f"files = {{10: Path({str(secret)!r}), 100: Path('../../{secret.parent.name}/{secret.name}')}}\n"
+        "def collect(files):\n    seen = []\n    for p in files.values():\n        try:\n"
+        "            seen.append(Path(p).read_text()[:40])\n        except OSError as e:\n"
+        "            seen.append(type(e).__name__)\n    raise RuntimeError(' | '.join(seen))\n")])
+    nbformat.write(nb, str(subs / "exfiltrate.ipynb"))
+    r = subprocess.run([sys.executable, "-m", "metacl_lite", "assignments", "grade", "a4", "subs", "--out",
+                        "grades.csv", "--feedback", "fb", "--jobs", "2", "--dist", "dist", "--show-hidden"],
+                       capture_output=True, text=True, cwd=tmp_path, env=dict(os.environ, METACL_LITE_PROGRESS="0"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {Path(x["submission"]).stem: x for x in csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text()))}
+    assert (rows["solution"]["total"], rows["solution"]["status"]) == ("4", "ok"), rows["solution"]
+    assert (rows["exfiltrate"]["total"], rows["exfiltrate"]["status"]) == ("0", "ok"), rows["exfiltrate"]
+    text = (tmp_path / "fb" / S.feedback_name("subs/exfiltrate.ipynb")).read_text()
+    assert SECRET not in text and "FileNotFoundError | FileNotFoundError" in text, text

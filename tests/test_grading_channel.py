@@ -68,7 +68,7 @@ def test_the_grader_refuses_pickles_object_arrays_unknown_tags_and_files():
         C.decode({"ndarray": base64.b64encode(buf.getvalue()).decode()})
     for msg in ({"pickle": "x"}, {"tuple": [1], "extra": 2}, {"file": ["a", "eA=="]}):
         with pytest.raises(C.ChannelError):
-            C.decode(msg)  # no landing folder: the grader never writes what the jail sends
+            C.decode(msg)  # a file without a landing folder: refused
 
 
 def test_a_file_of_the_grader_crosses_as_a_copy(tmp_path):
@@ -76,8 +76,49 @@ def test_a_file_of_the_grader_crosses_as_a_copy(tmp_path):
     src.write_text('{"a": 1}')
     land = tmp_path / "land"
     land.mkdir()
-    got = C.decode(json.loads(json.dumps(C.encode({10: src}, ship=True))), landing=land)
+    got = C.decode(json.loads(json.dumps(C.encode({10: src}, ship=lambda p: True))), landing=land)
     assert got[10].read_text() == '{"a": 1}' and got[10].is_relative_to(land) and got[10] != src
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    """The worker's file policy, its temporary folder inside its private folder as in `grading_worker.main`."""
+    import tempfile
+
+    from metacl_lite.course.grading_worker import Files
+
+    private = tmp_path / "private"
+    (private / "tmp").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(private / "tmp"))
+    return Files(private)
+
+
+def test_the_worker_sends_the_jail_only_files_it_made_itself(tmp_path, files):
+    """a4's visible test passes the submission's `files` back to its `collect`: a path the submission named, to a
+    file only the instructor can read, or a link to one from the worker's own folder, must not go as the file."""
+    import tempfile
+
+    secret = tmp_path / "instructor" / "grades.csv"
+    secret.parent.mkdir()
+    secret.write_text("SECRET")
+    own = Path(tempfile.mkdtemp()) / "fake-K10.json"
+    own.write_text("{}")
+    link = own.parent / "link.json"
+    link.symlink_to(secret)
+    sent = C.encode({10: secret, 20: own, 30: link}, ship=files.may_ship)
+    assert "SECRET" not in json.dumps(sent) and "U0VDUkVU" not in json.dumps(sent)  # nor its base64
+    got = dict((k, v) for k, v in sent["dict"])
+    assert got[10] == {"path": str(secret)} and got[30] == {"path": str(link)} and "file" in got[20]
+    landed = files.decode({"file": ["pmnist-K10-live.json", "e30="]})  # what the jail sent lands, and may go back
+    assert landed.read_text() == "{}" and landed.is_relative_to(files.landing) and files.may_ship(landed)
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../../../../etc/passwd", "a4-runs/../../x.json", "/"])
+def test_a_name_the_submission_sends_names_nothing_on_the_grading_machine(files, name):
+    got = files.decode({"path": name})
+    assert got == files.nowhere or files.nowhere in got.parents, got
+    assert ".." not in got.parts and not got.exists()
+    assert C.decode({"path": name}) == Path(name)  # the jail's side takes the grader's names as they are
 
 
 def test_the_jails_copy_of_the_package_holds_stubs_for_every_withheld_reference(tmp_path):
@@ -120,3 +161,22 @@ def test_without_root_the_grader_says_why_it_cannot_build_the_jail(monkeypatch):
     monkeypatch.setattr(jail.os, "geteuid", lambda: 1000)
     with pytest.raises(jail.JailUnavailable, match="needs root"):
         jail.check_available()
+
+
+def test_the_jail_binds_the_python_and_its_added_folders_not_the_working_folder_the_temporary_one_or_the_checkout(
+        tmp_path, monkeypatch):
+    import sys
+
+    from metacl_lite.course import jail
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    added = Path("/usr/share").resolve()  # a folder a .pth file could add, outside the prefixes
+    monkeypatch.setattr(sys, "path", [str(work), "", str(ROOT), str(ROOT / "metacl_lite"), str(tmp_path), "/",
+                                      str(added), "/nonexistent-metacl"])
+    got = jail.python_dirs(ROOT)
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    assert prefixes <= {p.resolve() for p in got} and added in got
+    assert not [p for p in got if p == Path("/") or ROOT in (p, *p.parents) and p.resolve() not in prefixes
+                or tmp_path in (p, *p.parents)], got

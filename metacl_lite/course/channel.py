@@ -5,7 +5,9 @@ dicts with any plain keys, paths, numpy arrays and torch tensors written with `n
 `allow_pickle=False`, an `mlp` network as its layer sizes, activation and weights, a pandas DataFrame as columns and
 rows). Nothing else crosses: no pickle, no object of the sender. What the grader decodes is always a fresh
 built-in, ndarray, tensor, network or frame built by the grader's own code, so a result cannot be an object that
-compares equal to anything, and nothing of the grader is reachable from the student's side.
+compares equal to anything, and nothing of the grader is reachable from the student's side. A path to a file
+crosses as the file (its name and bytes) where the sender lets it go, else as a name; the grader never opens a file by
+a name the submission sent (`decode`'s `nowhere`).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import io
 import json
 import sys
 from pathlib import Path, PurePath
-from typing import Optional
+from typing import Callable, Optional
 
 #: the largest message either side reads (bytes): a line longer than this ends the conversation
 MAX_MESSAGE = 256 * 2 ** 20
@@ -87,11 +89,14 @@ def module_from_spec(spec: dict):
 MAX_FILE = 64 * 2 ** 20
 
 
-def encode(v, depth: int = 0, ship: bool = False):
-    """`v` as JSON-able plain data (tagged where JSON has no type); anything else raises ChannelError. With ship (the
-    grader's arguments), a path to a file of the grader's goes as its name and bytes (the jail sees none of its
-    files) and arrives as a path to a copy in the jail's scratch folder."""
-    if ship and isinstance(v, PurePath) and Path(v).is_file() and Path(v).stat().st_size <= MAX_FILE:
+def encode(v, depth: int = 0, ship: Optional[Callable[[Path], bool]] = None):
+    """`v` as JSON-able plain data (tagged where JSON has no type); anything else raises ChannelError. A path to a
+    file that `ship` lets go crosses as its name and bytes and arrives as a path to a copy in the receiver's landing
+    folder: the jail ships the files it sees (its own), the grader only files it made itself, so neither side ever
+    opens a file by the other's word. Any other path crosses as a name only."""
+    if ship is not None and isinstance(v, PurePath) and Path(v).is_file() and ship(Path(v)):
+        if Path(v).stat().st_size > MAX_FILE:
+            raise ChannelError(f"the file {Path(v).name} is over {MAX_FILE // 2 ** 20} MiB")
         return {"file": [Path(v).name, base64.b64encode(Path(v).read_bytes()).decode("ascii")]}
     if depth > MAX_DEPTH:
         raise ChannelError("a value nested too deeply")
@@ -136,40 +141,44 @@ def encode(v, depth: int = 0, ship: bool = False):
                        "paths, arrays, tensors, mlp networks and DataFrames can)")
 
 
-def decode(d, depth: int = 0, landing: Optional[Path] = None):
-    """The value that `encode` described, built afresh from plain data; shipped files are written under `landing`
-    (the jail's side only: the grader refuses them)."""
+def decode(d, depth: int = 0, landing: Optional[Path] = None, nowhere: Optional[Path] = None):
+    """The value that `encode` described, built afresh from plain data. Shipped files are written under `landing`
+    (refused without one). With `nowhere` (the grader's side), a path that crossed as a name only names a file under
+    that empty folder: the grader reads nothing of its own machine by a name the submission chose."""
     if depth > MAX_DEPTH:
         raise ChannelError("a value nested too deeply")
     t = type(d)
     if d is None or t in (bool, int, float, str):
         return d
     if t is list:
-        return [decode(x, depth + 1, landing) for x in d]
+        return [decode(x, depth + 1, landing, nowhere) for x in d]
     if t is not dict or len(d) != 1:
         raise ChannelError("a message that is not plain data")
     (tag, body), = d.items()
     if tag == "tuple" and type(body) is list:
-        return tuple(decode(x, depth + 1, landing) for x in body)
+        return tuple(decode(x, depth + 1, landing, nowhere) for x in body)
     if tag == "dict" and type(body) is list:
         out = {}
         for pair in body:
             if type(pair) is not list or len(pair) != 2:
                 raise ChannelError("a dict entry that is not a pair")
-            k = decode(pair[0], depth + 1, landing)
+            k = decode(pair[0], depth + 1, landing, nowhere)
             if type(k) not in (bool, int, float, str, type(None), tuple):
                 raise ChannelError("a dict key that is not a number, string or tuple")
-            out[k] = decode(pair[1], depth + 1, landing)
+            out[k] = decode(pair[1], depth + 1, landing, nowhere)
         return out
     if tag == "file" and landing is not None and type(body) is list and len(body) == 2:
         import tempfile
 
         name = Path(str(body[0])).name or "file"
+        landing.mkdir(exist_ok=True)
         where = Path(tempfile.mkdtemp(dir=landing)) / name
-        where.write_bytes(base64.b64decode(str(body[1]).encode("ascii")))
+        where.write_bytes(base64.b64decode(str(body[1]).encode("ascii"), validate=True))
         return where
     if tag == "path" and type(body) is str:
-        return Path(body)
+        if nowhere is None:
+            return Path(body)
+        return nowhere.joinpath(*[p for p in PurePath(body).parts if p not in ("/", "..", ".")])
     if tag == "ndarray":
         return _from_npy(body)
     if tag == "tensor":

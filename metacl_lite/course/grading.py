@@ -6,9 +6,10 @@ outside it.
 Each submission (a notebook, or an otter export zip, of which only the notebook is read; a folder gives those it
 holds, symbolic links and files outside it refused) is graded by a trusted worker process (`grading_worker`) with a
 time limit: the submission's code runs in a jail (`jail`: an unprivileged user, its own PID, mount and network
-namespaces, a read-only view of the machine, no autograder, solution, package source or other submission in
-sight, limits), while the autograder's tests, visible and hidden, run in the worker and call the student's functions
-through a channel of plain data (`channel`). One submission cannot change another's grade, the autograder, the
+namespaces, a root of its own holding only the system's software, the Python, the data and a package copy,
+read-only, and its scratch folder: no autograder, solution, package source, home or other submission in sight,
+limits), while the autograder's tests, visible and hidden, run in the worker and call the student's functions through
+a channel of plain data (`channel`). One submission cannot change another's grade, the autograder, the
 checkout or the environment. The grade sheet gets one row per submission (`submission`, the points of each question,
 `total`, `possible`: the autograded full score, `percent`, `status`: ok, timeout, crashed or `error: <why>`, each
 question's possible points, the assignment and the autograder's sha256), written atomically after each row under a
@@ -246,8 +247,8 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         else:
             shutil.copy2(zip_path, private / "autograder.zip")
         result = private / "result.json"
-        keep_ro = [str(pkg)] + [str(p) for p in (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
-                                                  data_root().resolve()) if p.is_dir()]
+        (tmp / "root").mkdir(mode=0o700)  # the jail's root is built here, in the jail's own mount namespace
+        keep_ro = sorted({str(pkg), *map(str, jail.python_dirs(REPO_ROOT)), str(data_root().resolve())})
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env.update(PATH=f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", HOME=str(scratch),
                    TMPDIR="/tmp", PYTHONPATH=str(pkg), METACL_LITE_DATA=str(data_root().resolve()),
@@ -256,7 +257,8 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         hide = [str(Path(p).resolve()) for p in (*hidden, DIST_DIR, SOURCE_DIR, PACKAGE_DIR, REPO_ROOT / ".git",
                                                   REPO_ROOT / "dist", private, Path.home(), "/root")]
         conf = {"notebook": str(notebook), "autograder": str(private / "autograder.zip"), "result": str(result),
-                "private": str(private), "cwd": str(scratch), "uid": uid, "gid": gid, "env": env,
+                "private": str(private), "cwd": str(scratch), "root": str(tmp / "root"), "uid": uid, "gid": gid,
+                "env": env,
                 "binds_rw": [str(scratch)], "binds_ro": keep_ro, "hidden": sorted(set(hide)),
                 "cpu_seconds": int(min(timeout * 4, MAX_TIMEOUT)) + 10}
         (private / "worker.json").write_text(json.dumps(conf))
@@ -270,7 +272,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill(proc)
-            return {"timeout": f"over {timeout:g} s"}
+            return {"timeout": f"over {timeout:g} s", "default_timeout": DEFAULT_TIMEOUT.get(name, 600)}
         except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: leave nothing running
             _kill(proc)
             raise

@@ -6,9 +6,10 @@ It starts the jail (`jail`) on the submission's notebook, waits for its cells to
 autograder's tests, visible and hidden, here, in this process, with otter's test files from the grader's private copy
 of the autograder zip. A test's arguments (`my_lambda`, `model`, ...) are stand-ins: calling one sends the arguments as
 plain data (`channel`) to the jail and returns the result decoded afresh, so a student's code never runs here and
-never sees a test, a reference or the grader. Writes the record as JSON: per question its score, per test whether it
-passed and otter's message, the student cells that raised; `{"error": ...}` or `{"crashed": ...}` when grading could
-not run the tests.
+never sees a test, a reference or the grader; files cross as bytes, never by a name the submission chose (`Files`).
+The tests work in an empty folder of their own. Writes the record as JSON: per question its score, per test whether
+it passed and otter's message, the student cells that raised; `{"error": ...}` or `{"crashed": ...}` when grading
+could not run the tests.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -27,6 +29,27 @@ def one_line(e: BaseException) -> str:
 
 class SubmissionError(AssertionError):
     """What the submission's code did wrong when a test called it (raised, returned what cannot cross, ended)."""
+
+
+class Files:
+    """Which files cross between the worker and the jail, and where: the files the submission sends land in
+    `landing`; a path it sends as a name only names something under `nowhere`, an empty folder; and only the worker's
+    own files (those it landed, those its tests made in its temporary folder) go to the submission as files. So the
+    worker, which runs as the instructor, never opens a file because the submission named it."""
+
+    def __init__(self, private: Path):
+        self.landing, self.nowhere = private / "landing", private / "nowhere"
+        self.own = (self.landing.resolve(), Path(tempfile.gettempdir()).resolve())
+
+    def may_ship(self, path: Path) -> bool:
+        """`channel.encode`'s ship: a file goes as a file only when it is the worker's own (links resolved)."""
+        p = path.resolve()
+        return any(p == d or d in p.parents for d in self.own)
+
+    def decode(self, d):
+        from .channel import decode
+
+        return decode(d, landing=self.landing, nowhere=self.nowhere)
 
 
 class Jail:
@@ -50,6 +73,7 @@ class Jail:
         os.close(w_rep)
         self.w, self.r = os.fdopen(w_req, "wb"), os.fdopen(r_rep, "rb")
         self.gone = False
+        self.files = Files(Path(conf["private"]))
 
     def receive(self) -> dict:
         from .channel import MAX_MESSAGE, loads
@@ -106,16 +130,17 @@ class StudentFunction:
         self._jail, self.__name__ = jail, name
 
     def __call__(self, *args, **kwargs):
-        from .channel import ChannelError, decode, encode
+        from .channel import ChannelError, encode
 
-        reply = self._jail.request({"op": "call", "name": self.__name__, "args": encode(list(args), ship=True),
-                                    "kwargs": encode(kwargs, ship=True)})
+        ship = self._jail.files.may_ship
+        reply = self._jail.request({"op": "call", "name": self.__name__, "args": encode(list(args), ship=ship),
+                                    "kwargs": encode(kwargs, ship=ship)})
         if "raised" in reply:
             raise SubmissionError(f"{self.__name__} raised {reply['raised']}")
         try:
-            value = decode(reply.get("value"))
+            value = self._jail.files.decode(reply.get("value"))
             for i, spec in (reply.get("modules") or {}).items():
-                net = decode(spec)
+                net = self._jail.files.decode(spec)
                 with __import__("torch").no_grad():
                     for p, q in zip(args[int(i)].state_dict().values(), net.state_dict().values()):
                         p.copy_(q)
@@ -132,7 +157,7 @@ class Env(dict):
         self._jail = jail
 
     def get(self, name, default=None):
-        from .channel import ChannelError, decode
+        from .channel import ChannelError
 
         if name not in self:
             try:
@@ -141,7 +166,7 @@ class Env(dict):
                     self[name] = StudentFunction(self._jail, name)
                 elif kind == "value":
                     reply = self._jail.request({"op": "get", "name": name})
-                    self[name] = decode(reply["value"]) if "value" in reply else default
+                    self[name] = self._jail.files.decode(reply["value"]) if "value" in reply else default
                 else:
                     return default
             except (SubmissionError, ChannelError, KeyError, ValueError, TypeError, RuntimeError):
@@ -194,7 +219,11 @@ def grade(conf: dict) -> dict:
         cells = [{"cell": int(e["cell"]), "line": str(e["line"])[:120],
                   "error": str(e["error"]).replace(here, "<grading folder>")[:300]}
                  for e in errors[:50] if isinstance(e, dict) and {"cell", "line", "error"} <= set(e)]
-        return {"questions": run_tests(conf["autograder"], Env(jail)), "cell_errors": cells}
+        questions = run_tests(conf["autograder"], Env(jail))
+        for q in questions.values():  # a landed file's path in a message: named alike every time too
+            for t in q["tests"]:
+                t["message"] = t["message"].replace(here, "<grading folder>")
+        return {"questions": questions, "cell_errors": cells}
     finally:
         jail.close()
 
@@ -213,7 +242,11 @@ def main(argv=None) -> int:
 
     conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     signal.signal(signal.SIGTERM, _orphaned)  # grading.grade_one asks for it when the grader dies (PDEATHSIG)
-    os.chdir(conf["cwd"])  # the notebook's relative paths (a4's results files) name files of its scratch folder
+    private = Path(conf["private"])
+    for sub in ("work", "tmp"):  # the tests' working folder and their temporary files: the grader's own, empty
+        (private / sub).mkdir(mode=0o700, exist_ok=True)
+    os.chdir(private / "work")
+    tempfile.tempdir = str(private / "tmp")
     try:
         rec = grade(conf)
     except Orphaned:  # the jail is closed (grade's finally); nobody is left to remove the folder but us

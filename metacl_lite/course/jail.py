@@ -5,12 +5,13 @@
 
 `main` runs as root inside the new namespaces, then:
 
-* every mount is remounted read-only (the checkout, the environment, the data: a read-only view of everything);
-* fresh, size-limited tmpfs over /tmp, /var/tmp and /dev/shm, and empty tmpfs over what a submission must not read:
-  the autograders (`--dist`), the assignment sources with their solutions, the package's own source and git
-  history, the class folders, the feedback folder and the grader's private folder (its autograder copy);
-* the submission's scratch folder (its only writable place, owned by the jail user) and a copy of the package whose
-  withheld references are stubs (`grading_refs.sanitize`) are mounted back in;
+* every mount is remounted read-only, and a new root is built on an empty tmpfs (`build_root`): the system's software
+  (`SYSTEM`), the grader's Python, the data and a copy of the package whose withheld references are stubs
+  (`grading_refs.sanitize`), all read-only; fresh, size-limited tmpfs for /tmp, /var/tmp and /dev/shm; a few devices;
+  the PID namespace's /proc; the submission's scratch folder (its only writable place, owned by the jail user). What
+  the grader hides (autograders, sources, the package's source, class folders, ...) is covered by an empty tmpfs where
+  it lies inside one of those. Nothing else of the machine is there, world-readable or not;
+* `pivot_root` makes it the root, and the old root is let go (no path leads back to it);
 * loopback up in a network namespace of its own (no other interface: no network);
 * limits (address space, processes of the jail user, file size, CPU time, no core files), no new privileges, then
   the unprivileged user `metacl-grader` (created when missing), and `jail_runner` is exec'd.
@@ -29,14 +30,12 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 USER = "metacl-grader"
 #: limits inside the jail: address space, processes of the jail user, file size, CPU seconds
 LIMITS = {"as_bytes": 16 * 2 ** 30, "nproc": 512, "fsize_bytes": 2 * 2 ** 30, "tmp_size": "2g", "shm_size": "1g"}
-
-
-MS_BIND, MS_REC = 4096, 16384
 
 
 class JailUnavailable(RuntimeError):
@@ -61,14 +60,41 @@ def ensure_user() -> tuple[int, int]:
     return pw.pw_uid, pw.pw_gid
 
 
+def _which(tool: str):
+    """A system tool's path, also where root's sbin folders are not on the PATH (`sudo -E`, say)."""
+    return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
+def python_dirs(repo_root: Path) -> list[Path]:
+    """The folders this Python runs from, as the jail binds them read-only: its prefix and base prefix (as named and
+    resolved: a virtual environment's `python` may be a link into another) and the folders its installation adds to
+    its path (a `.pth` file's), but not the working folder or the script's (the path's first entry), nothing in the
+    temporary folder and nothing inside the checkout other than the environment itself (the jail's package copy
+    stands in for the source)."""
+    out = []
+    for p in (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent):
+        out += [p.absolute(), p.resolve()]
+    prefixes = tuple(out)
+    away = (repo_root, Path.cwd().resolve(), Path(tempfile.gettempdir()).resolve())
+    for entry in sys.path[1:]:
+        p = Path(entry).resolve() if entry else None
+        if p is None or not p.is_dir() or any(p == q or q in p.parents for q in prefixes):
+            continue
+        if any(p == q or q in p.parents or p in q.parents for q in away):
+            continue
+        out.append(p)
+    out = [p for p in dict.fromkeys(out) if p.is_dir() and p != Path("/")]
+    return [p for p in out if not any(q in p.parents for q in out)]  # a folder inside another is bound with it
+
+
 def check_available() -> None:
     """Raise JailUnavailable (saying why and what to do) unless this machine can build the jail."""
     if os.geteuid() != 0:
         raise JailUnavailable("grading runs each submission in a jail (namespaces, read-only mounts, an unprivileged "
                               "user), which needs root: run the grader as root (sudo), as on the course's grading "
                               "machine and in CI")
-    for tool in ("unshare", "mount", "ip"):
-        if not shutil.which(tool):
+    for tool in ("unshare", "mount", "pivot_root", "ip"):
+        if not _which(tool):
             raise JailUnavailable(f"the jail needs `{tool}` (util-linux / iproute2): run data_scripts/system_deps.sh")
     r = subprocess.run(["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", "true"],
                        capture_output=True, text=True)
@@ -116,31 +142,84 @@ def _no_new_privs() -> None:
         pass
 
 
+#: the machine's software the jail's root holds (read-only, where present), beside the Python, the data and the
+#: package copy that the grader names: no home, no /opt, /srv, /mnt, /var or /run, no checkout
+SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+#: the devices a Python process uses
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def _bind(src: str, dst: str, writable: bool = False) -> None:
+    os.makedirs(dst, exist_ok=True)
+    _mount("--rbind", src, dst)
+    _mount("-o", "remount,bind," + ("rw,nosuid,nodev" if writable else "ro,nosuid,nodev"), dst)
+
+
+def build_root(new: str, conf: dict) -> None:
+    """The jail's file system under `new` (an empty folder): a fresh tmpfs holding only what a submission needs,
+    read-only: the system's software (`SYSTEM`, symbolic links kept as links), the grader's Python, the data and the
+    package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place), fresh /tmp, /var/tmp,
+    /dev/shm, a few devices and the PID namespace's /proc. Whatever else is on the machine, world-readable or not,
+    is not there; and what the grader hides (`hidden`) is covered even where it lies inside a bound folder."""
+    _mount("-t", "tmpfs", "-o", "size=16m,mode=0755,nosuid,nodev", "tmpfs", new)
+    for top in SYSTEM:
+        if os.path.islink(top):
+            os.symlink(os.readlink(top), new + top)
+        elif os.path.isdir(top):
+            _bind(top, new + top)
+    for tmp, size in (("/tmp", LIMITS["tmp_size"]), ("/var/tmp", LIMITS["shm_size"])):
+        os.makedirs(new + tmp, exist_ok=True)
+        _mount("-t", "tmpfs", "-o", f"size={size},mode=1777,nosuid,nodev", "tmpfs", new + tmp)
+    dev = new + "/dev"
+    os.makedirs(dev)
+    _mount("-t", "tmpfs", "-o", "size=1m,mode=0755,nosuid", "tmpfs", dev)
+    for name in DEVICES:
+        if os.path.exists("/dev/" + name):
+            Path(dev, name).touch()
+            _mount("--bind", "/dev/" + name, f"{dev}/{name}")
+    for i, name in enumerate(("stdin", "stdout", "stderr")):
+        os.symlink(f"/proc/self/fd/{i}", f"{dev}/{name}")
+    os.symlink("/proc/self/fd", dev + "/fd")
+    os.makedirs(dev + "/shm")
+    _mount("-t", "tmpfs", "-o", f"size={LIMITS['shm_size']},mode=1777,nosuid,nodev", "tmpfs", dev + "/shm")
+    os.makedirs(new + "/proc")
+    _mount("-t", "proc", "-o", "nosuid,nodev,noexec", "proc", new + "/proc")
+    binds = sorted([(p, False) for p in conf["binds_ro"]] + [(p, True) for p in conf["binds_rw"]],
+                   key=lambda b: len(b[0]))
+    for src, writable in binds:  # parents first: a folder bound inside another stays in view
+        if os.path.isdir(src):
+            _bind(src, new + src, writable)
+    for p in conf["hidden"]:  # inside a bound folder (the class folder inside the data, say): covered
+        if any(b == p or b.startswith(p.rstrip("/") + "/") for b, _ in binds):
+            continue  # only the bound folders below it are there
+        if os.path.isdir(new + p):
+            _mount("-t", "tmpfs", "-o", "size=1m,mode=0755,nosuid,nodev", "tmpfs", new + p)
+        elif os.path.lexists(new + p):
+            _mount("--bind", "/dev/null", new + p)
+
+
+def pivot(new: str) -> None:
+    """Make `new` the root of this mount namespace and let go of the old one (no path leads back to it)."""
+    os.chdir(new)
+    r = subprocess.run([_which("pivot_root") or "pivot_root", ".", "."], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise JailUnavailable(f"pivot_root: {r.stderr.strip()}")
+    if ctypes.CDLL(None, use_errno=True).umount2(b".", 2) != 0:  # MNT_DETACH: the old root, stacked on the new
+        raise JailUnavailable(f"cannot let go of the old root: {os.strerror(ctypes.get_errno())}")
+    os.chdir("/")
+    _mount("-o", "remount,ro,nosuid,nodev", "/")
+
+
 def main(argv=None) -> int:
-    """Inside the new namespaces, as root: build the view, drop to the jail user, exec the runner."""
+    """Inside the new namespaces, as root: build the jail's root, drop to the jail user, exec the runner."""
     conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
-    keep = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in conf["binds_rw"] + conf["binds_ro"]}
-    for mp in _mountpoints():  # a read-only view of everything
+    for mp in _mountpoints():  # everything read-only first: what is bound below inherits it
         if mp.startswith("/proc"):
             continue
         subprocess.run(["mount", "-o", "remount,bind,ro", mp], capture_output=True)
-    _mount("-t", "tmpfs", "-o", f"size={LIMITS['tmp_size']},mode=1777,nosuid,nodev", "tmpfs", "/tmp")
-    for extra in ("/var/tmp", "/dev/shm"):
-        if os.path.isdir(extra):
-            _mount("-t", "tmpfs", "-o", f"size={LIMITS['shm_size']},mode=1777,nosuid,nodev", "tmpfs", extra)
-    for p in conf["hidden"]:
-        if os.path.isdir(p):
-            _mount("-t", "tmpfs", "-o", "size=1m,mode=0755,nosuid,nodev", "tmpfs", p)
-        elif os.path.exists(p):
-            _mount("--bind", "/dev/null", p)
-    libc = ctypes.CDLL(None, use_errno=True)
-    for p, fd in keep.items():  # back into view: the scratch folder (writable), the package copy, the data
-        os.makedirs(p, exist_ok=True)
-        if libc.mount(f"/proc/self/fd/{fd}".encode(), p.encode(), None, MS_BIND | MS_REC, None) != 0:
-            raise JailUnavailable(f"cannot bind {p} into the jail: {os.strerror(ctypes.get_errno())}")
-        _mount("-o", "remount,bind," + ("ro" if p in conf["binds_ro"] else "rw,nosuid,nodev"), p)
-        os.close(fd)
+    build_root(conf["root"], conf)
     subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)  # kernels talk over loopback only
+    pivot(conf["root"])
     uid, gid = conf["uid"], conf["gid"]
     resource.setrlimit(resource.RLIMIT_AS, (LIMITS["as_bytes"],) * 2)
     resource.setrlimit(resource.RLIMIT_NPROC, (LIMITS["nproc"],) * 2)

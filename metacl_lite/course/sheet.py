@@ -109,6 +109,10 @@ def feedback_text(key: str, rec: dict, r: dict, points: dict[str, float], manual
     for k in ("timeout", "crashed", "error", "refused"):
         if k in rec:
             lines.append(f"{k}: {rec[k]}")
+    if "timeout" in rec and "default_timeout" in rec:
+        hint = (f"  (the time limit, --timeout; this assignment's default, {rec['default_timeout']:g} s, allows for "
+                "its measured grading time)")
+        lines.append(hint)
     return "\n".join(lines) + "\n"
 
 
