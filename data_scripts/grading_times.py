@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     from metacl_lite.course import assignments as A, grading as G, sheet as S
 
     check_writable(a.out)
-    start = time.perf_counter()
+    began = time.perf_counter()
     prov = invocation()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     command = "python data_scripts/grading_times.py"
     if a.out.resolve() != (ROOT / "results" / "grading-times.json").resolve():
         command += f" --out {relative_to_repo(a.out)}"
-    prov.update(command=command, wall_s_total=round(time.perf_counter() - start, 1))
+    prov.update(command=command, wall_s_total=round(time.perf_counter() - began, 1))
     write_json(a.out, {"kind": "grading-times", "rows": rows, "provenance": prov})
     print(f"wrote {relative_to_repo(a.out)}")
     return 0
