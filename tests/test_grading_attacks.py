@@ -1,8 +1,8 @@
 """Issue 36: grades that cannot be had without solving. The issue's sixteen attacks on the grader and one more (a
-world-readable copy of the solution), each a blank (or correct) a1 notebook with cells a student who reads the package's source could write, graded as one folder with correct
-submissions after them: each attack scores what the same notebook scores without it (blank: 0), changes no other row,
-no file of the checkout, `dist/` or the environment, leaves no process behind; the correct submissions score 9/9, also
-one saved with another kernel name."""
+world-readable copy of the solution), each a blank (or correct) a1 notebook with cells a student who reads the
+package's source could write, graded as one folder with correct submissions after them: each attack scores what the
+same notebook scores without it (blank: 0), changes no other row, no file of the checkout, `dist/` or the
+environment, leaves no process behind; the correct submissions score 9/9, also one saved with another kernel name."""
 import csv
 import hashlib
 import io
@@ -189,7 +189,7 @@ def attacked(tmp_path_factory):
     (subs / "zip_with_otter.zip").write_bytes(buf.getvalue())
     # 11. a symbolic link in the class folder to the solution notebook
     (subs / "symlink.ipynb").symlink_to(out["solution"])
-    PLANTED.mkdir(parents=True, mode=0o755)
+    PLANTED.mkdir(parents=True, mode=0o755, exist_ok=True)
     os.chmod(PLANTED, 0o755)
     planted.write_bytes(Path(out["solution"]).read_bytes())
     os.chmod(planted, 0o644)

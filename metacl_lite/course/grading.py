@@ -258,8 +258,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
                                                   REPO_ROOT / "dist", private, Path.home(), "/root")]
         conf = {"notebook": str(notebook), "autograder": str(private / "autograder.zip"), "result": str(result),
                 "private": str(private), "cwd": str(scratch), "root": str(tmp / "root"), "uid": uid, "gid": gid,
-                "env": env,
-                "binds_rw": [str(scratch)], "binds_ro": keep_ro, "hidden": sorted(set(hide)),
+                "env": env, "binds_rw": [str(scratch)], "binds_ro": keep_ro, "hidden": sorted(set(hide)),
                 "cpu_seconds": int(min(timeout * 4, MAX_TIMEOUT)) + 10}
         (private / "worker.json").write_text(json.dumps(conf))
         cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(private / "worker.json")]
