@@ -248,10 +248,11 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
             shutil.copy2(zip_path, private / "autograder.zip")
         result = private / "result.json"
         (tmp / "root").mkdir(mode=0o700)  # the jail's root is built here, in the jail's own mount namespace
-        keep_ro = sorted({str(pkg), *map(str, jail.python_dirs(REPO_ROOT)), str(data_root().resolve())})
+        data = str(data_root().resolve())
+        keep_ro = sorted({str(pkg), *map(str, jail.python_dirs(REPO_ROOT)), data})
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env.update(PATH=f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", HOME=str(scratch),
-                   TMPDIR="/tmp", PYTHONPATH=str(pkg), METACL_LITE_DATA=str(data_root().resolve()),
+                   TMPDIR="/tmp", PYTHONPATH=str(pkg), METACL_LITE_DATA=data,
                    METACL_LITE_PROGRESS="0", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
         env.setdefault("LANG", "C.UTF-8")
         hide = [str(Path(p).resolve()) for p in (*hidden, DIST_DIR, SOURCE_DIR, PACKAGE_DIR, REPO_ROOT / ".git",

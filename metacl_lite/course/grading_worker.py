@@ -216,13 +216,16 @@ def grade(conf: dict) -> dict:
             return {"crashed": f"the submission's process ended while its notebook ran ({jail.last_error()})"}
         errors = executed.get("errors") if isinstance(executed.get("errors"), list) else []
         here = str(Path(conf["private"]).parent)  # a random folder: named alike every time (identical regrading)
-        cells = [{"cell": int(e["cell"]), "line": str(e["line"])[:120],
-                  "error": str(e["error"]).replace(here, "<grading folder>")[:300]}
+
+        def alike(text: str) -> str:
+            return text.replace(here, "<grading folder>")
+
+        cells = [{"cell": int(e["cell"]), "line": str(e["line"])[:120], "error": alike(str(e["error"]))[:300]}
                  for e in errors[:50] if isinstance(e, dict) and {"cell", "line", "error"} <= set(e)]
         questions = run_tests(conf["autograder"], Env(jail))
-        for q in questions.values():  # a landed file's path in a message: named alike every time too
+        for q in questions.values():  # a landed file's path in a message too
             for t in q["tests"]:
-                t["message"] = t["message"].replace(here, "<grading folder>")
+                t["message"] = alike(t["message"])
         return {"questions": questions, "cell_errors": cells}
     finally:
         jail.close()

@@ -78,7 +78,7 @@ def python_dirs(repo_root: Path) -> list[Path]:
     away = (repo_root, Path.cwd().resolve(), Path(tempfile.gettempdir()).resolve())
     for entry in sys.path[1:]:
         p = Path(entry).resolve() if entry else None
-        if p is None or not p.is_dir() or any(p == q or q in p.parents for q in prefixes):
+        if p is None or any(p == q or q in p.parents for q in prefixes):
             continue
         if any(p == q or q in p.parents or p in q.parents for q in away):
             continue
