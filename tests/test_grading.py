@@ -563,9 +563,8 @@ def test_a_crashed_jail_is_described_once_it_has_ended(tmp_path):
     from metacl_lite.course import grading_worker as W
 
     jail = W.Jail.__new__(W.Jail)  # the pipes and the jail itself are not needed to describe its end
-    jail.proc = subprocess.Popen(["sh", "-c", "sleep 0.5; exit 1"])
-    jail.log = open(tmp_path / "jail.log", "wb")
-    try:
-        assert jail.last_error() == "exit status 1"
-    finally:
-        jail.log.close()
+    r, w = os.pipe()
+    jail.proc = subprocess.Popen(["sh", "-c", "sleep 0.5; exit 1"], stderr=w)
+    os.close(w)
+    jail.log = W.Tail(r)
+    assert jail.last_error() == "exit status 1"

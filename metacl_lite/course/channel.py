@@ -19,8 +19,15 @@ from pathlib import Path, PurePath
 from typing import Callable, Optional
 
 #: the largest message either side reads (bytes): a line longer than this ends the conversation
-MAX_MESSAGE = 256 * 2 ** 20
+MAX_MESSAGE = 128 * 2 ** 20
 MAX_DEPTH = 40
+#: the most lists, objects and items one message may hold (counted on its bytes before it is parsed: a flood of
+#: small lists costs ~100 bytes of memory for each of its 3 bytes)
+MAX_ITEMS = 1_000_000
+#: the most parameters a network that crosses may have (its sizes are checked before it is built)
+MAX_PARAMS = 20_000_000
+#: the most bytes of files one submission may land in the grader's private folder, all replies together
+MAX_LANDED = 256 * 2 ** 20
 
 
 class ChannelError(ValueError):
@@ -71,11 +78,17 @@ def module_from_spec(spec: dict):
     if not isinstance(spec, dict) or not isinstance(spec.get("state"), dict):
         raise ChannelError("a network without weights")
     hidden = spec.get("hidden")
-    if not (isinstance(hidden, list) and all(type(h) is int and 0 < h <= 65536 for h in hidden)):
-        raise ChannelError("a network's hidden sizes must be positive integers")
+    if not (isinstance(hidden, list) and len(hidden) <= 64 and all(type(h) is int and 0 < h <= 65536 for h in hidden)):
+        raise ChannelError("a network's hidden sizes must be at most 64 positive integers")
     for k in ("in_dim", "n_classes", "n_heads"):
         if type(spec.get(k)) is not int or not 0 < spec[k] <= 65536:
             raise ChannelError(f"a network's {k} must be a positive integer")
+    sizes = [spec["in_dim"], *hidden]
+    params = sum((a + 1) * b for a, b in zip(sizes, sizes[1:])) + spec["n_heads"] * (sizes[-1] + 1) * spec["n_classes"]
+    if params > MAX_PARAMS:
+        raise ChannelError(f"a network of {params} parameters (at most {MAX_PARAMS} cross)")
+    if len(spec["state"]) > 2 * (len(hidden) + spec["n_heads"]):
+        raise ChannelError("a network with more weights than layers")
     net = mlp(in_dim=spec["in_dim"], hidden=tuple(hidden), n_classes=spec["n_classes"], n_heads=spec["n_heads"],
               activation=str(spec.get("activation")))
     state = {str(k): torch.from_numpy(_from_npy(v)) for k, v in spec["state"].items()}
@@ -170,10 +183,14 @@ def decode(d, depth: int = 0, landing: Optional[Path] = None, nowhere: Optional[
     if tag == "file" and landing is not None and type(body) is list and len(body) == 2:
         import tempfile
 
-        name = Path(str(body[0])).name or "file"
+        name = Path(str(body[0])).name[:200] or "file"
+        data = base64.b64decode(str(body[1]).encode("ascii"), validate=True)
         landing.mkdir(exist_ok=True)
+        if len(data) > MAX_FILE or landed(landing) + len(data) > MAX_LANDED:
+            raise ChannelError(f"files over {MAX_LANDED // 2 ** 20} MiB in all, or one over "
+                               f"{MAX_FILE // 2 ** 20} MiB, cannot cross")
         where = Path(tempfile.mkdtemp(dir=landing)) / name
-        where.write_bytes(base64.b64decode(str(body[1]).encode("ascii"), validate=True))
+        where.write_bytes(data)
         return where
     if tag == "path" and type(body) is str:
         if nowhere is None:
@@ -198,6 +215,11 @@ def decode(d, depth: int = 0, landing: Optional[Path] = None, nowhere: Optional[
     raise ChannelError(f"an unknown tag {tag!r}")
 
 
+def landed(landing: Path) -> int:
+    """The bytes of the files that have landed in `landing` so far."""
+    return sum(f.stat().st_size for f in Path(landing).rglob("*") if f.is_file() and not f.is_symlink())
+
+
 def dumps(message: dict) -> bytes:
     return json.dumps(message, allow_nan=True).encode() + b"\n"
 
@@ -205,10 +227,14 @@ def dumps(message: dict) -> bytes:
 def loads(line: bytes) -> dict:
     if len(line) >= MAX_MESSAGE:
         raise ChannelError(f"a message over {MAX_MESSAGE} bytes")
+    if line.count(b"[") + line.count(b"{") + line.count(b",") > MAX_ITEMS:
+        raise ChannelError(f"a message of over {MAX_ITEMS} lists, objects and items")
     try:
         msg = json.loads(line)
     except ValueError as e:
         raise ChannelError(f"a message that is not JSON ({e})") from None
+    except RecursionError:
+        raise ChannelError("a message nested too deeply") from None
     if type(msg) is not dict:
         raise ChannelError("a message that is not a JSON object")
     return msg

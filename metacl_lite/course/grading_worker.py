@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,36 @@ class Files:
         return decode(d, landing=self.landing, nowhere=self.nowhere)
 
 
+class Tail:
+    """The last `keep` bytes of what a process writes to a pipe, read by a thread: a submission that floods its
+    error output costs neither the disk nor this process's memory."""
+
+    def __init__(self, fd: int, keep: int = 8192):
+        import threading
+
+        self.keep, self.data = keep, b""
+        self.thread = threading.Thread(target=self._read, args=(fd,), daemon=True)
+        self.thread.start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            while chunk := f.read(65536):
+                self.data = (self.data + chunk)[-self.keep:]
+
+    def text(self, wait: float = 2.0) -> str:
+        self.thread.join(wait)
+        return self.data.decode(errors="replace")
+
+
+def namespace_init(pid: int):
+    """The jail's init: the one child of `unshare` (pid), or None once it has gone."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(kids[0]) if kids else None
+
+
 class Jail:
     """The jailed runner and its two pipes."""
 
@@ -60,17 +91,18 @@ class Jail:
 
         r_req, w_req = os.pipe()
         r_rep, w_rep = os.pipe()
+        r_err, w_err = os.pipe()
         for fd in (r_req, w_rep):
             os.set_inheritable(fd, True)
         conf["runner_args"] = [conf["notebook"], str(r_req), str(w_rep)]
         conf["fds"] = [r_req, w_rep]
         cfg = Path(conf["private"]) / "jail.json"
         cfg.write_text(json.dumps(conf))
-        self.log = open(Path(conf["private"]) / "jail.log", "wb")
         self.proc = subprocess.Popen(jail.command(cfg), pass_fds=(r_req, w_rep), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=jail._pdeathsig)
-        os.close(r_req)
-        os.close(w_rep)
+                                     stdout=subprocess.DEVNULL, stderr=w_err, preexec_fn=jail._pdeathsig)
+        for fd in (r_req, w_rep, w_err):
+            os.close(fd)
+        self.log = Tail(r_err)
         self.w, self.r = os.fdopen(w_req, "wb"), os.fdopen(r_rep, "rb")
         self.gone = False
         self.files = Files(Path(conf["private"]))
@@ -97,16 +129,30 @@ class Jail:
             raise SubmissionError("the submission's process ended (os._exit, a crash, or memory)") from None
         return self.receive()
 
+    #: Seconds `close` waits for the namespace to empty once its init is killed (the kernel kills and reaps every
+    #: process in it before init's own end is reported)
+    KILL_WAIT_S = 60.0
+
     def close(self) -> None:
+        """End every process of the submission: kill the namespace's init, then wait for `unshare`, which reports
+        init's end only once the kernel has killed and reaped every process in the namespace."""
         for f in (self.w, self.r):
             try:
                 f.close()
             except OSError:
                 pass
         if self.proc.poll() is None:
-            self.proc.kill()  # the jail's first process: the PID namespace, every process of the submission, dies
+            init = namespace_init(self.proc.pid)
+            if init is not None:
+                try:
+                    os.kill(init, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(timeout=self.KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()  # init still dies, by its parent-death signal
         self.proc.wait()
-        self.log.close()
 
     #: Seconds `last_error` waits for a jail whose pipe closed to end (it is ending: the pipe closed as it exited).
     END_WAIT_S = 10.0
@@ -118,7 +164,7 @@ class Jail:
             code = self.proc.wait(timeout=self.END_WAIT_S)
         except subprocess.TimeoutExpired:
             code = None
-        lines = Path(self.log.name).read_bytes()[-4000:].decode(errors="replace").strip().splitlines()
+        lines = self.log.text().strip().splitlines()
         return lines[-1][:200] if lines else f"exit status {code if code is not None else 'unknown (still running)'}"
 
 
@@ -144,7 +190,7 @@ class StudentFunction:
                 with __import__("torch").no_grad():
                     for p, q in zip(args[int(i)].state_dict().values(), net.state_dict().values()):
                         p.copy_(q)
-        except (ChannelError, ValueError, KeyError, IndexError, TypeError, RuntimeError) as e:
+        except (ChannelError, ValueError, KeyError, IndexError, TypeError, RuntimeError, MemoryError) as e:
             raise SubmissionError(f"{self.__name__} returned what the grader cannot read: {one_line(e)}") from None
         return value
 
@@ -169,7 +215,7 @@ class Env(dict):
                     self[name] = self._jail.files.decode(reply["value"]) if "value" in reply else default
                 else:
                     return default
-            except (SubmissionError, ChannelError, KeyError, ValueError, TypeError, RuntimeError):
+            except (SubmissionError, ChannelError, KeyError, ValueError, TypeError, RuntimeError, MemoryError):
                 return default
         return dict.get(self, name, default)
 
@@ -239,10 +285,23 @@ def _orphaned(signum, frame):
     raise Orphaned
 
 
+#: the worker's memory (RLIMIT_DATA: its heap and private writable mappings): far above what the tests need, far
+#: below the machine's, so that nothing a submission sends can make it take the machine's memory
+WORKER_DATA_BYTES = 6 * 2 ** 30
+
+
+def limit_memory() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard == resource.RLIM_INFINITY or hard > WORKER_DATA_BYTES:
+        resource.setrlimit(resource.RLIMIT_DATA, (WORKER_DATA_BYTES, WORKER_DATA_BYTES))
+
+
 def main(argv=None) -> int:
     import shutil
-    import signal
 
+    limit_memory()
     conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
     signal.signal(signal.SIGTERM, _orphaned)  # grading.grade_one asks for it when the grader dies (PDEATHSIG)
     private = Path(conf["private"])

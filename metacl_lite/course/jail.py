@@ -13,12 +13,18 @@
   it lies inside one of those. Nothing else of the machine is there, world-readable or not;
 * `pivot_root` makes it the root, and the old root is let go (no path leads back to it);
 * loopback up in a network namespace of its own (no other interface: no network);
-* limits (address space, processes of the jail user, file size, CPU time, no core files), no new privileges, then
-  the unprivileged user `metacl-grader` (created when missing), and `jail_runner` is exec'd.
+* a new, empty session keyring (the grader's is not inherited);
+* the first process stays root and stays the namespace's init (`init`): it forks the submission's process, which
+  takes its limits (address space, processes, file size, CPU time, no core files), no new privileges, a seccomp
+  filter that refuses the keyring calls (`deny_keyrings`), then the submission's own uid (`submission_uid`: one per
+  submission, so one submission's processes never count against another's limit, nor another grader's) in the
+  group `metacl-grader` (created when missing), and execs `jail_runner`; init reaps, and ends when that process ends.
 
-Everything in the jail lives in one PID namespace: when its first process dies, or the grader kills it (SIGKILL on a
-timeout, on SIGTERM/SIGHUP/SIGINT of the grader, or when the grader dies: `--kill-child` and PR_SET_PDEATHSIG), the
-kernel kills every process of the submission, daemons included.
+Everything in the jail lives in one PID namespace, and the kernel kills every process in it when its init dies.
+Init is root and never changes its credentials, so it keeps the parent-death signal `unshare --kill-child` gives it
+(a `setuid` would clear it): it dies when `unshare` dies, which dies when the grader's worker dies (PR_SET_PDEATHSIG
+again), and the worker dies with the grader (SIGTERM, then it kills the jail) or is killed by it on a timeout. So no
+process of a submission outlives its row, daemons and new sessions (`os.setsid`) included, whatever kills the grader.
 """
 from __future__ import annotations
 
@@ -34,8 +40,26 @@ import tempfile
 from pathlib import Path
 
 USER = "metacl-grader"
-#: limits inside the jail: address space, processes of the jail user, file size, CPU seconds
-LIMITS = {"as_bytes": 16 * 2 ** 30, "nproc": 512, "fsize_bytes": 2 * 2 ** 30, "tmp_size": "2g", "shm_size": "1g"}
+#: limits inside the jail: address space, processes of the submission's uid, file size; the sizes of its writable
+#: places (each a tmpfs of its own: what a submission writes never reaches the grading machine's disk)
+LIMITS = {"as_bytes": 16 * 2 ** 30, "nproc": 512, "fsize_bytes": 2 * 2 ** 30, "tmp_size": "1g", "shm_size": "512m",
+          "scratch_size": "1g"}
+#: the submissions' uids: UID_BASE + the native id of the thread that grades it (unique on the machine while that
+#: thread lives), far above the users and systemd's dynamic and container ranges' starts
+UID_BASE = 0x70000000
+UID_SPAN = 1 << 24
+
+
+def submission_uid() -> int:
+    """The uid the current grading thread's submission runs as: no other submission graded now on this machine
+    (by this grader or another) has it, so a process limit counts that submission's processes only."""
+    import threading
+
+    return UID_BASE + threading.get_native_id() % UID_SPAN
+
+
+def is_submission_uid(uid: int) -> bool:
+    return UID_BASE <= uid < UID_BASE + UID_SPAN
 
 
 class JailUnavailable(RuntimeError):
@@ -155,10 +179,22 @@ def _bind(src: str, dst: str, writable: bool = False) -> None:
     _mount("-o", "remount,bind," + ("rw,nosuid,nodev" if writable else "ro,nosuid,nodev"), dst)
 
 
+def _scratch(src: str, dst: str, conf: dict) -> None:
+    """The submission's writable folder: a tmpfs of `scratch_size` owned by its uid, at the same path, holding a copy
+    of what the grader put in `src` (the notebook); what the submission writes stays in memory, within the size."""
+    os.makedirs(dst, exist_ok=True)
+    _mount("-t", "tmpfs", "-o", f"size={LIMITS['scratch_size']},mode=0755,uid={conf['uid']},gid={conf['gid']},"
+           "nosuid,nodev", "tmpfs", dst)
+    for name in os.listdir(src):
+        if os.path.isfile(os.path.join(src, name)) and not os.path.islink(os.path.join(src, name)):
+            shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+            os.chown(os.path.join(dst, name), conf["uid"], conf["gid"])
+
+
 def build_root(new: str, conf: dict) -> None:
     """The jail's file system under `new` (an empty folder): a fresh tmpfs holding only what a submission needs,
     read-only: the system's software (`SYSTEM`, symbolic links kept as links), the grader's Python, the data and the
-    package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place), fresh /tmp, /var/tmp,
+    package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place, a tmpfs: `_scratch`), fresh /tmp, /var/tmp,
     /dev/shm, a few devices and the PID namespace's /proc. Whatever else is on the machine, world-readable or not,
     is not there; and what the grader hides (`hidden`) is covered even where it lies inside a bound folder."""
     _mount("-t", "tmpfs", "-o", "size=16m,mode=0755,nosuid,nodev", "tmpfs", new)
@@ -187,7 +223,9 @@ def build_root(new: str, conf: dict) -> None:
     binds = sorted([(p, False) for p in conf["binds_ro"]] + [(p, True) for p in conf["binds_rw"]],
                    key=lambda b: len(b[0]))
     for src, writable in binds:  # parents first: a folder bound inside another stays in view
-        if os.path.isdir(src):
+        if writable:
+            _scratch(src, new + src, conf)
+        elif os.path.isdir(src):
             _bind(src, new + src, writable)
     for p in conf["hidden"]:  # inside a bound folder (the class folder inside the data, say): covered
         if any(b == p or b.startswith(p.rstrip("/") + "/") for b, _ in binds):
@@ -210,17 +248,61 @@ def pivot(new: str) -> None:
     _mount("-o", "remount,ro,nosuid,nodev", "/")
 
 
-def main(argv=None) -> int:
-    """Inside the new namespaces, as root: build the jail's root, drop to the jail user, exec the runner."""
-    conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
-    for mp in _mountpoints():  # everything read-only first: what is bound below inherits it
-        if mp.startswith("/proc"):
-            continue
-        subprocess.run(["mount", "-o", "remount,bind,ro", mp], capture_output=True)
-    build_root(conf["root"], conf)
-    subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)  # kernels talk over loopback only
-    pivot(conf["root"])
-    uid, gid = conf["uid"], conf["gid"]
+#: the keyring system calls (add_key, request_key, keyctl) by machine, and the audit architecture of its syscalls
+KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+X32_BIT = 0x40000000
+
+
+def seccomp_program(machine: str) -> bytes:
+    """A classic-BPF seccomp filter (as `struct sock_filter[]`) that fails the keyring calls with EPERM, and every
+    call of another architecture (an x86_64 process's 32-bit or x32 calls), and allows the rest."""
+    import errno
+    import struct
+
+    arch, calls = KEYRING_CALLS[machine]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
+    conds = ([(jge, X32_BIT)] if machine == "x86_64" else []) + [(jeq, nr) for nr in calls]
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld, 0, 0, 0)]
+    prog += [(op, len(conds) - i, 0, k) for i, (op, k) in enumerate(conds)]  # each to the final deny
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+def deny_keyrings() -> None:
+    """Install `seccomp_program` in this process (after no_new_privs): no keyring can be read, written or joined,
+    the session keyring it was given, the uid's own keyrings, or a key an earlier submission planted."""
+    import platform
+
+    machine = platform.machine()
+    if machine not in KEYRING_CALLS:
+        raise JailUnavailable(f"the jail's seccomp filter knows the system calls of x86_64 and aarch64, not {machine}")
+    code = seccomp_program(machine)
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    prog = Prog(len(code) // 8, code)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise JailUnavailable(f"seccomp: {os.strerror(ctypes.get_errno())}")
+
+
+def new_session_keyring() -> None:
+    """Join a new, empty session keyring (keyctl JOIN_SESSION_KEYRING with no name): the grader's is left behind."""
+    import platform
+
+    if platform.machine() in KEYRING_CALLS:
+        nr = KEYRING_CALLS[platform.machine()][1][2]
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        if libc.syscall(ctypes.c_long(nr), ctypes.c_long(1), ctypes.c_void_p(0)) < 0:
+            raise JailUnavailable(f"cannot leave the grader's session keyring: {os.strerror(ctypes.get_errno())}")
+
+
+def become_submission(conf: dict) -> None:
+    """In the submission's process, before its exec: limits, the submission's uid and group, no new privileges, no
+    keyrings."""
     resource.setrlimit(resource.RLIMIT_AS, (LIMITS["as_bytes"],) * 2)
     resource.setrlimit(resource.RLIMIT_NPROC, (LIMITS["nproc"],) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (LIMITS["fsize_bytes"],) * 2)
@@ -229,14 +311,53 @@ def main(argv=None) -> int:
         resource.setrlimit(resource.RLIMIT_CPU, (int(conf["cpu_seconds"]),) * 2)
     os.chdir(conf["cwd"])
     os.setgroups([])
-    os.setgid(gid)
-    os.setuid(uid)
+    os.setgid(conf["gid"])
+    os.setuid(conf["uid"])
     _no_new_privs()
-    for fd in conf.get("fds", []):
-        os.set_inheritable(fd, True)
-    os.execve(sys.executable, [sys.executable, "-s", "-m", "metacl_lite.course.jail_runner", *conf["runner_args"]],
-              conf["env"])
-    return 1  # not reached
+    deny_keyrings()
+
+
+def init(conf: dict) -> int:
+    """The namespace's init, root: fork the submission's process (`become_submission`, exec the runner), reap, and
+    end with it (which ends every other process in the namespace). Init never changes its credentials, so it keeps
+    its parent-death signal."""
+    fds = conf.get("fds", [])
+    pid = os.fork()
+    if pid == 0:
+        try:
+            become_submission(conf)
+            for fd in fds:
+                os.set_inheritable(fd, True)
+            os.execve(sys.executable, [sys.executable, "-s", "-m", "metacl_lite.course.jail_runner",
+                                       *conf["runner_args"]], conf["env"])
+        except BaseException as e:  # noqa: BLE001 - nothing may run on as root
+            os.write(2, f"the jail could not start the submission: {type(e).__name__}: {e}\n".encode())
+        os._exit(127)
+    for fd in fds:  # the channel is the submission's: its end closes the grader's pipes
+        os.close(fd)
+    while True:
+        try:
+            done, status = os.wait()
+        except ChildProcessError:
+            return 1
+        if done == pid:
+            return os.waitstatus_to_exitcode(status) % 256
+
+
+def main(argv=None) -> int:
+    """Inside the new namespaces, as root: build the jail's root, a new session keyring, then be its init."""
+    conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    for mp in _mountpoints():  # everything read-only first: what is bound below inherits it
+        if mp.startswith("/proc"):
+            continue
+        subprocess.run(["mount", "-o", "remount,bind,ro", mp], capture_output=True)
+    build_root(conf["root"], conf)
+    subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)  # kernels talk over loopback only
+    pivot(conf["root"])
+    new_session_keyring()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(init(conf))
 
 
 if __name__ == "__main__":
