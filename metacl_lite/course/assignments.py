@@ -21,7 +21,9 @@ The tests compare the student's functions with `metacl_lite`'s reference impleme
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -38,6 +40,21 @@ DIST_DIR = REPO_ROOT / "dist" / "assignments"
 
 class AssignmentError(UsageError):
     """A bad assignment name or notebook, or a solution that fails its own tests (exit 2 from the CLI)."""
+
+
+class EmptyPath(AssignmentError, argparse.ArgumentTypeError):
+    """An empty path option (`--dist ''`): it would mean the working folder. Also an argparse type error, so that
+    argparse shows its message when `nonempty_path` is an option's `type`."""
+
+
+def nonempty_path(text, option: str = "") -> Path:
+    """A path option's value as a Path; an empty one (or only spaces) refused: `Path('')` is the working folder, so
+    `--dist ''` would write there. Usable as an argparse `type` (the message then follows argparse's `argument
+    --dist:`), or called with the option's name once the options are parsed (one line, exit 2)."""
+    if not str(text).strip():
+        name = f"{option} is empty" if option else "an empty path"
+        raise EmptyPath(f"{name}: it would mean the working folder; give a path (`.` for the working folder)")
+    return Path(text)
 
 
 def list_assignments(source_dir: Path = SOURCE_DIR) -> list[str]:
@@ -261,6 +278,23 @@ def visible_tests(notebook: Path) -> dict[str, str]:
     return dict(read_notebook(notebook).metadata.get("otter", {}).get("tests", {}))
 
 
+def manual_questions(notebook: Path) -> list[str]:
+    """The questions of a student notebook graded by hand (written answers): those otter marks `<!-- BEGIN
+    QUESTION -->` in the prompt's cell (`q4` for **Question 4**)."""
+    cells = read_notebook(notebook).cells
+    found = (re.findall(r"<!-- BEGIN QUESTION -->\s*\*\*Question (\w+)\*\*", c.source) for c in cells
+             if c.cell_type == "markdown")
+    return [f"q{n}" for hits in found for n in hits]
+
+
+def _no_tests_for(notebook: Path, question: str, tests: dict) -> AssignmentError:
+    """Why `check -q question` has nothing to run: a question graded by hand, or none of that name."""
+    if question in manual_questions(notebook):
+        return AssignmentError(f"{question} of {notebook.name} is graded by hand (a written answer): it has no tests "
+                               f"to run; the questions with tests: {', '.join(sorted(tests))}")
+    return AssignmentError(f"no question {question!r} in {notebook.name}; it has: {', '.join(sorted(tests))}")
+
+
 def check(notebook: Path, question: Optional[str] = None):
     """What a student runs: execute the notebook and run its visible tests (otter's grader). Returns otter's
     GradingResults (`.total`, `.possible`, `.summary()`)."""
@@ -275,7 +309,7 @@ def check(notebook: Path, question: Optional[str] = None):
     if not tests:
         raise AssignmentError(f"{notebook} carries no tests; is it a student notebook from book/assignments/?")
     if question is not None and question not in tests:
-        raise AssignmentError(f"no question {question!r} in {notebook.name}; it has: {', '.join(sorted(tests))}")
+        raise _no_tests_for(notebook, question, tests)
     with tempfile.TemporaryDirectory() as tmp:
         tdir = Path(tmp) / "tests"
         tdir.mkdir()

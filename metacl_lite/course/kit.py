@@ -9,7 +9,9 @@ the wheel holds the `metacl_lite` package only (pyproject's packages), built fro
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 from ..paths import REPO_ROOT
-from .assignments import DIST_DIR, PAGES_DIR, AssignmentError, list_assignments
+from .assignments import DIST_DIR, PAGES_DIR, AssignmentError, list_assignments, nonempty_path
 
 KIT = "metacl-lite-student-kit.zip"
 FOLDER = "metacl-lite-assignments"  # the zip's one top folder
@@ -42,8 +44,10 @@ README = """The metacl-lite assignments: {names}.
 
 def build_wheel(dest: Path) -> Path:
     """The package's wheel, built by pip from a copy of the checkout's pyproject.toml, README.md and metacl_lite/
-    (without network when setuptools is installed: no build isolation)."""
+    (without network when setuptools is installed: no build isolation). pip's own temporary files go into the same
+    temporary folder, so that an interrupted build leaves nothing behind."""
     with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "pip-tmp").mkdir()
         src = Path(tmp) / "src"
         shutil.copytree(REPO_ROOT / "metacl_lite", src / "metacl_lite",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -52,7 +56,8 @@ def build_wheel(dest: Path) -> Path:
         isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
         cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "--quiet", "-w", str(Path(tmp) / "w"),
                str(src)]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        env = dict(os.environ, TMPDIR=str(Path(tmp) / "pip-tmp"))
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if r.returncode != 0:
             last = (r.stderr.strip().splitlines() or ["no message"])[-1]
             raise AssignmentError(f"pip could not build the package's wheel ({last}); install setuptools>=68")
@@ -115,10 +120,25 @@ def add_parser(ssub) -> None:
     sk = ssub.add_parser("kit", help="what students receive: the student notebooks and the package's wheel, one zip",
                          description="write the student kit: the student notebooks, the package as a wheel and the "
                                      "reproduction notebook assignment 4 runs, without any assignment source")
-    sk.add_argument("--out", type=Path, default=DIST_DIR / KIT, help=f"the zip (default dist/assignments/{KIT})")
+    sk.add_argument("--out", default=DIST_DIR / KIT, help=f"the zip (default dist/assignments/{KIT})")
     sk.set_defaults(run=command)
 
 
+def _signals_interrupt() -> None:
+    """SIGTERM and SIGHUP stop the kit as Ctrl-C does: the temporary copy of the package, pip's build and the
+    half-written zip are removed (the default action would kill the process and leave them)."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, stop)
+        except (ValueError, OSError):  # not the main thread
+            pass
+
+
 def command(a) -> int:
-    print(f"wrote {write_kit(a.out)}")
+    out = nonempty_path(a.out, "--out")  # '' would be the working folder
+    _signals_interrupt()
+    print(f"wrote {write_kit(out)}")
     return 0
