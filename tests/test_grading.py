@@ -27,7 +27,7 @@ EXPECTED = {  # submission -> (q1, q2, q3, total, status); each question: 1 poin
     "blank": ("0", "0", "0", "0", "ok"),
     "correct": ("3", "3", "3", "9", "ok"),
     "wrong": ("3", "3", "1", "7", "ok"),  # the KKT dual residual left out: only the hidden q3 test sees it
-    "loop": ("0", "0", "0", "0", "timeout"),
+    "loop": ("0", "0", "0", "0", f"timeout (over {TIMEOUT} s)"),
     "killed": ("0", "0", "0", "0", "crashed"),
     "sysexit": ("0", "0", "2", "2", "ok"),  # the tests that call my_lambda fail; the hidden q3 test passes
     "reference": ("3", "3", "0", "6", "ok"),  # my_kkt calls metacl_lite's kkt_residuals: withheld while grading
@@ -188,7 +188,7 @@ def test_each_submission_gets_its_score_and_status(graded):
     assert "status: timeout" in fb("loop")
     assert (f"timeout: over {TIMEOUT} s\n  (the time limit, --timeout; this assignment's default, "
             f"{G.DEFAULT_TIMEOUT[NAME]} s, allows") in fb("loop"), fb("loop")
-    assert re.search(r"cell \d+ raised \(import pathlib\): (PermissionError|OSError): .*(Read-only|Permission denied)",
+    assert re.search(r"cell \d+ raised \(«import pathlib»\): «(PermissionError|OSError): .*(Read-only|Permission denied)",
                      fb("vandal")), \
         fb("vandal")  # the student cell that raised, with its error
 
@@ -453,7 +453,7 @@ def test_ctrl_c_halfway_then_a_rerun_completes_the_sheet(graded):
     assert r.returncode == 0, r.stderr
     assert [line.split(":")[0] for line in r.stdout.splitlines()[:-1]] == ["ctrlc/loop.ipynb", "ctrlc/wrong.ipynb"]
     rows = {Path(x["submission"]).stem: (x["total"], x["status"]) for x in sheet(cwd / "ctrlc.csv")}
-    assert rows == {"correct": ("9", "ok"), "loop": ("0", "timeout"), "wrong": ("7", "ok")}
+    assert rows == {"correct": ("9", "ok"), "loop": ("0", f"timeout (over {TIMEOUT} s)"), "wrong": ("7", "ok")}
 
 
 @pytest.mark.slow
@@ -466,6 +466,8 @@ def test_killing_the_grader_leaves_no_worker_jail_or_folder(graded, sig):
     import time
 
     import psutil
+
+    from metacl_lite.course import jail
 
     cwd, _ = graded
     subs = cwd / f"kill-{sig}"
@@ -481,8 +483,8 @@ def test_killing_the_grader_leaves_no_worker_jail_or_folder(graded, sig):
     jailed = []
     while not jailed and time.monotonic() < deadline:  # the loop runs in the jail
         time.sleep(1)
-        jailed = [p for p in psutil.process_iter(["username", "cmdline"])
-                  if p.info["username"] == "metacl-grader" and str(tmp) in " ".join(p.info["cmdline"] or [])]
+        jailed = [p for p in psutil.process_iter(["uids", "cmdline"])
+                  if jail.is_submission_uid(p.info["uids"].real) and str(tmp) in " ".join(p.info["cmdline"] or [])]
     assert jailed, "the submission never started"
     time.sleep(2)
     proc.send_signal(getattr(signal, sig))

@@ -128,7 +128,82 @@ def attacks(paths: dict) -> dict[str, str]:
                            f"load_solution(everywhere({p['planted']}))\n"),
         "pth": (everywhere + f"for f in everywhere({p['pth']}):\n    try:\n"
                 "        open(f, 'w').write('import os; os._exit(3)\\n')\n    except OSError:\n        pass\n"),
+        # issue 43: the network, the keyrings, a process that outlives its row, a process limit spent for others
+        "network": ("import socket\ndef _fetch():\n"
+                    f"    for fam, addr in ((socket.AF_INET, ('127.0.0.1', {paths['port']})), "
+                    f"(socket.AF_UNIX, '\\0' + {p['abstract']})):\n"
+                    "        try:\n            s = socket.socket(fam, socket.SOCK_STREAM)\n            s.settimeout(3)\n"
+                    "            s.connect(addr)\n            data = b''\n"
+                    "            while chunk := s.recv(65536):\n                data += chunk\n"
+                    "            return data.decode()\n        except OSError:\n            pass\n"
+                    "code = _fetch()\nif code:\n    exec(code, globals())\n"),
+        "keyring": ("import ctypes, platform\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                    "libc.syscall.restype = ctypes.c_long\n"
+                    "ADD, CTL = {'x86_64': (248, 250), 'aarch64': (217, 219)}[platform.machine()]\n"
+                    "for ring in (-3, -4, -5):  # the session keyring, the uid's, the uid's session\n"
+                    "    k = libc.syscall(CTL, 10, ctypes.c_long(ring), b'user', b'metacl-attack-secret', 0)\n"
+                    "    if k > 0:\n        buf = ctypes.create_string_buffer(1 << 16)\n"
+                    "        n = libc.syscall(CTL, 11, ctypes.c_long(k), buf, 1 << 16)\n"
+                    "        exec(buf.raw[:n].decode(), globals())\n        break\n"
+                    "libc.syscall(ADD, b'user', b'metacl-attack-planted', b'x', 1, ctypes.c_long(-4))\n"),
+        "outlive": ("import subprocess, threading, time\n"
+                    "subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+                    "threading.Thread(target=time.sleep, args=(600,)).start()  # not a daemon: the runner waits\n"),
+        "nproc_hog": ("import subprocess, time\nheld = []\nfor i in range(2000):\n    try:\n"
+                      "        held.append(subprocess.Popen(['sleep', '40']))\n    except OSError:\n        break\n"
+                      "time.sleep(30)  # the neighbour graded beside it needs processes now\n"),
     }
+
+
+#: the grader, with a secret (the solution's functions) in its session keyring, as a key an instructor's tools keep
+KEYRING_GRADER = (
+    "import ctypes, platform, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
+    "ADD, CTL = {'x86_64': (248, 250), 'aarch64': (217, 219)}[platform.machine()]\n"
+    "assert libc.syscall(CTL, 1, None) > 0, 'no session keyring'\n"
+    "secret = open(sys.argv[1], 'rb').read()\n"
+    "assert libc.syscall(ADD, b'user', b'metacl-attack-secret', secret, len(secret), ctypes.c_long(-3)) > 0\n"
+    "from metacl_lite.cli import main\n"
+    "sys.exit(main(sys.argv[2:]))\n")
+
+
+def solution_functions(solution: Path) -> str:
+    """The solution notebook's `my_` functions, as source."""
+    cells = nbformat.read(str(solution), as_version=4).cells
+    return "\n\n".join(c.source for c in cells if c.cell_type == "code" and "def my_" in c.source)
+
+
+class Server:
+    """Serves `payload` to whoever connects, over TCP on the host's loopback and over an abstract unix socket (both
+    scoped by the network namespace), and counts the connections."""
+
+    def __init__(self, payload: bytes):
+        import socket
+        import threading
+
+        self.payload, self.connections = payload, 0
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.port = self.tcp.getsockname()[1]
+        self.abstract = f"metacl-attack-{os.getpid()}"
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind("\0" + self.abstract)
+        self.unix.listen()
+        for sock in (self.tcp, self.unix):
+            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
+
+    def _serve(self, sock) -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.sendall(self.payload)
+
+    def close(self) -> None:
+        self.tcp.close()
+        self.unix.close()
 
 
 def _with_cell(src: Path, out: Path, cell: str, kernel: str = "") -> None:
@@ -149,14 +224,17 @@ def _digest(paths) -> dict:
 
 
 def _jail_processes() -> list:
+    """The command lines of the processes that run as a submission (its own uid, or the old shared user)."""
     import psutil
 
+    from metacl_lite.course import jail
+
     found = []
-    for proc in psutil.process_iter(["username", "cmdline"]):
+    for proc in psutil.process_iter(["username", "uids", "cmdline"]):
         try:
-            if proc.info["username"] == "metacl-grader":
+            if proc.info["username"] == jail.USER or jail.is_submission_uid(proc.info["uids"].real):
                 found.append(proc.info["cmdline"])
-        except psutil.Error:
+        except (psutil.Error, TypeError, AttributeError):
             pass
     return found
 
@@ -170,14 +248,18 @@ def attacked(tmp_path_factory):
     zip_path = A.autograder_zip(NAME, cwd / "dist")
     sheet = cwd / "grades.csv"
     planted = PLANTED / f"{NAME}.ipynb"  # where an instructor might keep a class: /srv, outside /tmp and the homes
+    secret = solution_functions(out["solution"]).encode()
+    (cwd / "secret.py").write_bytes(secret)
+    server = Server(secret)
     paths = {"solution": out["solution"], "source": ROOT / "book/assignments/source" / f"{NAME}.md",
              "package_file": PACKAGE_FILE, "autograder": zip_path, "sheet": sheet, "pth": SITE / "zz_attack.pth",
              "class_notebooks": [str(subs / "zz_correct.ipynb"), str(subs / "correct_other_kernel.ipynb")],
-             "planted": planted}
+             "planted": planted, "port": server.port, "abstract": server.abstract}
     cells = attacks(paths)
     for name, cell in cells.items():
         _with_cell(out["student"], subs / f"{name}.ipynb", cell)
     _with_cell(out["solution"], subs / "zz_correct.ipynb", "")
+    _with_cell(out["solution"], subs / "nproc_hog_neighbour.ipynb", "")  # graded beside the hog (--jobs 2)
     _with_cell(out["solution"], subs / "correct_other_kernel.ipynb", "", kernel="conda-env-metacl-py")
     # 10. an otter export zip carrying an otter/ folder and tests that would shadow the installed ones
     buf = io.BytesIO()
@@ -199,16 +281,19 @@ def attacked(tmp_path_factory):
     env = dict(os.environ, METACL_LITE_PROGRESS="0", TMPDIR=str(cwd / "tmpdir"))
     (cwd / "tmpdir").mkdir()
     try:
-        r = subprocess.run([sys.executable, "-m", "metacl_lite", "assignments", "grade", "a1", "subs", "--out",
-                            str(sheet), "--feedback", "fb", "--timeout", "60", "--jobs", "2", "--dist", "dist"],
-                           capture_output=True, text=True, cwd=cwd, env=env)
+        r = subprocess.run([sys.executable, "-c", KEYRING_GRADER, str(cwd / "secret.py"), "assignments", "grade",
+                            "a1", "subs", "--out", str(sheet), "--feedback", "fb", "--timeout", "60", "--jobs", "2",
+                            "--dist", "dist"], capture_output=True, text=True, cwd=cwd, env=env)
+        left = _jail_processes()  # at once: nothing of a submission outlives its row
         time.sleep(6)  # the daemon's delay: it would have written by now
         after, sheet_text = _digest(watched), sheet.read_text()
-        left = _jail_processes()
+        left += _jail_processes()
     finally:
+        server.close()
         (SITE / "zz_attack.pth").unlink(missing_ok=True)  # whatever happened, the environment is left as it was
         shutil.rmtree(PLANTED, ignore_errors=True)
     return {"cwd": cwd, "r": r, "before": before, "after": after, "sheet": sheet_text, "left": left,
+            "connections": server.connections,
             "site": (site_before, sorted(p.name for p in SITE.iterdir())), "attacks": list(cells)}
 
 
@@ -217,11 +302,12 @@ def test_every_attack_scores_what_its_notebook_scores_without_it(attacked):
     r = attacked["r"]
     assert r.returncode == 0, r.stdout + r.stderr
     rows = {Path(x["submission"]).stem: x for x in csv.DictReader(io.StringIO(attacked["sheet"]))}
-    assert set(rows) == {*attacked["attacks"], "zz_correct", "correct_other_kernel", "zip_with_otter", "symlink"}
+    assert set(rows) == {*attacked["attacks"], "zz_correct", "correct_other_kernel", "zip_with_otter", "symlink",
+                         "nproc_hog_neighbour"}
     for name in (*attacked["attacks"], "zip_with_otter", "symlink"):
         assert (rows[name]["q1"], rows[name]["q2"], rows[name]["q3"], rows[name]["total"]) == ("0",) * 4, rows[name]
     assert rows["symlink"]["status"].startswith("error: a symbolic link"), rows["symlink"]
-    for name in ("zz_correct", "correct_other_kernel"):  # graded after the attacks, one with another kernel name
+    for name in ("zz_correct", "correct_other_kernel", "nproc_hog_neighbour"):  # after the attacks, or beside one
         assert (rows[name]["total"], rows[name]["status"]) == ("9", "ok"), rows[name]
     assert {x["possible"] for x in rows.values()} == {"9"} and {x["assignment"] for x in rows.values()} == {NAME}
     assert len(attacked["sheet"].splitlines()) == len(rows) + 1, "a row was added behind the grader's back"
@@ -232,6 +318,7 @@ def test_no_attack_changed_the_checkout_dist_the_class_folder_or_the_environment
     assert attacked["after"] == attacked["before"]
     assert attacked["site"][0] == attacked["site"][1]
     assert attacked["left"] == [], "a submission's process outlived its grading"
+    assert attacked["connections"] == 0, "a submission reached the grading machine's network"
     assert not list((attacked["cwd"] / "tmpdir").iterdir()), "a grading left its temporary folder behind"
 
 
@@ -250,9 +337,12 @@ def test_every_attack_is_valid_python_and_the_private_copy_would_score_outside_t
     """The attacks are real: each cell compiles (a SyntaxError would score 0 for the wrong reason), and the
     private-copy attack, run where the package's source is readable (as in the old in-kernel grading), gives the
     reference's answers."""
+    out = A.generate(NAME, tmp_path / "dist", run_tests=False)
+    server = Server(solution_functions(out["solution"]).encode())
     cells = attacks({"solution": tmp_path / "s.ipynb", "source": tmp_path / "s.md", "package_file": PACKAGE_FILE,
                      "autograder": tmp_path / "a.zip", "sheet": tmp_path / "g.csv", "pth": tmp_path / "x.pth",
-                     "class_notebooks": [str(tmp_path / "c.ipynb")], "planted": tmp_path / "p.ipynb"})
+                     "class_notebooks": [str(tmp_path / "c.ipynb")], "planted": tmp_path / "p.ipynb",
+                     "port": server.port, "abstract": server.abstract})
     for name, cell in cells.items():
         compile(cell, name, "exec")
     import torch
@@ -263,11 +353,20 @@ def test_every_attack_is_valid_python_and_the_private_copy_would_score_outside_t
     exec(compile(cells["private_copy"], "private_copy", "exec"), ns)
     g1, g2 = torch.tensor([1.0, 0.0], dtype=torch.float64), torch.tensor([-1.0, 1.0], dtype=torch.float64)
     assert float(ns["my_lambda"](g1, g2)) == float(dynamic_lambda(g1, g2)) == 0.5
-    out = A.generate(NAME, tmp_path / "dist", run_tests=False)  # the world-readable copy, where it can be read
-    (tmp_path / "p.ipynb").write_bytes(Path(out["solution"]).read_bytes())
+    (tmp_path / "p.ipynb").write_bytes(Path(out["solution"]).read_bytes())  # the world-readable copy, readable
     ns = {"torch": torch}
     exec(compile(cells["world_readable"], "world_readable", "exec"), ns)
     assert float(ns["my_lambda"](g1, g2)) == 0.5
+    ns = {"torch": torch}  # the network, where there is one: both sockets serve the solution
+    exec(compile(cells["network"], "network", "exec"), ns)
+    server.close()
+    assert float(ns["my_lambda"](g1, g2)) == 0.5 and server.connections == 1
+    (tmp_path / "secret.py").write_text(solution_functions(out["solution"]))  # a keyring, where it can be read
+    check = "print(float(my_lambda(torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 1.0]))))"
+    grader = KEYRING_GRADER.replace("from metacl_lite.cli import main\nsys.exit(main(sys.argv[2:]))\n",
+                                    "import torch\n" + cells["keyring"] + check + "\n")
+    r = subprocess.run([sys.executable, "-c", grader, str(tmp_path / "secret.py")], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "0.5", r.stderr[-2000:]
 
 
 SECRET = "SECRET-7f3a"

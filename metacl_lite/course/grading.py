@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -39,7 +40,8 @@ from ..data.datafiles import data_root
 from ..paths import PACKAGE_DIR, REPO_ROOT
 from ..lab.atomic import cannot_create_in, check_writable, locked, write_text
 from ..lab.executors import result
-from .sheet import (columns, feedback_name, feedback_text, ordered, read_sheet, row, write_sheet, written_answers)
+from .sheet import (columns, feedback_name, feedback_text, needs_regrading, one_line, ordered, read_sheet, row,
+                    write_sheet, written_answers)
 from .assignments import DIST_DIR, SOURCE_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
 
 #: what a checkout's copy needs beside the package: the chapters that assignments run (a4 runs book/reproduce)
@@ -99,39 +101,50 @@ class Submission(tuple):
     refused = property(lambda self: self[2])
 
 
-def submission_key(p: Path) -> str:
-    """A submission's row key: its resolved path, relative to the working folder when inside it (so `subs/x.ipynb`,
-    `./subs/x.ipynb` and its absolute path are one row)."""
+def submission_key(p: Path, base: Optional[Path] = None) -> str:
+    """A submission's row key: its absolute path, relative to `base` (the grade sheet's folder; the working folder
+    when not given) when inside it, so `subs/x.ipynb`, `./subs/x.ipynb` and its absolute path are one row, and the
+    same class graded from another working folder into the same sheet finds its rows."""
     r = Path(os.path.abspath(p))
-    here = Path.cwd()
+    here = Path(os.path.abspath(base)) if base is not None else Path.cwd()
     return str(r.relative_to(here)) if r.is_relative_to(here) else str(r)
 
 
 def _refusal(p: Path, folder: Optional[Path]) -> Optional[str]:
     if p.is_symlink():
         return "a symbolic link, not graded: hand in the notebook itself"
+    if not stat.S_ISREG(p.lstat().st_mode):
+        return "not a regular file (a FIFO, socket or device), not graded"
     if folder is not None and not p.resolve().is_relative_to(folder.resolve()):
         return f"outside the class folder {folder}, not graded"
     return None
 
 
-def find_submissions(paths: Sequence[Path]) -> list[Submission]:
+def find_submissions(paths: Sequence[Path], base: Optional[Path] = None) -> list[Submission]:
     """The notebooks and zips named, or held by the named folders (recursively, checkpoints left out, symbolic links
-    not followed), in order, each with why it is refused (a symbolic link, a file outside its folder) or None."""
+    inside not followed; a folder named as a link is followed), in order, each with why it is refused (a symbolic
+    link, a FIFO or other special file, a file outside its folder) or None; keys relative to `base`."""
     out: list[Submission] = []
     for p in map(Path, paths):
-        if p.is_dir() and not p.is_symlink():
+        if str(p) in ("", "."):
+            p = Path(".")
+        if p.is_dir() and Path(os.path.abspath(p)) == Path("/"):
+            raise AssignmentError(f"{p} is the root of the file system (an empty variable before the slash?): give "
+                                  "the class folder")
+        if p.is_dir():
             found = []
             for root, dirs, files in os.walk(p, followlinks=False):
                 dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints")
                 found += [Path(root) / f for f in files if Path(f).suffix in (".ipynb", ".zip")]
             if not found:
                 raise AssignmentError(f"{p} holds no notebooks (.ipynb) or otter exports (.zip)")
-            out += [Submission((submission_key(q), q, _refusal(q, p))) for q in sorted(found)]
+            out += [Submission((submission_key(q, base), q, _refusal(q, p))) for q in sorted(found)]
         elif p.is_symlink() and p.suffix in (".ipynb", ".zip"):
-            out.append(Submission((submission_key(p), p, _refusal(p, None))))
+            out.append(Submission((submission_key(p, base), p, _refusal(p, None))))
+        elif p.exists() and p.suffix in (".ipynb", ".zip") and not p.is_file():
+            out.append(Submission((submission_key(p, base), p, _refusal(p, None))))
         elif p.is_file() and p.suffix in (".ipynb", ".zip"):
-            out.append(Submission((submission_key(p), p, None)))
+            out.append(Submission((submission_key(p, base), p, None)))
         elif p.exists():
             raise AssignmentError(f"{p} is neither a notebook (.ipynb), an otter export (.zip) nor a folder")
         else:
@@ -140,20 +153,37 @@ def find_submissions(paths: Sequence[Path]) -> list[Submission]:
     return [s for s in out if not (s.key in seen or seen.add(s.key))]
 
 
+def _read_regular(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, up to `limit`: opened without blocking (a FIFO put in its place never hangs the
+    grader) and refused unless it is a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise AssignmentError(f"{path} is not a regular file")
+        if st.st_size > limit:
+            raise AssignmentError(f"{path} is over {limit >> 20} MB")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
 def notebook_bytes(path: Path, name: Optional[str] = None) -> bytes:
     """The submitted notebook's bytes: the file, or the one notebook inside an otter export zip (only `.ipynb`
     members are read; links, absolute or `..` paths and everything else in the zip are ignored)."""
     path = Path(path)
     if path.suffix != ".zip":
-        if path.stat().st_size > MAX_NOTEBOOK:
-            raise AssignmentError(f"{path} is over {MAX_NOTEBOOK >> 20} MB")
-        return path.read_bytes()
+        return _read_regular(path, MAX_NOTEBOOK)
     try:
-        with zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(io.BytesIO(_read_regular(path, 4 * MAX_NOTEBOOK))) as z:
             members = [m for m in z.infolist() if m.filename.endswith(".ipynb") and not m.is_dir()
                        and not m.filename.startswith("/") and ".." not in m.filename.split("/")
                        and "__MACOSX" not in m.filename and ".ipynb_checkpoints" not in m.filename
-                       and (m.external_attr >> 16) & 0o170000 != 0o120000 and m.file_size <= MAX_NOTEBOOK]
+                       and (m.external_attr >> 16) & 0o170000 != 0o120000]
+            big = [m.filename for m in members if m.file_size > MAX_NOTEBOOK]
+            if big:
+                raise AssignmentError(f"{path}: its notebook {big[0]} is over {MAX_NOTEBOOK >> 20} MB")
             if len(members) > 1 and name:
                 mine = [m for m in members if f'"assignment_name": "{name}"' in z.read(m).decode("utf-8", "replace")]
                 members = mine or members
@@ -162,6 +192,33 @@ def notebook_bytes(path: Path, name: Optional[str] = None) -> bytes:
             return z.read(members[0])
     except zipfile.BadZipFile as e:
         raise AssignmentError(f"{path} is not a zip file ({e})") from None
+
+
+class NotANotebook(ValueError):
+    """A submission whose bytes are not a notebook the jail can run."""
+
+
+def plain_notebook(raw: bytes) -> dict:
+    """The notebook the jail runs: each cell's type and source as text, nothing else of the submitted file (its
+    metadata, whatever kernel it names, outputs); NotANotebook, saying why, for bytes that are not a notebook (not
+    JSON, nested too deeply, no list of cells, a cell that is not an object or a source that is not text)."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as e:
+        raise NotANotebook(type(e).__name__) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
+        raise NotANotebook("no list of cells")
+    cells = []
+    for i, c in enumerate(doc["cells"], 1):
+        src = c.get("source", "") if isinstance(c, dict) else None
+        if isinstance(src, list) and all(isinstance(x, str) for x in src):
+            src = "".join(src)
+        if not isinstance(src, str) or not isinstance(c.get("cell_type"), str):
+            raise NotANotebook(f"cell {i} is not a cell with a type and a text source")
+        cells.append({"cell_type": c["cell_type"], "metadata": {}, "source": src,
+                      **({"outputs": [], "execution_count": None} if c["cell_type"] == "code" else {})})
+    return {"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}}
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -182,6 +239,10 @@ def _kill(proc: subprocess.Popen) -> None:
         except Exception:  # noqa: BLE001
             pass
     proc.wait()
+    if procs:  # the row is written once they have gone
+        import psutil
+
+        psutil.wait_procs(procs, timeout=60)
 
 
 def _package_copy(pkg: Path, name: str) -> None:
@@ -189,13 +250,19 @@ def _package_copy(pkg: Path, name: str) -> None:
     beside it (the chapters that assignments run)."""
     from .grading_refs import sanitize
 
-    shutil.copytree(PACKAGE_DIR, pkg / PACKAGE_DIR.name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    for rel in COPIED:
-        src = REPO_ROOT / rel
-        if src.is_dir():
-            shutil.copytree(src, pkg / rel)
-        elif src.is_file():
-            shutil.copy2(src, pkg / rel)
+    try:
+        shutil.copytree(PACKAGE_DIR, pkg / PACKAGE_DIR.name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        for rel in COPIED:
+            src = REPO_ROOT / rel
+            if src.is_dir():
+                shutil.copytree(src, pkg / rel)
+            elif src.is_file():
+                shutil.copy2(src, pkg / rel)
+    except shutil.Error as e:  # copytree gathers each file's error: a full disk is one error, not a list of them
+        if any(isinstance(x, tuple) and ("No space left" in str(x[-1]) or "quota" in str(x[-1]))
+               for x in (e.args[0] if e.args and isinstance(e.args[0], list) else [])):
+            raise OSError(errno.ENOSPC, "No space left on device") from None
+        raise
     sanitize(pkg / PACKAGE_DIR.name, name)
 
 
@@ -220,7 +287,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
     runs in a jail (`jail`); its record (`questions` and `cell_errors`, or `error` / `crashed` / `timeout`)."""
     from . import jail
 
-    uid, gid = jail.ensure_user()
+    uid, gid = jail.submission_uid(), jail.ensure_user()[1]
     tmp = Path(tempfile.mkdtemp(prefix="metacl-grade-"))
     try:
         os.chmod(tmp, 0o711)
@@ -228,15 +295,10 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         private.mkdir(mode=0o700)
         scratch.mkdir()
         pkg.mkdir()
-        nb = notebook_bytes(submission, name)
         try:
-            doc = json.loads(nb.decode("utf-8"))
-            if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
-                raise ValueError("no cells")
-        except ValueError as e:
-            return {"error": f"not a Jupyter notebook ({type(e).__name__})"}
-        doc.setdefault("metadata", {})["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                                        "language": "python"}  # whatever kernel it was saved with
+            doc = plain_notebook(notebook_bytes(submission, name))
+        except NotANotebook as e:
+            return {"error": f"not a Jupyter notebook ({e})"}
         notebook = scratch / f"{name}.ipynb"
         notebook.write_text(json.dumps(doc))
         for p in (scratch, notebook):
@@ -253,7 +315,8 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
         env.update(PATH=f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", HOME=str(scratch),
                    TMPDIR="/tmp", PYTHONPATH=str(pkg), METACL_LITE_DATA=data,
-                   METACL_LITE_PROGRESS="0", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
+                   METACL_LITE_PROGRESS="0", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", USER=jail.USER,
+                   LOGNAME=jail.USER)
         env.setdefault("LANG", "C.UTF-8")
         hide = [str(Path(p).resolve()) for p in (*hidden, DIST_DIR, SOURCE_DIR, PACKAGE_DIR, REPO_ROOT / ".git",
                                                   REPO_ROOT / "dist", private, Path.home(), "/root")]
@@ -283,7 +346,8 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         if result.is_file():
             return json.loads(result.read_text())
         last = (err or b"").decode(errors="replace").strip().splitlines()
-        return {"crashed": last[-1][:160] if last else f"exit status {proc.returncode}"}
+        why = last[-1][:160] if last else f"exit status {proc.returncode}"
+        return {"error": f"the grader's worker ended without a result ({why}); graded again on a rerun"}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -318,8 +382,8 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
 
     name = full_name(name)
     timeout = timeout or DEFAULT_TIMEOUT.get(name, 600)
-    subs = find_submissions(paths)
     out = Path(out)
+    subs = find_submissions(paths, base=Path(os.path.abspath(out)).parent)
     try:
         check_writable(out, "give another --out")
     except OutputError as e:
@@ -341,7 +405,12 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
     with locked(out, wait=False):
         rows = {r["submission"]: r for r in read_sheet(out, cols, name)}
         order = list(rows)
-        todo = [s for s in subs if s.key not in rows or rows[s.key]["status"].startswith("error")]
+        why = {s.key: needs_regrading(rows[s.key], sha, timeout) for s in subs if s.key in rows}
+        todo = [s for s in subs if s.key not in rows or why[s.key]]
+        stale = [k for k, w in why.items() if w and "autograder" in w]
+        if stale:
+            print(f"note: {len(stale)} rows of {out} were graded by another autograder (sha256 differs): graded "
+                  "again with this one, their manual points kept", file=sys.stderr)
         for s in subs:
             if s.key not in order:
                 order.append(s.key)
@@ -359,10 +428,25 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
                         f"no space left in the temporary folder {tempfile.gettempdir()} while grading {s.key}: free "
                         f"some, or point TMPDIR at a folder with room; the rows graded so far are kept in {out}, and "
                         f"the same command grades the rest") from None
-                raise
+                return {"error": f"{s.path} could not be graded ({type(e).__name__}: {e})"}
+            except Exception as e:  # noqa: BLE001 - one submission's failure is its own row; the class goes on
+                return {"error": f"{s.path} could not be graded ({type(e).__name__}: {e})"}
 
         def done(s: Submission, rec: dict) -> None:
             r = row(s.key, rec, points, manual, name, sha)
+            for c in cols:  # the points entered by hand stay with the row
+                if c.endswith(" (manual)") and s.key in rows and rows[s.key].get(c):
+                    r[c] = rows[s.key][c]
+            rows[s.key] = r
+            write_sheet(out, cols, [rows[k] for k in order if k in rows])
+            try:
+                write_feedback(s, rec, r)
+            except Exception as e:  # noqa: BLE001 - the row is in the sheet; say what is missing
+                print(f"warning: the feedback of {s.key} was not written ({type(e).__name__}: {e})", file=sys.stderr)
+            if on_row:
+                on_row(r)
+
+        def write_feedback(s: Submission, rec: dict, r: dict) -> None:
             if feedback is not None:
                 write_text(Path(feedback) / feedback_name(s.key),
                            feedback_text(s.key, rec, r, points, manual, show_hidden))
@@ -372,10 +456,6 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
                 except (AssignmentError, OSError):
                     nb = b""
                 write_text(Path(answers) / feedback_name(s.key, ".md"), written_answers(nb, s.key, manual))
-            rows[s.key] = r
-            write_sheet(out, cols, [rows[k] for k in order if k in rows])
-            if on_row:
-                on_row(r)
 
         pool = ThreadPoolExecutor(max(1, jobs))
         try:
@@ -412,17 +492,17 @@ def add_parser(ssub) -> None:
                                      "zips) into a CSV grade sheet; or grade NOTEBOOK for one notebook's score. "
                                      "Each submission's code runs in a jail, the tests outside it (needs root).")
     sr.add_argument("args", nargs="+", metavar="ASSIGNMENT PATH", help="the assignment, then the submissions")
-    sr.add_argument("--out", type=Path, default=Path("grades.csv"), help="the grade sheet (default grades.csv); "
+    sr.add_argument("--out", type=str, default="grades.csv", help="the grade sheet (default grades.csv); "
                     "rows already in it are kept and not graded again (rows whose status is an error are)")
-    sr.add_argument("--feedback", type=Path, default=None, help="a folder for one feedback file per submission")
+    sr.add_argument("--feedback", type=str, default=None, help="a folder for one feedback file per submission")
     sr.add_argument("--show-hidden", action="store_true", help="name the hidden tests and their messages in the "
                     "feedback (default: `hidden test k failed`)")
-    sr.add_argument("--answers", type=Path, default=None, help="a folder for one Markdown file of written answers "
+    sr.add_argument("--answers", type=str, default=None, help="a folder for one Markdown file of written answers "
                     "per submission")
     sr.add_argument("--timeout", type=float, default=None, help="seconds per submission (default: the assignment's, "
                     + ", ".join(f"{k.split('_')[0]} {v}" for k, v in DEFAULT_TIMEOUT.items()) + ")")
     sr.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
-    sr.add_argument("--dist", type=Path, default=None, help="where the autograders are (default dist/assignments)")
+    sr.add_argument("--dist", type=str, default=None, help="where the autograders are (default dist/assignments)")
     sr.set_defaults(run=command)
 
 
@@ -440,9 +520,13 @@ def _signals_interrupt() -> None:
 
 def command(a) -> int:
     """`assignments grade`: the grade sheet of ASSIGNMENT PATH..., or one notebook's scores (`grade NOTEBOOK`)."""
-    from .assignments import assignment_name
+    from .assignments import assignment_name, nonempty_path
 
-    dist = a.dist or DIST_DIR
+    def path(value, option):  # an empty path would mean the working folder: refused
+        return None if value is None else nonempty_path(value, option)
+
+    a.out, a.feedback, a.answers = path(a.out, "--out"), path(a.feedback, "--feedback"), path(a.answers, "--answers")
+    dist = path(a.dist, "--dist") or DIST_DIR
     first, paths = a.args[0], [Path(p) for p in a.args[1:]]
     timeout = check_timeout(a.timeout)
     if not 1 <= a.jobs <= 64:
@@ -467,12 +551,14 @@ def command(a) -> int:
         r = row(first, rec, points, manual, name)
         for q in ordered(points, manual):
             print(f"{q}: {r[q]} / {points[q]:g}" if q in points else f"{q}: manual / {manual[q]:g}")
-        print(f"total: {r['total']} / {r['possible']}" + ("" if r["status"] == "ok" else f"\nstatus: {r['status']}"))
+        print(f"total: {r['total']} / {r['possible']}" + ("" if r["status"] == "ok" else
+                                                          f"\nstatus: {one_line(r['status'])}"))
         return 0
     if not paths:
         raise AssignmentError(f"give the submissions to grade after the assignment: grade {first} PATH...")
     rows = grade_many(first, paths, a.out, a.feedback, timeout, dist, jobs=a.jobs, show_hidden=a.show_hidden,
                       answers=a.answers,
-                      on_row=lambda r: print(f"{r['submission']}: {r['total']} / {r['possible']} {r['status']}"))
+                      on_row=lambda r: print(f"{one_line(r['submission'])}: {r['total']} / {r['possible']} "
+                                             f"{one_line(r['status'])}"))
     print(f"{len(rows)} rows in {a.out}")
     return 0

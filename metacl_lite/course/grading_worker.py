@@ -231,9 +231,21 @@ def test_names(zip_path: str) -> dict[str, list[str]]:
     return out
 
 
+#: otter's line before a test's message, left out of the message
+OTTER_MARKS = ("❌ Test case failed", "✅ Test case passed")
+
+
 def run_tests(zip_path: str, env: Env) -> dict:
-    """Every test file of the autograder run against `env`: per question score, possible, tests."""
+    """Every test file of the autograder run against `env`: per question score, possible, tests (each with its whole
+    message, but otter's pass/fail line, and its exception as raised: otter strips a message's quotes, so
+    `'stationarity' is missing` read `stationarity' is missing`)."""
     from otter.test_files import ExceptionTestFile
+
+    class TestFile(ExceptionTestFile):
+        def _generate_error_message(self, excp, context=0):
+            text = super()._generate_error_message(excp, context)
+            cut = f"{type(excp).__name__}: {str(excp).strip(chr(39))}"
+            return text[:len(text) - len(cut)] + f"{type(excp).__name__}: {excp}" if text.endswith(cut) else text
 
     names = test_names(zip_path)
     questions = {}
@@ -242,12 +254,13 @@ def run_tests(zip_path: str, env: Env) -> dict:
             m = re.fullmatch(r"tests/(\w+)\.py", member)
             if not m:
                 continue
-            tf = ExceptionTestFile.from_string(z.read(member).decode(), path=member)
+            tf = TestFile.from_string(z.read(member).decode(), path=member)
             tf.run(env)
             own = names.get(m.group(1), [])
             tests = [{"test": own[i] if len(own) == len(tf.test_case_results) else r.test_case.name,
                       "hidden": bool(r.test_case.hidden), "passed": bool(r.passed),
-                      "message": "\n".join((r.message or "").strip().splitlines()[-3:])}
+                      "message": "\n".join(x for x in (r.message or "").strip().splitlines()
+                                            if x.strip() not in OTTER_MARKS)[:2000]}
                      for i, r in enumerate(tf.test_case_results)]
             questions[m.group(1)] = {"score": float(tf.score), "possible": float(tf.possible), "tests": tests}
     return questions

@@ -290,7 +290,7 @@ def written_answers(nb_bytes: bytes, key: str, manual: dict[str, float]) -> str:
     try:
         cells = json.loads(nb_bytes.decode("utf-8")).get("cells", [])
         cells = cells if isinstance(cells, list) else []
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         cells = []
     text = [f"# Written answers: {one_line(key, 1000)}", ""]
     for q in sorted(manual, key=lambda q: (len(q), q)):
