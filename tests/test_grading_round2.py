@@ -287,3 +287,18 @@ def test_what_a_submission_writes_stays_in_its_own_limited_memory(tmp_path, dist
     rec = G.grade_one(NAME, zip_bytes, tmp_path / "hog.ipynb", 300)
     errors = [e["error"] for e in rec["cell_errors"]]
     assert any("No space left on device" in e for e in errors), rec
+
+
+def test_a_full_temporary_folder_while_the_package_is_copied_is_one_error_not_a_list(tmp_path, monkeypatch):
+    """A TMPDIR of a few MiB ended in a 40-line shutil.Error (copytree gathers each file's error): it is the one
+    ENOSPC that grade_many turns into its one-line message."""
+    import errno
+    import shutil
+
+    def full(src, dst, **kw):
+        raise shutil.Error([(str(src), str(dst), "[Errno 28] No space left on device")] * 40)
+
+    monkeypatch.setattr(shutil, "copytree", full)
+    with pytest.raises(OSError) as e:
+        G._package_copy(tmp_path, NAME)
+    assert e.value.errno == errno.ENOSPC and not isinstance(e.value, shutil.Error)
