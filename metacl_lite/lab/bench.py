@@ -33,6 +33,12 @@ def measures(doc: dict) -> set:
             | {("gpu grid", m, doc["seeds"]) for m in (doc.get("methods", []) if doc.get("gpu") else [])})
 
 
+def suite_of(doc: dict) -> str:
+    """The suite a speed-benchmark file (or a planned one) times: its "suite" ("pmnist" for the CPU files of
+    Permuted MNIST, which do not name it)."""
+    return doc.get("suite", "pmnist")
+
+
 def check_bench_out(path: Path, planned: dict) -> Path:
     """The file a benchmark writes: refused (before any measurement) when it exists and is not a speed benchmark file
     (a results or tuning file given as --out: its units would be lost), or holds a measurement this run would not
@@ -47,6 +53,10 @@ def check_bench_out(path: Path, planned: dict) -> Path:
         if kind_of(doc) != "bench":
             raise FileFormatError(f"{path} is {what_is(doc)}, not {KINDS['bench']}, and the benchmark would "
                                   f"replace it: give --out a new file or a speed benchmark file")
+        if suite_of(doc) != suite_of(planned):
+            raise UserError(f"{path} holds the {suite_of(doc)} benchmark's figures, and this run times "
+                            f"{suite_of(planned)}, which would replace them: give --out a new file (or that "
+                            f"suite's own bench file)")
         lost = measures(doc) - measures(planned)
         if lost:
             raise UserError(f"{path} holds measurements this run would not make again ({len(lost)}: e.g. "
@@ -179,8 +189,8 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     methods = list(methods or PAPER_METHOD_NAMES)
     default_out = REPO_ROOT / "results" / f"bench-{suite}.json"
     # a run of fewer methods must not replace the committed figures of the others: refused before any measurement
-    out_file = check_bench_out(default_out if out is None else Path(out), {"per_method": [{"method": m}
-                                                                                          for m in methods]})
+    out_file = check_bench_out(default_out if out is None else Path(out),
+                               {"suite": suite, "per_method": [{"method": m} for m in methods]})
     bench = synthetic_benchmark(suite, full[2], n_tasks)
     reduced = (epochs, n_tasks) != full[:2]
     run_stream(synthetic_benchmark(suite, 1, 1), "finetune", TrainConfig(epochs=1), seed=0, show_progress=False)
@@ -332,7 +342,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     methods = list(methods or PAPER_METHOD_NAMES)
     default_out = REPO_ROOT / "results" / f"bench-{suite}-cuda.json"
     out_file = check_bench_out(Path(out) if out is not None else default_out,
-                               {"gpu": True, "methods": methods, "seeds": seeds})
+                               {"suite": suite, "gpu": True, "methods": methods, "seeds": seeds})
     deterministic(where)
     set_precision(precision, where)  # as every unit sets it: the file's determinism record says what they ran with
     default_n = default_workers(gpu=True, benchmark=suite, device=where)
