@@ -46,6 +46,16 @@ def _assignments(a) -> int:
     return 0 if results.total == results.possible else 1  # tells a script whether every visible test passed
 
 
+def spelled(text: str) -> str:
+    """`text` as stdout will show it: what its encoding cannot write spelled as the command line spells it
+    (`cli.ASCII_SPELLING`, the "metacl-spell" error handler), so that a table padded after this stays aligned."""
+    enc = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        return text.encode(enc, "metacl-spell").decode(enc)
+    except LookupError:  # an encoding Python does not know: plain ASCII
+        return text.encode("ascii", "metacl-spell").decode("ascii")
+
+
 # Commands
 def _run(a) -> int:
     from ..lab.grid import run_experiment
@@ -56,7 +66,7 @@ def _run(a) -> int:
                          show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
                          random_init=a.random_init, plan=plan_of(a), compile=a.compile, options=omega_options_of(a),
                          gamma=a.gamma, redo=a.redo or (), device=a.device, precision=a.precision)
-    print(format_table(res))
+    print(format_table(res, spell=spelled))
     return 0
 
 
@@ -66,7 +76,7 @@ def _table(a) -> int:
 
     if not a.results.exists():
         raise UserError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
-    print(format_table(store.load_results(a.results), a.format))
+    print(format_table(store.load_results(a.results), a.format, spelled))
     return 0
 
 

@@ -91,7 +91,7 @@ def _table_body(source: str) -> str:
     if setting and not (REPO_ROOT / source).exists():
         get_spec(setting.group(1))  # a block naming an unknown benchmark is a typo, not a file to come
         return "```bash\n" + "\n".join(missing_commands(setting.group(1), int(setting.group(2)))) + "\n```\n"
-    return format_table(store.load(REPO_ROOT / source, "results"), "md") + "\n"
+    return format_table(store.load_results(REPO_ROOT / source), "md") + "\n"  # the summary made from the matrices
 
 
 def check_blocks(text: str, path: Path) -> int:

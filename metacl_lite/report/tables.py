@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -93,16 +93,32 @@ def protocol_differs(res: dict) -> Optional[dict]:
     return {"n_tasks": cfg["n_tasks"], "epochs": epochs, "paper_n_tasks": spec.n_tasks, "paper_epochs": spec.epochs}
 
 
+#: What a γ control file's MetaCL-λ rows trained with (`grid.GAMMA_CONTROLS`), in the note of its table.
+CONTROL_GAMMA = {"0": "γ = 0 (the pure projection)", "beta": "γ = the tuned β of each MetaCL-β counterpart"}
+
+
+def control_note(cfg: dict) -> Optional[str]:
+    """The note of a γ control file's table (`config["gamma_control"]`): its MetaCL-λ rows are not the tuned method
+    of the paper's table; None for any other file."""
+    control = cfg.get("gamma_control")
+    if control is None:
+        return None
+    what = CONTROL_GAMMA.get(str(control), f"γ control {control!r}")
+    return (f"γ CONTROL: the MetaCL-λ rows trained with {what}, not their tuned γ; the paper's columns are its tuned "
+            f"methods, and the main table is results/{cfg['benchmark']}-K{cfg['K']}.json.")
+
+
 COLUMNS = ["label", "Seeds"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
 HEADS = ["Method", "Seeds"] + COLUMNS[2:]
 
 
-def format_table(res: dict, fmt: str = "text") -> str:
+def format_table(res: dict, fmt: str = "text", spell: Callable[[str], str] = str) -> str:
     """Our table beside the paper's (fmt: "text" or "md"), with each row's seed count and a visible mark on rows made
-    from fewer seeds than the file asks for."""
+    from fewer seeds than the file asks for. `spell` rewrites every text before the columns are padded (the command
+    line's ASCII spelling, for an output that cannot show β or ±: padded after, the columns stay aligned)."""
     cfg = res["config"]
     rows = comparison_rows(res)
-    notes = []
+    notes = [n for n in (control_note(cfg),) if n]
     differs, short = protocol_differs(res), incomplete_rows(res)
     if differs:
         ours = f"{differs['n_tasks']} tasks" + (f", {differs['epochs']} epoch(s) per task"
@@ -119,10 +135,12 @@ def format_table(res: dict, fmt: str = "text") -> str:
         return "\n".join(lines)
     title = (f"{cfg['benchmark']} K={cfg['K']}, {cfg['n_tasks']} tasks, {len(cfg['seeds'])} seed(s); ours: mean ± 95% "
              f"CI (t-interval over seeds); paper: {PAPER_SOURCES.get((cfg['benchmark'], cfg['K']), 'no published numbers')}")
-    widths = [max(len(h), *(len(str(r[c])) for r in rows)) for h, c in zip(HEADS, COLUMNS)]
-    line = lambda vals: "  ".join(str(v).ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
-    out = [title] + notes + [line(HEADS), line("-" * w for w in widths)]
-    out += [line([r[c] for c in COLUMNS]) for r in rows]
+    cells = [[spell(str(r[c])) for c in COLUMNS] for r in rows]
+    heads = [spell(h) for h in HEADS]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(heads)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+    out = [spell(title)] + [spell(n) for n in notes] + [line(heads), line(["-" * w for w in widths])]
+    out += [line(row) for row in cells]
     return "\n".join(out)
 
 
