@@ -5,6 +5,18 @@ these errors with the facts (which file, which key, which value), and `cli.py` a
 from __future__ import annotations
 
 
+def restore_advice(path) -> str:
+    """How to get a damaged file back: from git where git tracks it in this checkout (`git checkout -- path`), else
+    from the user's own copy (a file outside the repository, or one git ignores, has no version in git)."""
+    from .paths import REPO_ROOT, tracked
+
+    if tracked(path):
+        from pathlib import Path
+
+        return f"restore it from git (`git checkout -- {Path(path).resolve().relative_to(REPO_ROOT)}`)"
+    return "restore it from your own copy (a backup)"
+
+
 class UserError(Exception):
     """Something the user can fix; the message says what is wrong and how to fix it."""
 
@@ -29,7 +41,7 @@ class CorruptUnit(FileFormatError):
         self.path, self.section, self.key = path, section, key
         super().__init__(f"{path}: unit {section}/{key} is corrupt ({problem}); delete the entry {key!r} from "
                          f"{section!r} in that file (the other units are kept, and the next run trains that one "
-                         f"again), or restore the file from git")
+                         f"again), or {restore_advice(path)}")
 
 
 class HparamsError(UserError, ValueError):

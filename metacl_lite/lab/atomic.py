@@ -24,6 +24,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from ..errors import FileFormatError, LockedError, OutputError
+from ..paths import tracked
 
 
 def jsonable(x: Any) -> Any:
@@ -100,8 +101,8 @@ def read_json(path: Path, what: str = "JSON file", keep: bool = False) -> Any:
         raise FileFormatError(f"{what} {path} not found") from None
     except UnicodeDecodeError:
         raise FileFormatError(f"{path} is not a text file, so not {a_what}") from None
-    restore = (f"restore it with `git checkout -- {path}`" if keep or _in_this_checkout(path)
-               else "restore it from your copy (its git repository or a backup)")
+    restore = (f"restore it with `git checkout -- {path}`" if keep or tracked(path)
+               else "restore it from your own copy (a backup)")
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
     except DuplicateKey as e:
@@ -113,13 +114,6 @@ def read_json(path: Path, what: str = "JSON file", keep: bool = False) -> Any:
         raise FileFormatError(f"{path} is not valid JSON ({problem}), so not {a_what}: if it is another file, give "
                               f"the command another path; if it is a damaged {bare}, {restore}{aside}"
                               + (" (do not delete it: it holds every tuned value)" if keep else "")) from None
-
-
-def _in_this_checkout(path: Path) -> bool:
-    """Whether `path` is a file of this package's git checkout (where `git checkout -- path` can restore it)."""
-    from ..paths import IN_CHECKOUT, REPO_ROOT
-
-    return IN_CHECKOUT and Path(path).resolve().is_relative_to(Path(REPO_ROOT).resolve())
 
 
 class DuplicateKey(ValueError):
@@ -143,7 +137,8 @@ def check_writable(path: Path, fix: str = "choose another output path") -> Path:
     the user can do: by default another output path, for a file that has no option naming it something else)."""
     path = Path(path)
     if path.is_dir():
-        raise OutputError(f"{path} is a directory; give a file name such as {path / 'results.json'}")
+        raise OutputError(f"{path} is a directory; give a file name" + (f" such as {path / path.name}" if path.suffix
+                                                                       else " in it") + f", or {fix}")
     lock = path.with_name(path.name + ".lock")
     if lock.exists() and not lock.is_file():  # `locked` could not open it after the first unit trained
         what = "a directory" if lock.is_dir() else "not a file"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from ..paths import REPO_ROOT
-from ..errors import ConfigMismatch, CorruptUnit, FileFormatError
+from ..errors import ConfigMismatch, CorruptUnit, FileFormatError, restore_advice
 from .atomic import check_writable, jsonable, locked, read_json, write_json
 
 KIND, SCHEMA = "dynamics", 1
@@ -109,8 +109,8 @@ def load_dynamics(path: Optional[Path] = None, benchmark: str = "pmnist") -> dic
 
     for kind, runs in doc["runs"].items():
         if not isinstance(runs, dict):
-            raise FileFormatError(f"{path}: runs[{kind!r}] is {type(runs).__name__}, not an object of runs; restore "
-                                  f"the file from git or make it again")
+            raise FileFormatError(f"{path}: runs[{kind!r}] is {type(runs).__name__}, not an object of runs; "
+                                  f"{restore_advice(path)}, or make it again")
         for key, unit in runs.items():
             log = RECORDS.get(kind, (None, None))[1]
             problem = (f"it is {unit!r}, not an object" if not isinstance(unit, dict)

@@ -13,15 +13,17 @@ unit so that nothing computed is ever lost.
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from .atomic import check_writable, jsonable, locked, read_json, write_json
-from ..errors import ConfigMismatch, CorruptUnit, FileFormatError
+from ..errors import ConfigMismatch, CorruptUnit, FileFormatError, restore_advice
 from ..accel.device import CPU_KERNEL_KEYS
 from .provenance import invocation, now
 from .summary import summarize
+from ..data.specs import SPECS
 
 #: One field in which a file's configuration differs from a run's, in the message that refuses the run.
 DIFFERS = "{}: {!r} in the file, {!r} here"
@@ -72,8 +74,8 @@ def load(path: Path, kind: str, check_units: bool = True) -> dict:
     schema = doc.get("schema", 1)  # files written before the field existed are schema 1
     if isinstance(schema, bool) or schema not in range(1, SCHEMA + 1):
         raise FileFormatError(f"{path} has schema {schema!r}; this version of metacl-lite reads schemas 1 to {SCHEMA} "
-                              f"(a file written by a newer version, or an edited one: update metacl-lite or restore "
-                              f"the file from git)")
+                              f"(a file written by a newer version, or an edited one: update metacl-lite, or "
+                              f"{restore_advice(path)})")
     if check_units:
         check_file_units(doc, kind, path)
     return upgrade(doc, kind)
@@ -136,8 +138,8 @@ def check_file_units(doc: dict, kind: str, path: Path) -> None:
     for section, check in UNIT_CHECKS.get(kind, {}).items():
         units = doc.get(section, {})
         if not isinstance(units, dict):
-            raise FileFormatError(f"{path}: {section!r} is {type(units).__name__}, not an object of units; restore "
-                                  f"the file from git or make it again")
+            raise FileFormatError(f"{path}: {section!r} is {type(units).__name__}, not an object of units; "
+                                  f"{restore_advice(path)}, or make it again")
         for key, unit in units.items():
             problem = check(unit) if isinstance(unit, dict) else f"it is {unit!r}, not an object"
             if problem:
@@ -172,14 +174,14 @@ def check_invocations(doc: dict, path: Path) -> None:
         return
     invs = prov.get("invocations", []) if isinstance(prov, dict) else None
     if not isinstance(invs, list):
-        raise FileFormatError(f"{path}: provenance.invocations is not a list of invocations; restore the file from "
-                              f"git")
+        raise FileFormatError(f"{path}: provenance.invocations is not a list of invocations; "
+                              f"{restore_advice(path)}")
     for i, inv in enumerate(invs):
         then = inv.get("cpu_kernels") if isinstance(inv, dict) else None
         if not isinstance(inv, dict) or not (then is None or isinstance(then, dict)):
             what = f"cpu_kernels is {then!r}" if isinstance(inv, dict) else f"it is {inv!r}"
             raise FileFormatError(f"{path}: provenance.invocations[{i}] is corrupt ({what}, not an object), so which "
-                                  f"CPU made its units cannot be told; restore the file from git")
+                                  f"CPU made its units cannot be told; {restore_advice(path)}")
 
 
 def rounds_otherwise(here_inv: dict, doc: dict, path: Path) -> list[str]:
@@ -329,9 +331,46 @@ def load_results(path: Path) -> dict:
     missing += [s for s in ("runs", "references", "oracle") if not isinstance(doc.get(s), dict)]
     if missing:
         raise FileFormatError(f"{path} is not a complete results file (no {', '.join(missing)}); make it again with "
-                              f"`python -m metacl_lite run`, or restore it from git")
+                              f"`python -m metacl_lite run`, or {restore_advice(path)}")
+    check_config(doc, path)
     doc["summary"] = summarize(doc)
     return doc
+
+
+#: The names `run` gives a results file (`grid.default_out`): the setting's, or a gamma control's.
+SETTING_NAME = re.compile(r"(?P<benchmark>[a-z0-9]+)-K(?P<K>\d+)(?:-control-gamma-[a-z0-9]+)?\.json")
+
+
+def check_config(doc: dict, path: Path) -> None:
+    """A results file's config agrees with its units and its name: as many tasks (`n_tasks`) as every run's matrix
+    and every seed's references and oracle hold, and, for a file named as `run` names them (`SETTING_NAME`), the
+    benchmark and K of that name. Anything else (an edited config, a renamed file) is a FileFormatError naming the
+    file, so that no table reads numbers under another setting's name."""
+    cfg = doc["config"]
+    n = cfg["n_tasks"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise FileFormatError(f"{path}: config.n_tasks is {n!r}, not a number of tasks; {restore_advice(path)}")
+    for section, key, tasks in _task_counts(doc):
+        if tasks != n:
+            raise FileFormatError(f"{path}: config.n_tasks is {n}, but {section}/{key} holds {tasks} tasks (an edited "
+                                  f"config); {restore_advice(path)}, or make it again with `python -m metacl_lite "
+                                  f"run`")
+    named = SETTING_NAME.fullmatch(Path(path).name)
+    if named and named["benchmark"] in SPECS:
+        said = (named["benchmark"], int(named["K"]))
+        if (cfg["benchmark"], cfg["K"]) != said:
+            raise FileFormatError(f"{path}: its name says {said[0]} K={said[1]}, its config {cfg['benchmark']} "
+                                  f"K={cfg['K']!r} (an edited config, or a file renamed): {restore_advice(path)}, "
+                                  f"or give it the name of its own setting")
+
+
+def _task_counts(doc: dict):
+    """(section, key, how many tasks) of every unit of a results file."""
+    for key, run in doc["runs"].items():
+        yield "runs", key, len(run["acc_matrix"])
+    for section in ("references", "oracle"):
+        for key, unit in doc[section].items():
+            yield section, key, len(unit["acc"])
 
 
 def check_any(path: Path) -> Optional[dict]:

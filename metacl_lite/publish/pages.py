@@ -119,13 +119,16 @@ def _digest(path: Path) -> str:
 def reproduction_kind(benchmark: str, K: int, results_dir: Optional[Path] = None) -> str:
     """Which tables the page of (benchmark, K) has: "both" (a committed results file and the paper's numbers),
     "ours" (a results file, no numbers in the paper) or "paper" (the paper's numbers, no results file yet); neither
-    raises ValueError."""
+    (a results file of ours deleted) raises FileFormatError naming the file and how to get it back."""
+    from ..errors import FileFormatError, restore_advice
     from ..findings.paper import paper_table
 
-    results = (Path(results_dir or REPO_ROOT / "results") / f"{benchmark}-K{K}.json").exists()
-    paper = paper_table(benchmark, K) is not None
+    path = Path(results_dir or REPO_ROOT / "results") / f"{benchmark}-K{K}.json"
+    results, paper = path.exists(), paper_table(benchmark, K) is not None
     if not results and not paper:
-        raise ValueError(f"{benchmark} K={K} has neither a results file nor the paper's numbers: no page to make")
+        raise FileFormatError(f"{path} is missing, and its reproduction page shows it (the paper has no numbers for "
+                              f"{benchmark} K={K}): {restore_advice(path)}, or make it with `python -m metacl_lite "
+                              f"run --benchmark {benchmark} --K {K}`")
     return "both" if results and paper else "ours" if results else "paper"
 
 
