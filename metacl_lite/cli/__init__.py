@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 from ..errors import ConfigMismatch, CorruptUnit, LockedError, NotebookFailed, UnitsFailed, UserError
 from .commands import COMMANDS
 from .parser import build_parser
-from ..vocab import in_paper, regulariser_of
+from ..vocab import PAPER_METHOD_NAMES, regulariser_of
 
 
 def _hint(e: UserError, a) -> str:
@@ -32,11 +32,11 @@ def _hint(e: UserError, a) -> str:
                  if retuned and getattr(a, "cmd", None) == "run" else "")
                 + "write elsewhere with --out FILE, or start over with --force (which discards what the file holds)")
     elif isinstance(e, MissingHparams):
-        named = [m for m in (getattr(a, "methods", None) or []) if regulariser_of(m)]
-        extra = any(not in_paper(m) for m in named)  # tune's default is the paper's nine: name an extension's
+        missing = e.methods or [m for m in (getattr(a, "methods", None) or []) if regulariser_of(m)]
+        nine = {m for m in PAPER_METHOD_NAMES if regulariser_of(m)}  # tune's default: no --methods for all of them
         hint = (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
                 + (f" --K {a.K}" if getattr(a, "K", None) else "")
-                + (f" --methods {','.join(named)}`" if extra else "`"))
+                + (f" --methods {','.join(missing)}`" if missing and set(missing) != nine else "`"))
     elif isinstance(e, CorruptUnit) and e.section == "runs" and a.cmd == "run":
         hint = f"or train that method's runs again with --redo {e.key.split('/')[0]}"
     elif isinstance(e, LockedError):

@@ -345,7 +345,10 @@ def run_experiment(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), met
     needed = [m.replace("-lambda", "-beta") for m in methods] if gamma == "beta" else methods
     absent = H.missing(spec, needed if gamma != "0" else [], K, hp)
     if absent:
-        raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}")
+        raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {benchmark} (K={K}) in {H.HPARAMS_FILE}",
+                               absent)
+    if H.sources_checked():  # each value's tuning file is there and chose it: no run on a value of unknown origin
+        H.check_sources(hp, spec, needed if gamma != "0" else [], K)
     options = {**check_options(options), "device": kind(where), "precision": precision}
     if gamma is None:
         cfgs = {m: H.method_config(spec, m, epochs, K, hp, compile=compile, **options) for m in methods}

@@ -32,6 +32,8 @@ from ..vocab import OMEGA_OPTIONS, REGULARISERS
 from ..training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
+#: The package's own hparams.json, whose tuning files are those of results/ in its checkout (`check_sources`).
+PACKAGED_FILE = HPARAMS_FILE
 ENTRY_KEYS = {"methods", "source", "command", "sources", "by_K", "options", "options_source"}
 #: Keys of a per-K entry (by_K.<K>): the options are decided once for every K.
 K_ENTRY_KEYS = {"methods", "source", "command", "sources"}
@@ -47,7 +49,11 @@ def strength_key(method: str) -> Optional[str]:
 
 
 class MissingHparams(HparamsError):
-    """A regularised method has no tuned value for this benchmark (and K)."""
+    """Regularised methods (`methods`) have no tuned value for this benchmark (and K)."""
+
+    def __init__(self, message: str, methods: Sequence[str] = ()):
+        super().__init__(message)
+        self.methods = list(methods)
 
 
 def _check_entry(entry, where: str, path: Path, top: bool) -> None:
@@ -163,7 +169,7 @@ def method_hparams(benchmark: Bench, method: str, K: Optional[int] = None, hp: O
     hp = load() if hp is None else hp
     values = _entry(hp, benchmark, method, K)[0].get("methods", {})
     if method not in values:
-        raise MissingHparams(f"no tuned beta/gamma for {method} on {benchmark} in {HPARAMS_FILE}")
+        raise MissingHparams(f"no tuned beta/gamma for {method} on {benchmark} in {HPARAMS_FILE}", [method])
     return dict(values[method])
 
 
@@ -255,3 +261,60 @@ def store(benchmark: str, K: int, chosen: dict[str, dict], source: str, command:
         methods.update(chosen)
         validate(hp, path)
         write_json(path, hp)
+
+
+def sources_checked() -> bool:
+    """Whether `run` checks the tuning files hparams.json names (`check_sources`): for the package's own file in a
+    checkout, whose results/ holds them (an installed package ships no tuning files; another hparams file, a test's,
+    names files of its own)."""
+    from ..paths import IN_CHECKOUT
+
+    return IN_CHECKOUT and Path(HPARAMS_FILE) == Path(PACKAGED_FILE)
+
+
+def check_sources(hp: dict, benchmark: Optional[Bench] = None, methods: Optional[Sequence[str]] = None,
+                  K: Optional[int] = None) -> None:
+    """Every tuning file hparams.json names (an entry's "source", or a method's under "sources") exists, is a tuning
+    file, and chose the value hparams.json holds for the method; with `benchmark` only the values a run of `methods`
+    at K reads. Relative paths are the repository's (`paths.REPO_ROOT`). A file missing, of another kind or that chose
+    something else (a source pointing at another tuning) is an HparamsError naming the method, the file and the fix."""
+    from ..paths import REPO_ROOT
+    from .store import load as load_file
+
+    docs: dict[Path, dict] = {}
+    for where, m, value, src in _named_sources(hp, benchmark, methods, K):
+        path = Path(src) if Path(src).is_absolute() else REPO_ROOT / src
+        retune = f"python -m metacl_lite tune --benchmark {where.split('.')[0]}" + (
+            f" --K {where.split('.')[2]}" if ".by_K." in where else "") + f" --methods {m}"
+        if not path.is_file():
+            raise HparamsError(f"{HPARAMS_FILE}: {where}.methods.{m} comes from {src}, which is missing: restore that "
+                               f"tuning file (`git checkout -- {src}`), or tune {m} again (`{retune}`)")
+        if path not in docs:
+            docs[path] = load_file(path, "tuning")
+        chose = (docs[path].get("chosen") or {}).get(m)
+        if chose != value:
+            raise HparamsError(f"{HPARAMS_FILE}: {where}.methods.{m} = {value} names {src} as its tuning, which chose "
+                               f"{chose if chose is not None else 'no value'} for {m}: point {m}'s source at the tuning "
+                               f"that chose it (`git diff {HPARAMS_FILE.name}` shows the edit), or tune it again "
+                               f"(`{retune}`)")
+
+
+def _named_sources(hp: dict, benchmark: Optional[Bench], methods: Optional[Sequence[str]], K: Optional[int]):
+    """(where, method, its value, the tuning file named for it) for every value of hparams.json, or with `benchmark`
+    for the values a run of `methods` at K reads (`_entry`)."""
+    if benchmark is not None:
+        name = get_spec(benchmark).name
+        for m in methods or ():
+            if strength_key(m) is None or m not in _entry(hp, name, m, K)[0].get("methods", {}):
+                continue
+            entry, which = _entry(hp, name, m, K)
+            yield (name if which == "default" else f"{name}.by_K.{K}"), m, entry["methods"][m], _source(entry, m)
+        return
+    for name, top in hp.items():
+        for where, entry in [(name, top), *((f"{name}.by_K.{k}", e) for k, e in top.get("by_K", {}).items())]:
+            for m, value in entry.get("methods", {}).items():
+                yield where, m, value, _source(entry, m)
+
+
+def _source(entry: dict, method: str) -> str:
+    return entry.get("sources", {}).get(method, entry).get("source", "?")

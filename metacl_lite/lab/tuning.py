@@ -72,15 +72,19 @@ def default_protocol(benchmark: str, K: int) -> dict:
             "method_options": decided_options(benchmark)}
 
 
-def window_centres(benchmark: str, around: int, hp: Optional[dict] = None) -> dict[str, float]:
-    """The values tuned at K = `around` (hparams.json) for every tunable method: the centres of a windowed search."""
+def window_centres(benchmark: str, around: int, hp: Optional[dict] = None,
+                   methods: Sequence[str] = TUNABLE) -> dict[str, float]:
+    """The values tuned at K = `around` (hparams.json), the centres of a windowed search: of every tunable method
+    that has one, and of each method of `methods` (an extension such as L2 among them), which must have one."""
     values = H.tuned_at(benchmark, around, hp)
-    absent = [m for m in TUNABLE if m not in values]
+    absent = [m for m in methods if m not in values]
     if absent:
+        named = "" if set(absent) == set(TUNABLE) else f" --methods {','.join(absent)}"  # tune's default: the nine
         raise UsageError(f"--around {around}: {H.HPARAMS_FILE.name} holds no value tuned at K={around} for "
                          f"{', '.join(absent)}; tune that K first (python -m metacl_lite tune --benchmark {benchmark} "
-                         f"--K {around})")
-    return {m: values[m][H.strength_key(m)] for m in TUNABLE}
+                         f"--K {around}{named})")
+    return {m: values[m][H.strength_key(m)] for m in [*TUNABLE, *(m for m in methods if m not in TUNABLE)]
+            if m in values}
 
 
 def is_default(protocol: dict) -> bool:
@@ -153,6 +157,17 @@ def tune_command(doc: dict, out: Path) -> str:
     if (p.get("model") or {}).get("random_init"):
         cmd += " --random-init"
     return cmd + out_flag(out, default_tuning_out(p))
+
+
+def repo_path(out: Path) -> str:
+    """How hparams.json names the tuning file `out`: its path in the repository (REPO_ROOT), so that the name means
+    the same file in every clone; a file outside the repository is refused (UsageError), before any work."""
+    path, root = Path(out).resolve(), Path(REPO_ROOT).resolve()
+    if not path.is_relative_to(root):
+        raise UsageError(f"{out} is outside the repository ({root}), and hparams.json names each value's tuning file "
+                         f"by its path in the repository: give --out a file under results/ or runs/, or tune with "
+                         f"--no-write to keep the values in that file only")
+    return str(path.relative_to(root))
 
 
 def unit_key(method: str, param: str, value: float, seed: int) -> str:
@@ -304,7 +319,7 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     if around is not None:
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise UsageError(f"--window {window!r}: give a whole number of half-decades >= 1")
-        centres = window_centres(benchmark, around)
+        centres = window_centres(benchmark, around, methods=methods)
         protocol["window"] = {"around_K": around, "half_decades": window, "centres": centres}
         protocol["method_grids"] = {m: window_grid(c, H.strength_key(m), window) for m, c in centres.items()}
     with_options = [*TUNABLE, *(m for m in methods if m not in TUNABLE)]  # an extension's, only when it is tuned
@@ -320,9 +335,11 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
         protocol["model"] = {"random_init": model["random_init"]}
     out = check_writable(Path(out) if out else default_tuning_out(protocol))
     canonical = is_default(protocol)
-    if write_hparams or (write_hparams is None and canonical):  # a read-only hparams.json: said now, not after hours
+    write = canonical if write_hparams is None else write_hparams
+    if write:  # a read-only hparams.json, or a tuning file it could not name: said now, not after hours
         check_writable(H.HPARAMS_FILE, fix="make it writable, or tune with --no-write to keep the results in the "
                                            "tuning file only")
+        source = repo_path(out)
     if command is None:
         command = tune_command
 
@@ -410,10 +427,10 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
     doc = store.doc
     if "grid" not in doc or not ran:
         doc["grid"] = grid_of(doc)
-    write = canonical if write_hparams is None else write_hparams
     chosen = {m: v for m, v in doc.get("chosen", {}).items() if m in methods}
-    if write and chosen and ran:
-        H.store(benchmark, K, chosen, relative_to_repo(out), doc["provenance"]["command"])
-    doc["hparams_written"] = bool(write and chosen and ran)
+    written = bool(write and chosen and (ran or write_hparams))  # asked for: a finished tuning's values too
+    if written:
+        H.store(benchmark, K, chosen, source, doc["provenance"]["command"])
+    doc["hparams_written"] = written
     doc["canonical"] = canonical
     return doc

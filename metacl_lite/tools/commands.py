@@ -74,6 +74,7 @@ def _pages(a) -> int:
 
     _in_checkout("pages")
     check_stamped_files()
+    check_tunings()
     stale = write_pages(check=a.check)
     for p in stale:
         print(("stale: " if a.check else "wrote ") + str(p))
@@ -96,10 +97,19 @@ def check_stamped_files() -> None:
             load_dynamics(path)
 
 
+def check_tunings() -> None:
+    """The tuning files hparams.json names, each there and choosing the value it holds (`hparams.check_sources`):
+    the pages and the README show values whose origin must be in results/."""
+    from ..lab import hparams as H
+
+    H.check_sources(H.load())
+
+
 def _readme(a) -> int:
     from ..publish.readme import update_readme
 
     _in_checkout("readme")
+    check_tunings()
     stale = update_readme(check=a.check)
     if a.check and stale:
         print("README.md tables are out of date; run `python -m metacl_lite.tools readme`", file=sys.stderr)
