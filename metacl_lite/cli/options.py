@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from ..data.specs import BENCHMARKS, get_spec
+from ..data.specs import BENCHMARKS, MAX_SEEDS, get_spec
 from ..errors import UserError
 from ..vocab import METHOD_NAMES, OMEGA_ACCUMULATE, OMEGA_NORMALISE
 
@@ -29,11 +29,6 @@ def positive(name):
             raise argparse.ArgumentTypeError(f"{name} must be positive, got {iv}")
         return iv
     return conv
-
-
-#: The most seeds one command runs (--seeds N): the paper's tables use 5, the training logs 10; a million-seed grid
-#: would take years of CPU, and a list of 10^12 seeds does not fit in memory.
-MAX_SEEDS = 1000
 
 
 def seed_count(name: str = "--seeds"):

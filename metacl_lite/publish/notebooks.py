@@ -27,7 +27,7 @@ from ..lab.atomic import check_writable
 from ..paths import PACKAGE_DIR, REPO_ROOT
 from ..accel.device import DEVICE_CHOICES
 from ..errors import FileFormatError, NotebookFailed, UsageError
-from ..data.specs import SPECS
+from ..data.specs import MAX_SEEDS, SPECS
 
 
 class ParameterError(UsageError):
@@ -58,6 +58,12 @@ def _benchmark(v: str, point: dict[str, Any]) -> None:
 def _positive(v: int, point: dict[str, Any]) -> None:
     if v <= 0:
         raise _Invalid("give a positive integer (1, 2, ...)")
+
+
+def _seeds(v: int, point: dict[str, Any]) -> None:
+    _positive(v, point)
+    if v > MAX_SEEDS:  # as `run --seeds` (the page trains seeds 0..v-1)
+        raise _Invalid(f"at most {MAX_SEEDS} seeds per run (the paper's tables average 5)")
 
 
 def _K(v: int, point: dict[str, Any]) -> None:
@@ -106,7 +112,7 @@ def _device(v: Optional[str], point: dict[str, Any]) -> None:
 #: it. `validate` applies them, so the command line (before any kernel starts) and `check_parameters` (inside the
 #: notebook, under plain papermill) check the same things.
 VALUE_CHECKS: dict[str, Callable[[Any, dict[str, Any]], None]] = {
-    "benchmark": _benchmark, "K": _K, "seeds": _positive, "methods": _methods,
+    "benchmark": _benchmark, "K": _K, "seeds": _seeds, "methods": _methods,
     "epochs": _epochs, "n_tasks": _n_tasks, "device": _device,
 }
 

@@ -10,15 +10,17 @@ helpers (`metacl_lite.cli.options`), and a user's error exits 2 without a traceb
 """
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
+if TYPE_CHECKING:  # nothing imported with the package (see `build_parser`)
+    import argparse
 
 
 def build_parser() -> argparse.ArgumentParser:
     # imported here, not with the package: `python -m metacl_lite.tools` imports this package before its __main__,
     # whose guard turns a Ctrl-C in the first moments into one word instead of a traceback
+    import argparse
+
     from ..cli.options import (BENCHMARKS, device_option, int_list, method_list, out_path, placement_options,
                                positive, precision_option)
 
@@ -82,17 +84,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from ..cli import dispatch, interrupted
-
     try:
+        from ..cli import dispatch
         from .commands import COMMANDS
 
         p = build_parser()
         a, extra = p.parse_known_args(argv)
-    except KeyboardInterrupt:  # Ctrl-C while the options are read: nothing started
+    except KeyboardInterrupt:  # Ctrl-C while the command line loads or the options are read: nothing started
         return interrupted()
     if a.cmd in ("gpu-check", "browser-check"):
         a.args = extra  # the script's own options, checked by its parser
     elif extra:
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     return dispatch(a, COMMANDS)
+
+
+def interrupted() -> int:
+    """Ctrl-C before a command started: one word on stderr, exit 130, a second press ignored (as `cli.interrupted`,
+    which may be the very import the press interrupted)."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("\ninterrupted", file=sys.stderr)
+    return 130
