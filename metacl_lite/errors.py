@@ -10,11 +10,12 @@ def restore_advice(path) -> str:
     from the user's own copy (a file outside the repository, or one git ignores, has no version in git)."""
     from .paths import REPO_ROOT, tracked
 
+    hint = "restore it from your own copy (a backup)"
     if tracked(path):
         from pathlib import Path
 
-        return f"restore it from git (`git checkout -- {Path(path).resolve().relative_to(REPO_ROOT)}`)"
-    return "restore it from your own copy (a backup)"
+        hint = f"restore it from git (`git checkout -- {Path(path).resolve().relative_to(REPO_ROOT)}`)"
+    return hint
 
 
 class UserError(Exception):

@@ -97,17 +97,6 @@ def protocol_differs(res: dict) -> Optional[dict]:
 CONTROL_GAMMA = {"0": "γ = 0 (the pure projection)", "beta": "γ = the tuned β of each MetaCL-β counterpart"}
 
 
-def control_note(cfg: dict) -> Optional[str]:
-    """The note of a γ control file's table (`config["gamma_control"]`): its MetaCL-λ rows are not the tuned method
-    of the paper's table; None for any other file."""
-    control = cfg.get("gamma_control")
-    if control is None:
-        return None
-    what = CONTROL_GAMMA.get(str(control), f"γ control {control!r}")
-    return (f"γ CONTROL: the MetaCL-λ rows trained with {what}, not their tuned γ; the paper's columns are its tuned "
-            f"methods, and the main table is results/{cfg['benchmark']}-K{cfg['K']}.json.")
-
-
 COLUMNS = ["label", "Seeds"] + [f"{k} {w}" for k in ("ACC", "BT", "FA") for w in ("ours", "paper")]
 HEADS = ["Method", "Seeds"] + COLUMNS[2:]
 
@@ -118,8 +107,12 @@ def format_table(res: dict, fmt: str = "text", spell: Callable[[str], str] = str
     line's ASCII spelling, for an output that cannot show β or ±: padded after, the columns stay aligned)."""
     cfg = res["config"]
     rows = comparison_rows(res)
-    notes = [n for n in (control_note(cfg),) if n]
-    differs, short = protocol_differs(res), incomplete_rows(res)
+    notes = []
+    differs, short, control = protocol_differs(res), incomplete_rows(res), cfg.get("gamma_control")
+    if control is not None:  # its MetaCL-λ rows are not the tuned methods of the paper's columns
+        notes.append(f"γ CONTROL: the MetaCL-λ rows trained with {CONTROL_GAMMA.get(str(control), repr(control))}, "
+                     f"not their tuned γ; the paper's columns are its tuned methods, and the main table is "
+                     f"results/{cfg['benchmark']}-K{cfg['K']}.json.")
     if differs:
         ours = f"{differs['n_tasks']} tasks" + (f", {differs['epochs']} epoch(s) per task"
                                                 if differs["epochs"] is not None else "")
