@@ -184,7 +184,7 @@ class Server:
         self.payload, self.connections = payload, 0
         self.tcp = socket.create_server(("127.0.0.1", 0))
         self.port = self.tcp.getsockname()[1]
-        self.abstract = f"metacl-attack-{os.getpid()}"
+        self.abstract = f"metacl-attack-{os.getpid()}-{id(self)}"
         self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.unix.bind("\0" + self.abstract)
         self.unix.listen()
@@ -202,8 +202,14 @@ class Server:
                 conn.sendall(self.payload)
 
     def close(self) -> None:
-        self.tcp.close()
-        self.unix.close()
+        import socket
+
+        for sock in (self.tcp, self.unix):  # shutdown wakes the accept that close alone leaves waiting
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
 
 
 def _with_cell(src: Path, out: Path, cell: str, kernel: str = "") -> None:
