@@ -265,11 +265,11 @@ def store(benchmark: str, K: int, chosen: dict[str, dict], source: str, command:
 
 def sources_checked() -> bool:
     """Whether `run` checks the tuning files hparams.json names (`check_sources`): for the package's own file in a
-    checkout, whose results/ holds them (an installed package ships no tuning files; another hparams file, a test's,
-    names files of its own)."""
-    from ..paths import IN_CHECKOUT
+    checkout, whose results/ holds them (an installed package ships no tuning files, nor does the grading jail's
+    copy of the package, which has no results/; another hparams file, a test's, names files of its own)."""
+    from ..paths import IN_CHECKOUT, REPO_ROOT
 
-    return IN_CHECKOUT and Path(HPARAMS_FILE) == Path(PACKAGED_FILE)
+    return IN_CHECKOUT and (REPO_ROOT / "results").is_dir() and Path(HPARAMS_FILE) == Path(PACKAGED_FILE)
 
 
 def check_sources(hp: dict, benchmark: Optional[Bench] = None, methods: Optional[Sequence[str]] = None,
