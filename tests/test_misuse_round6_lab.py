@@ -139,7 +139,7 @@ def test_tune_write_hparams_refuses_a_tuning_file_outside_the_repository(hparams
     before = H.HPARAMS_FILE.read_bytes()
     out = tmp_path / "t.json"
     assert main(["tune", "--benchmark", "pmnist", *TINY[:-2], "--methods", "mas", "--beta-grid", "1", "--seed-list",
-                 "7", "--write-hparams", "--out", str(out)]) == 2
+                 "7", "--write-hparams", "--workers", "1", "--out", str(out)]) == 2
     err = _one_line(capsys.readouterr().err)
     assert f"{out} is outside the repository" in err and "--no-write" in err
     assert fake_units == [] and not out.exists() and H.HPARAMS_FILE.read_bytes() == before
