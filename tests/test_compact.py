@@ -44,7 +44,13 @@ MESSAGES = {
                                    "copy)",
     "lab.atomic.read_json": "how to restore a file that cannot be read (the fix of read_json's errors)",
     "lab.atomic.holder": "who holds a lock, in the message of a process that waits for it",
-    "course.grading._refusal": "why a handed-in file is not graded (a symbolic link, outside the class folder)",
+    "course.submissions._refusal": "why a handed-in file is not graded (a symbolic link, a FIFO, outside the class "
+                                   "folder)",
+    "course.sheet.needs_regrading": "why a sheet row is graded again (an error, a shorter time limit, another "
+                                    "autograder)",
+    "course.sheet._run_lines": "a feedback's lines on how the run ended (timeout, crash, error) and the time-limit hint",
+    "course.grading.grade_one": "a submission's status when the grader's worker ended without a result",
+    "course.jail.init": "the jail's error line when it cannot start the submission's process",
     "course.grading_refs._stub": "the source of a withheld reference's stand-in, whose error names the refusal",
     "course.grading_worker.grade": "a submission's status when its process ended early (the sheet's status column)",
     "course.jail_runner.one_line": "the error a student's cell raised, as its feedback line",
