@@ -5,7 +5,6 @@ kept; the same class graded from another working folder; what the channel decode
 writable places are size-limited tmpfs; a hidden test's message keeps its quotes; nothing of a submission outlives
 a SIGKILL of its worker."""
 import csv
-import io
 import json
 import os
 import signal

@@ -7,7 +7,6 @@ import json
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -219,21 +218,8 @@ def test_a_cub_K_beyond_its_classes_is_refused_before_the_download_is_asked_for(
     assert "choose K <= 29" in err and "fetch" not in err.lower()
 
 
-# 11. Ctrl-C while python -m metacl_lite.tools loads
-DRIVER = textwrap.dedent("""
-    import runpy, sys
-    target, module, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-
-    class CtrlC:  # Ctrl-C lands while `target` is imported
-        def find_spec(self, name, path=None, target_=None):
-            if name == target:
-                raise KeyboardInterrupt
-            return None
-
-    sys.meta_path.insert(0, CtrlC())
-    sys.argv = [module, *args]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
-""")
+# 11. Ctrl-C while python -m metacl_lite.tools loads: round five's driver (a Ctrl-C while `target` is imported)
+from test_misuse_round5 import DRIVER  # noqa: E402
 
 
 @pytest.mark.parametrize("target", ["metacl_lite.cli", "argparse"])
