@@ -301,3 +301,18 @@ def test_a_full_temporary_folder_while_the_package_is_copied_is_one_error_not_a_
     with pytest.raises(OSError) as e:
         G._package_copy(tmp_path, NAME)
     assert e.value.errno == errno.ENOSPC and not isinstance(e.value, shutil.Error)
+
+
+@pytest.mark.parametrize("args", [["assignments", "generate", "a1", "--dist", ""],
+                                  ["assignments", "grade", "a1", "x.ipynb", "--dist", " "],
+                                  ["assignments", "grade", "a1", "x.ipynb", "--out", ""]])
+def test_an_empty_path_option_is_refused_not_taken_for_the_working_folder(args, tmp_path, monkeypatch, capsys):
+    """`--dist ''` wrote the solution notebook into the working folder (the checkout's root)."""
+    from metacl_lite.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.ipynb").write_text("{}")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "is empty: it would mean the working folder" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.ipynb"]

@@ -27,7 +27,7 @@ def _assignments(a) -> int:
                 print("run `python -m metacl_lite assignments generate --pages-only`", file=sys.stderr)
                 return 1
             return 0
-        dist = A.check_dist(a.dist or A.DIST_DIR)  # a file or a read-only folder: refused before the work
+        dist = A.check_dist(A.nonempty_path(a.dist, "--dist") if a.dist is not None else A.DIST_DIR)  # before work
         for n in names:
             out = A.generate(n, dist, run_tests=not a.no_run_tests)
             print(f"{n}: student {out['student']}\n{' ' * len(n)}  instructor {out['solution']}"

@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     sg = ssub.add_parser("generate", help="student + instructor versions (dist/assignments/) and the book pages; "
                                           "runs every test against the solutions first")
     sg.add_argument("names", nargs="*", help="assignments (default: all)")
-    sg.add_argument("--dist", type=Path, default=None, help="output folder (default dist/assignments)")
+    sg.add_argument("--dist", type=str, default=None, help="output folder (default dist/assignments)")
     sg.add_argument("--no-run-tests", action="store_true", help="do not run the tests against the solutions")
     sg.add_argument("--pages-only", action="store_true", help="only refresh the student pages in book/assignments")
     sg.add_argument("--check", action="store_true", help="only compare the book pages with the sources (implies "
