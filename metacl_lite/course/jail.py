@@ -194,8 +194,8 @@ def _scratch(src: str, dst: str, conf: dict) -> None:
 def build_root(new: str, conf: dict) -> None:
     """The jail's file system under `new` (an empty folder): a fresh tmpfs holding only what a submission needs,
     read-only: the system's software (`SYSTEM`, symbolic links kept as links), the grader's Python, the data and the
-    package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place, a tmpfs: `_scratch`), fresh /tmp, /var/tmp,
-    /dev/shm, a few devices and the PID namespace's /proc. Whatever else is on the machine, world-readable or not,
+    package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place, a tmpfs: `_scratch`), fresh
+    /tmp, /var/tmp, /dev/shm, a few devices and the PID namespace's /proc. Whatever else is on the machine, world-readable or not,
     is not there; and what the grader hides (`hidden`) is covered even where it lies inside a bound folder."""
     _mount("-t", "tmpfs", "-o", "size=16m,mode=0755,nosuid,nodev", "tmpfs", new)
     for top in SYSTEM:
