@@ -42,7 +42,7 @@ MESSAGES = {
     "lab.dynamics.load_dynamics": "the file kind named in read_json's errors",
     "data.mnist.fetch_hint_mnist": "the how-to-fetch hint of MNIST's missing-data errors (a checkout or an installed "
                                    "copy)",
-    "lab.atomic.read_json": "how to restore a file that cannot be read (the fix of read_json's errors)",
+    "lab.atomic._restore": "how to restore a file that cannot be read (the fix of read_json's errors)",
     "lab.atomic.holder": "who holds a lock, in the message of a process that waits for it",
     "course.submissions._refusal": "why a handed-in file is not graded (a symbolic link, a FIFO, outside the class "
                                    "folder)",

@@ -191,6 +191,7 @@ def decode(d, depth: int = 0, landing: Optional[Path] = None, nowhere: Optional[
                                f"{MAX_FILE // 2 ** 20} MiB, cannot cross")
         where = Path(tempfile.mkdtemp(dir=landing)) / name
         where.write_bytes(data)
+        _LANDED[Path(landing).resolve()] = landed(landing) + len(data)
         return where
     if tag == "path" and type(body) is str:
         if nowhere is None:
@@ -215,9 +216,13 @@ def decode(d, depth: int = 0, landing: Optional[Path] = None, nowhere: Optional[
     raise ChannelError(f"an unknown tag {tag!r}")
 
 
+#: the bytes this process has landed in each landing folder (counted as they land: no walk of the folder per file)
+_LANDED: dict[Path, int] = {}
+
+
 def landed(landing: Path) -> int:
-    """The bytes of the files that have landed in `landing` so far."""
-    return sum(f.stat().st_size for f in Path(landing).rglob("*") if f.is_file() and not f.is_symlink())
+    """The bytes of the files this process has landed in `landing` so far."""
+    return _LANDED.get(Path(landing).resolve(), 0)
 
 
 def dumps(message: dict) -> bytes:

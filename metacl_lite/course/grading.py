@@ -39,8 +39,8 @@ from ..data.datafiles import data_root
 from ..paths import PACKAGE_DIR, REPO_ROOT
 from ..lab.atomic import cannot_create_in, check_writable, locked, write_text
 from ..lab.executors import result
-from .sheet import (columns, feedback_name, feedback_text, needs_regrading, one_line, ordered, read_sheet, row,
-                    write_sheet, written_answers)
+from .sheet import (columns, feedback_name, feedback_text, graded_by_another, keep_manual, needs_regrading, one_line,
+                    ordered, read_sheet, row, write_sheet, written_answers)
 from .assignments import DIST_DIR, SOURCE_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
 from .submissions import (MAX_NOTEBOOK, NotANotebook, Submission, find_submissions, notebook_bytes,  # noqa: F401
                           plain_notebook, submission_key)
@@ -241,6 +241,17 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def to_grade(subs: Sequence[Submission], rows: dict[str, dict], sha: str, timeout: float, out: Path) -> list:
+    """The submissions to grade: those without a row in the sheet `out` (`rows`), and those whose row should be
+    graded again (`sheet.needs_regrading`); a note on stderr says how many another autograder graded."""
+    todo = [s for s in subs if s.key not in rows or needs_regrading(rows[s.key], sha, timeout)]
+    stale = [s for s in todo if s.key in rows and graded_by_another(rows[s.key], sha)]
+    if stale:
+        print(f"note: {len(stale)} rows of {out} were graded by another autograder (sha256 differs): graded again "
+              "with this one, their manual points kept", file=sys.stderr)
+    return todo
+
+
 def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[Path] = None,
                timeout: Optional[float] = None, dist: Path = DIST_DIR, on_row: Optional[Callable[[dict], None]] = None,
                jobs: int = 1, show_hidden: bool = False, answers: Optional[Path] = None) -> list[dict]:
@@ -276,12 +287,7 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
     with locked(out, wait=False):
         rows = {r["submission"]: r for r in read_sheet(out, cols, name)}
         order = list(rows)
-        why = {s.key: needs_regrading(rows[s.key], sha, timeout) for s in subs if s.key in rows}
-        todo = [s for s in subs if s.key not in rows or why[s.key]]
-        stale = [k for k, w in why.items() if w and "autograder" in w]
-        if stale:
-            print(f"note: {len(stale)} rows of {out} were graded by another autograder (sha256 differs): graded "
-                  "again with this one, their manual points kept", file=sys.stderr)
+        todo = to_grade(subs, rows, sha, timeout, out)
         for s in subs:
             if s.key not in order:
                 order.append(s.key)
@@ -293,21 +299,16 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
                 return grade_one(name, zip_path, s.path, timeout, hidden)
             except AssignmentError as e:
                 return {"error": str(e)}
-            except OSError as e:  # a full temporary folder stops the class, not just this row: so would every other
-                if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                    raise AssignmentError(
+            except Exception as e:  # noqa: BLE001 - one submission's failure is its own row; the class goes on
+                if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):  # a full temporary folder
+                    raise AssignmentError(  # would fail every other submission too: it stops the class
                         f"no space left in the temporary folder {tempfile.gettempdir()} while grading {s.key}: free "
                         f"some, or point TMPDIR at a folder with room; the rows graded so far are kept in {out}, and "
                         f"the same command grades the rest") from None
                 return {"error": f"{s.path} could not be graded ({type(e).__name__}: {e})"}
-            except Exception as e:  # noqa: BLE001 - one submission's failure is its own row; the class goes on
-                return {"error": f"{s.path} could not be graded ({type(e).__name__}: {e})"}
 
         def done(s: Submission, rec: dict) -> None:
-            r = row(s.key, rec, points, manual, name, sha)
-            for c in cols:  # the points entered by hand stay with the row
-                if c.endswith(" (manual)") and s.key in rows and rows[s.key].get(c):
-                    r[c] = rows[s.key][c]
+            r = keep_manual(row(s.key, rec, points, manual, name, sha), rows.get(s.key), manual)
             rows[s.key] = r
             write_sheet(out, cols, [rows[k] for k in order if k in rows])
             try:

@@ -135,10 +135,23 @@ def needs_regrading(r: dict, sha: str, timeout: float) -> Optional[str]:
     limit = timeout_of(status)
     if limit is not None and limit < timeout:
         return f"it timed out over {limit:g} s, and the time limit is now {timeout:g} s"
-    old = r.get("autograder_sha256") or ""
-    if old and sha and old != sha:
-        return f"another autograder graded it (sha256 {old[:12]}, now {sha[:12]})"
+    if graded_by_another(r, sha):
+        return f"another autograder graded it (sha256 {r['autograder_sha256'][:12]}, now {sha[:12]})"
     return None
+
+
+def graded_by_another(r: dict, sha: str) -> bool:
+    """Whether a sheet's row was graded by an autograder other than the one of sha256 `sha`."""
+    old = r.get("autograder_sha256") or ""
+    return bool(old and sha and old != sha)
+
+
+def keep_manual(new: dict, old: Optional[dict], manual: dict[str, float]) -> dict:
+    """`new`, a submission's row graded again, with the points entered by hand in its previous row `old`."""
+    for q in manual:
+        if (old or {}).get(manual_column(q)):
+            new[manual_column(q)] = old[manual_column(q)]
+    return new
 
 
 # What a student gets back

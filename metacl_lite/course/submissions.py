@@ -19,8 +19,8 @@ MAX_NOTEBOOK = 64 * 2 ** 20
 
 
 class Submission(tuple):
-    """(key, path, refused): the sheet's key (the resolved path, relative to the working folder when inside it), the
-    file, and why it is refused (a symbolic link, a file outside its class folder) or None."""
+    """(key, path, refused): the sheet's key (`submission_key`), the file, and why it is refused (a symbolic link, a
+    special file, a file outside its class folder) or None."""
 
     key = property(lambda self: self[0])
     path = property(lambda self: self[1])
@@ -52,8 +52,6 @@ def find_submissions(paths: Sequence[Path], base: Optional[Path] = None) -> list
     link, a FIFO or other special file, a file outside its folder) or None; keys relative to `base`."""
     out: list[Submission] = []
     for p in map(Path, paths):
-        if str(p) in ("", "."):
-            p = Path(".")
         if p.is_dir() and Path(os.path.abspath(p)) == Path("/"):
             raise AssignmentError(f"{p} is the root of the file system (an empty variable before the slash?): give "
                                   "the class folder")
@@ -65,12 +63,8 @@ def find_submissions(paths: Sequence[Path], base: Optional[Path] = None) -> list
             if not found:
                 raise AssignmentError(f"{p} holds no notebooks (.ipynb) or otter exports (.zip)")
             out += [Submission((submission_key(q, base), q, _refusal(q, p))) for q in sorted(found)]
-        elif p.is_symlink() and p.suffix in (".ipynb", ".zip"):
+        elif p.suffix in (".ipynb", ".zip") and (p.exists() or p.is_symlink()):  # a file: a link, a FIFO refused
             out.append(Submission((submission_key(p, base), p, _refusal(p, None))))
-        elif p.exists() and p.suffix in (".ipynb", ".zip") and not p.is_file():
-            out.append(Submission((submission_key(p, base), p, _refusal(p, None))))
-        elif p.is_file() and p.suffix in (".ipynb", ".zip"):
-            out.append(Submission((submission_key(p, base), p, None)))
         elif p.exists():
             raise AssignmentError(f"{p} is neither a notebook (.ipynb), an otter export (.zip) nor a folder")
         else:
@@ -82,17 +76,13 @@ def find_submissions(paths: Sequence[Path], base: Optional[Path] = None) -> list
 def _read_regular(path: Path, limit: int) -> bytes:
     """A regular file's bytes, up to `limit`: opened without blocking (a FIFO put in its place never hangs the
     grader) and refused unless it is a regular file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    try:
-        st = os.fstat(fd)
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW), "rb") as f:
+        st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise AssignmentError(f"{path} is not a regular file")
         if st.st_size > limit:
             raise AssignmentError(f"{path} is over {limit >> 20} MB")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(limit + 1)
-    finally:
-        os.close(fd)
+        return f.read(limit + 1)
 
 
 def notebook_bytes(path: Path, name: Optional[str] = None) -> bytes:

@@ -101,19 +101,24 @@ def read_json(path: Path, what: str = "JSON file", keep: bool = False) -> Any:
         raise FileFormatError(f"{what} {path} not found") from None
     except UnicodeDecodeError:
         raise FileFormatError(f"{path} is not a text file, so not {a_what}") from None
-    restore = (f"restore it with `git checkout -- {path}`" if keep or tracked(path)
-               else "restore it from your own copy (a backup)")
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
     except DuplicateKey as e:
         raise FileFormatError(f"{path} holds the key {e.key!r} twice in one object (an edited {bare}: JSON readers "
-                              f"disagree on which value wins); keep one of the two, or {restore}") from None
+                              f"disagree on which value wins); keep one of the two, or "
+                              f"{_restore(path, keep)}") from None
     except json.JSONDecodeError as e:
         aside = "" if keep else ", or move it aside to start a new one"
         problem = "it is empty" if not text.strip() else f"{e.msg} at line {e.lineno}, column {e.colno}"
         raise FileFormatError(f"{path} is not valid JSON ({problem}), so not {a_what}: if it is another file, give "
-                              f"the command another path; if it is a damaged {bare}, {restore}{aside}"
+                              f"the command another path; if it is a damaged {bare}, {_restore(path, keep)}{aside}"
                               + (" (do not delete it: it holds every tuned value)" if keep else "")) from None
+
+
+def _restore(path: Path, keep: bool) -> str:
+    """How to get a damaged JSON file back (asked of git only once a file is found damaged: `tracked` runs git)."""
+    return (f"restore it with `git checkout -- {path}`" if keep or tracked(path)
+            else "restore it from your own copy (a backup)")
 
 
 class DuplicateKey(ValueError):

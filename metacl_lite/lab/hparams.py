@@ -282,10 +282,11 @@ def check_sources(hp: dict, benchmark: Optional[Bench] = None, methods: Optional
     from .store import load as load_file
 
     docs: dict[Path, dict] = {}
-    for where, m, value, src in _named_sources(hp, benchmark, methods, K):
+    for name, at_K, m, value, src in _named_sources(hp, benchmark, methods, K):
         path = Path(src) if Path(src).is_absolute() else REPO_ROOT / src
-        retune = f"python -m metacl_lite tune --benchmark {where.split('.')[0]}" + (
-            f" --K {where.split('.')[2]}" if ".by_K." in where else "") + f" --methods {m}"
+        where = name if at_K is None else f"{name}.by_K.{at_K}"
+        retune = (f"python -m metacl_lite tune --benchmark {name}" + ("" if at_K is None else f" --K {at_K}")
+                  + f" --methods {m}")
         if not path.is_file():
             raise HparamsError(f"{HPARAMS_FILE}: {where}.methods.{m} comes from {src}, which is missing: restore that "
                                f"tuning file (`git checkout -- {src}`), or tune {m} again (`{retune}`)")
@@ -300,20 +301,21 @@ def check_sources(hp: dict, benchmark: Optional[Bench] = None, methods: Optional
 
 
 def _named_sources(hp: dict, benchmark: Optional[Bench], methods: Optional[Sequence[str]], K: Optional[int]):
-    """(where, method, its value, the tuning file named for it) for every value of hparams.json, or with `benchmark`
-    for the values a run of `methods` at K reads (`_entry`)."""
+    """(benchmark, the K of a per-K entry or None, method, its value, the tuning file named for it) for every value of
+    hparams.json, or with `benchmark` for the values a run of `methods` at K reads (`_entry`)."""
     if benchmark is not None:
         name = get_spec(benchmark).name
         for m in methods or ():
-            if strength_key(m) is None or m not in _entry(hp, name, m, K)[0].get("methods", {}):
+            if strength_key(m) is None:
                 continue
             entry, which = _entry(hp, name, m, K)
-            yield (name if which == "default" else f"{name}.by_K.{K}"), m, entry["methods"][m], _source(entry, m)
+            if m in entry.get("methods", {}):
+                yield name, (None if which == "default" else K), m, entry["methods"][m], _source(entry, m)
         return
     for name, top in hp.items():
-        for where, entry in [(name, top), *((f"{name}.by_K.{k}", e) for k, e in top.get("by_K", {}).items())]:
+        for at_K, entry in [(None, top), *top.get("by_K", {}).items()]:
             for m, value in entry.get("methods", {}).items():
-                yield where, m, value, _source(entry, m)
+                yield name, at_K, m, value, _source(entry, m)
 
 
 def _source(entry: dict, method: str) -> str:
