@@ -220,6 +220,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         why = last[-1][:160] if last else f"exit status {proc.returncode}"
         return {"error": f"the grader's worker ended without a result ({why}); graded again on a rerun"}
     finally:
+        jail.end_processes(uid)  # nothing of the submission runs once its row is written
         shutil.rmtree(tmp, ignore_errors=True)
 
 

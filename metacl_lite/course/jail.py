@@ -62,6 +62,29 @@ def is_submission_uid(uid: int) -> bool:
     return UID_BASE <= uid < UID_BASE + UID_SPAN
 
 
+def end_processes(uid: int, wait_s: float = 60.0) -> int:
+    """Return once no process runs as the submission's `uid`, not even one that has ended and is not yet reaped,
+    killing any that still runs (up to `wait_s`): when its worker was killed, the jail dies by parent-death signals,
+    a moment after the worker; the row is written after. The number of processes that were still there."""
+    import time
+
+    import psutil
+
+    deadline, seen = time.monotonic() + wait_s, set()
+    while time.monotonic() < deadline:
+        left = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
+        if not left:
+            break
+        seen.update(p.pid for p in left)
+        for p in left:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        time.sleep(0.1)
+    return len(seen)
+
+
 class JailUnavailable(RuntimeError):
     """The machine cannot build the jail (not root, no unshare, namespaces refused)."""
 
