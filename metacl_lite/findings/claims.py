@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ..errors import FileFormatError
+from ..keys import runs_of
 from ..training import METHODS
 from ..vocab import PAPER_REGULARISERS, REGULARISER_LABELS, VARIANTS, method_name
 from .evidence import ANGLE_PAIR, CONTROL_COMMAND, CONTROLS, DYNAMICS_COMMAND, SPEED_PAIRS, Evidence, control_file
@@ -424,7 +425,7 @@ def largest_angle(ev: Evidence, which: str = "g2", task: Optional[int] = None, p
     if log is None or not log["runs"]:
         return {}
     t = log["n_tasks"] - 1 if task is None else task
-    return {m: max(float(np.max(angles_degrees(r, t, which))) for k, r in log["runs"].items() if k.split("/")[0] == m)
+    return {m: max(float(np.max(angles_degrees(r, t, which))) for r in runs_of(log["runs"], m).values())
             for m in pair}
 
 

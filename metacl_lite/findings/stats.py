@@ -16,6 +16,8 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from ..keys import runs_of
+
 from ..lab.summary import summarize
 
 CONFIRMED, REFUTED, INCONCLUSIVE, NOT_RUN = "confirmed", "refuted", "inconclusive", "not yet run"
@@ -179,8 +181,8 @@ def angle_mean(log: dict, task: int, which: str) -> float:
 
 def log_differences(runs: Mapping[str, dict], a: str, b: str, stat: Callable[[dict], float]) -> dict[int, float]:
     """{seed: stat(log of a) − stat(log of b)} over the seeds with both logs; `runs` maps "method/seed" to a log."""
-    seeds = {int(k.split("/")[1]) for k in runs if k.split("/")[0] == a}
-    return {s: stat(runs[f"{a}/{s}"]) - stat(runs[f"{b}/{s}"]) for s in sorted(seeds) if f"{b}/{s}" in runs}
+    logs_a, logs_b = runs_of(runs, a), runs_of(runs, b)
+    return {s: stat(logs_a[s]) - stat(logs_b[s]) for s in sorted(logs_a) if s in logs_b}
 
 
 def format_p(x: float, alpha: float = ALPHA) -> str:

@@ -27,6 +27,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from ..keys import StoryKey
 from ..paths import REPO_ROOT
 from ..vocab import PAPER_REGULARISERS, REGULARISER_LABELS, method_name, parse_method
 from ..training import PENALTY_COLUMNS
@@ -126,7 +127,7 @@ def summarise(per_seed: Mapping[str, Mapping[str, float]]) -> dict:
 # The measurement
 # ----------------------------------------------------------------------------------------------------------------
 def run_key(imp: str, variant: str, setting: str, K: int) -> str:
-    return f"{method_name(imp, variant)}/{'gamma' if variant == 'lambda' else 'beta'}={setting}/K={K}"
+    return str(StoryKey(method_name(imp, variant), "gamma" if variant == "lambda" else "beta", setting, K))
 
 
 def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequence[str] = PAPER_REGULARISERS,
@@ -262,7 +263,7 @@ def story_frame(doc: Mapping):
     rows = []
     for key, r in doc["runs"].items():
         imp, variant = parse_method(r["method"])
-        setting = key.split("/")[1].split("=")[1]
+        setting = StoryKey.parse(key).setting
         for s, st in r["per_seed"].items():
             rows.append({"regulariser": REGULARISER_LABELS[imp], "variant": names[(variant, setting)], "K": r["K"],
                          "n_tasks": r["n_tasks"], "gamma": r["gamma"], "beta": r["beta"], "seed": int(s),

@@ -13,6 +13,7 @@ import seaborn as sns
 import torch
 
 from ..balance import dynamic_balance, fixed_balance
+from ..keys import runs_by_key
 from ..vocab import BASELINES, PAPER_REGULARISERS, REGULARISER_LABELS, VARIANTS, parse_method
 
 #: Colour by regulariser ("none": fine-tune and MetaCL w/o reg), in the vocabulary's order (MAS C0, PI C1, EWC C2,
@@ -206,11 +207,10 @@ def seed_accuracy_curves(res: dict) -> pd.DataFrame:
     from ..lab.summary import matrix_from_json
 
     rows = []
-    for key, run in res["runs"].items():
-        method, seed = key.split("/")
+    for (method, seed), run in runs_by_key(res["runs"]):
         family, variant = family_variant(method)
         for i, v in enumerate(average_accuracy_curve(matrix_from_json(run["acc_matrix"]))):
-            rows.append({"method": method, "family": family, "variant": variant, "seed": int(seed), "task": i + 1,
+            rows.append({"method": method, "family": family, "variant": variant, "seed": seed, "task": i + 1,
                          "average accuracy (%)": float(v)})
     return pd.DataFrame(rows)
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..lab.summary import matrix_from_json
 from ..metrics import average_accuracy_curve
+from ..keys import runs_of
 from ..data.specs import SPECS
 from ..findings.paper import PAPER_SOURCES, paper_table
 from ..vocab import METHOD_NAMES, ORACLE, PAPER_METHOD_NAMES, in_paper, method_label
@@ -33,7 +34,7 @@ def average_accuracy_curves(res: dict) -> dict[str, np.ndarray]:
     """Fig. 3: the average accuracy after each task, mean over seeds, per method."""
     out = {}
     for m in res["config"]["methods"]:
-        mats = [matrix_from_json(r["acc_matrix"]) for k, r in res["runs"].items() if k.split("/")[0] == m]
+        mats = [matrix_from_json(r["acc_matrix"]) for r in runs_of(res["runs"], m).values()]
         if mats:
             out[m] = np.mean([average_accuracy_curve(a) for a in mats], axis=0)
     return out
