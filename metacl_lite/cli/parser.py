@@ -18,7 +18,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m metacl_lite",
                                 description="MetaCL (AAAI 2020) reproduction: run, tabulate, tune, decide choices, notebooks, assignments.")
     sub = p.add_subparsers(dest="cmd", required=True)
+    for command in (run_parser, table_parser, tune_parser, choices_parser, notebook_parser, dynamics_parser,
+                    assignments_parser):
+        command(sub)
+    return p
 
+
+def run_parser(sub) -> None:
+    """`run`: methods x seeds (+ references and oracle) into a results file (`lab.grid`)."""
     r = sub.add_parser("run", help="run methods x seeds (+ references and oracle) and write a results file")
     r.add_argument("--benchmark", required=True, choices=BENCHMARKS)
     r.add_argument("--K", required=True, type=positive("K"), help="training images per class (first K)")
@@ -42,10 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     choice_options(r)
     executor_options(r)
 
+
+def table_parser(sub) -> None:
+    """`table`: a results file beside the paper's table."""
     t = sub.add_parser("table", help="print a results file beside the paper's table")
     t.add_argument("results", type=Path)
     t.add_argument("--format", choices=("text", "md"), default="text")
 
+
+def tune_parser(sub) -> None:
+    """`tune`: β/γ chosen on a validation split (`lab.tuning`)."""
     u = sub.add_parser("tune", help="choose beta/gamma on a validation split (never the test set)")
     u.add_argument("--benchmark", default="pmnist", choices=BENCHMARKS)
     u.add_argument("--K", type=positive("K"), default=None,
@@ -76,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     choice_options(u)
     executor_options(u)
 
+
+def choices_parser(sub) -> None:
+    """`choices`: the paper's open choices about Ω decided on validation data (`lab.choices`)."""
     c = sub.add_parser("choices", help="decide the paper's open choices about Omega on validation data (tunes every "
                                        "variant at each K, resumable) and write results/open-choices-<benchmark>.json")
     c.add_argument("--benchmark", default="pmnist", choices=BENCHMARKS)
@@ -86,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-progress", action="store_true")
     executor_options(c)
 
+
+def notebook_parser(sub) -> None:
+    """`notebook`: a parameterised chapter run with papermill."""
     n = sub.add_parser("notebook", help="run a parameterised chapter with papermill (checked parameters)")
     n.add_argument("notebook", type=Path, help="a MyST (.md) or .ipynb chapter, e.g. book/reproduce/benchmark.md")
     n.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
@@ -94,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the cross product of these values (repeatable), e.g. --grid K=20,50; one output each")
     n.add_argument("-o", "--out-dir", type=Path, default=Path("runs"), help="where executed notebooks go")
 
-    dynamics_parser(sub)
+
+def assignments_parser(sub) -> None:
+    """`assignments`: the course's assignments (list, generate, check, and the grading and kit commands)."""
     s = sub.add_parser("assignments", help="course assignments (otter-grader): list, generate, check, grade")
     ssub = s.add_subparsers(dest="acmd", required=True)
     ssub.add_parser("list", help="the assignments and their sources")
@@ -112,7 +133,6 @@ def build_parser() -> argparse.ArgumentParser:
     from ..course import grading, kit
 
     grading.add_parser(ssub), kit.add_parser(ssub)
-    return p
 
 
 def dynamics_parser(sub) -> None:

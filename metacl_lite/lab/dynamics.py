@@ -19,6 +19,7 @@ from typing import Mapping, Optional, Sequence
 
 from ..paths import REPO_ROOT
 from ..errors import ConfigMismatch, CorruptUnit, FileFormatError, restore_advice
+from ..keys import RunKey, unit_name
 from .atomic import check_writable, jsonable, locked, read_json, write_json
 
 KIND, SCHEMA = "dynamics", 1
@@ -76,9 +77,9 @@ def as_logs(doc: Mapping, kind: str) -> dict:
     {"K", "n_tasks", "seeds", "runs": {"method/seed": log}}, over the file's seeds whose runs all exist."""
     s = doc["config"]["streams"][kind]
     runs = doc["runs"].get(kind, {})
-    seeds = [x for x in doc["config"]["seeds"] if all(f"{m}/{x}" in runs for m in s["methods"])]
+    seeds = [x for x in doc["config"]["seeds"] if all(str(RunKey(m, x)) in runs for m in s["methods"])]
     return {"K": s["K"], "n_tasks": s["n_tasks"], "seeds": seeds,
-            "runs": {f"{m}/{x}": runs[f"{m}/{x}"] for m in s["methods"] for x in seeds}}
+            "runs": {str(RunKey(m, x)): runs[str(RunKey(m, x))] for m in s["methods"] for x in seeds}}
 
 
 def command(seeds: Sequence[int], streams: Mapping[str, Mapping], out: Path, benchmark: str = "pmnist") -> str:
@@ -148,6 +149,43 @@ def _differences(old: Mapping, new: Mapping) -> list[str]:
     return diff
 
 
+def _merged(old: Optional[dict], cfg: dict, inv: dict, out: Optional[Path]) -> dict:
+    """The document a run of `cfg` writes: `old` (the file's; None for a new one) with the run's seeds and streams
+    added. As the results store, a file made with other settings, another thread count or on a CPU that rounds
+    otherwise is refused (ConfigMismatch)."""
+    from .store import rounds_otherwise
+
+    doc = old if old is not None else {"kind": KIND, "schema": SCHEMA, "config": {}, "runs": {},
+                                       "provenance": {"invocations": []}}
+    if old is not None:
+        diff = _differences(old["config"], cfg) + rounds_otherwise(inv, old, out)
+        if diff:
+            raise ConfigMismatch(f"{out} was made with other settings ({', '.join(diff)})")
+    seeds_all = sorted(set(doc["config"].get("seeds", [])) | set(cfg["seeds"]))
+    doc["config"] = {**cfg, "seeds": seeds_all, "streams": {**doc["config"].get("streams", {}), **cfg["streams"]}}
+    for kind in cfg["streams"]:
+        doc["runs"].setdefault(kind, {})
+    return doc
+
+
+def _save(out: Path, fresh: bool, cfg: dict, inv: dict, kind: str, key: RunKey, unit: dict) -> dict:
+    """Write one finished run into the file `out` under its lock (read again first: another process may have added
+    runs; `fresh`: start it over), with this invocation's record in its provenance; the document written."""
+    from .store import LATEST
+
+    with locked(out):
+        doc = _merged(None if fresh or not out.exists() else load_dynamics(out), cfg, inv, out)
+        doc["runs"][kind][str(key)] = unit
+        prov = doc["provenance"]
+        prov["invocations"] = [i for i in prov.get("invocations", []) if i.get("id") != inv["id"]] + [dict(inv)]
+        prov["wall_s_total"] = sum(float(i.get("wall_s") or 0.0) for i in prov["invocations"])
+        for k in LATEST:  # the latest invocation's, for readers (as the results store)
+            prov[k] = inv[k]
+        prov["command"] = command(doc["config"]["seeds"], cfg["streams"], out, cfg["benchmark"])
+        write_json(out, doc)
+    return doc
+
+
 def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = None, benchmark: str = "pmnist",
             out: Optional[Path] = None, force: bool = False, show_progress: bool = False,
             threads: Optional[int] = None) -> dict:
@@ -164,66 +202,38 @@ def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = Non
     from .executors import check_plan
     from .hparams import load
     from .provenance import invocation, now
-    from .store import LATEST, rounds_otherwise
+    from .store import LATEST
 
     seeds = check_seeds(seeds)
     if threads is not None:
         torch.set_num_threads(check_plan(threads=threads).threads)
-    hp = load()
     cfg = {"benchmark": benchmark, "seeds": list(seeds),
-           "streams": streams_config(streams or STREAMS, benchmark, hp), "threads": torch.get_num_threads()}
+           "streams": streams_config(streams or STREAMS, benchmark, load()), "threads": torch.get_num_threads()}
     inv = {"id": uuid.uuid4().hex[:12], **invocation(threads=cfg["threads"]), "units": [], "wall_s": 0.0}
-
-    def merged(old: Optional[dict]) -> dict:
-        doc = old if old is not None else {"kind": KIND, "schema": SCHEMA, "config": {}, "runs": {},
-                                           "provenance": {"invocations": []}}
-        if old is not None:  # as the results store: other settings, another thread count or a CPU that rounds
-            diff = _differences(old["config"], cfg) + rounds_otherwise(inv, old, out)  # otherwise are refused
-            if diff:
-                raise ConfigMismatch(f"{out} was made with other settings ({', '.join(diff)})")
-        seeds_all = sorted(set(doc["config"].get("seeds", [])) | set(cfg["seeds"]))
-        doc["config"] = {**cfg, "seeds": seeds_all,
-                         "streams": {**doc["config"].get("streams", {}), **cfg["streams"]}}
-        for kind in cfg["streams"]:
-            doc["runs"].setdefault(kind, {})
-        return doc
-
     if out is not None:
         out = check_writable(Path(out))
-        doc = merged(None if force or not out.exists() else load_dynamics(out))
-    else:
-        doc = merged(None)
+    doc = _merged(None if out is None or force or not out.exists() else load_dynamics(out), cfg, inv, out)
     fresh, benches = force, {}
     for seed in seeds:  # seed by seed: an interrupted file holds whole seeds of both streams
         for kind, s in cfg["streams"].items():
             for m in s["methods"]:
-                key = f"{m}/{seed}"
-                if key in doc["runs"][kind]:
+                key = RunKey(m, seed)
+                if str(key) in doc["runs"][kind]:
                     continue
                 if kind not in benches:
                     benches[kind] = make_benchmark(benchmark, s["K"], n_tasks=s["n_tasks"])
                 unit = train_unit(benchmark, kind, s, m, seed, benches[kind])
                 if show_progress:
                     print(f"{kind} {key}: {unit['wall_s']:.0f} s", file=sys.stderr, flush=True)
-                inv["units"].append(f"{kind}/{key}")
+                inv["units"].append(unit_name(kind, key))
                 inv["wall_s"] += unit["wall_s"]
                 inv["finished"] = now()
                 if out is None:
-                    doc["runs"][kind][key] = unit
-                    continue
-                with locked(out):
-                    doc = merged(None if fresh or not out.exists() else load_dynamics(out))
-                    fresh = False
-                    doc["runs"][kind][key] = unit
-                    prov = doc["provenance"]
-                    prov["invocations"] = [i for i in prov.get("invocations", []) if i.get("id") != inv["id"]] + [
-                        dict(inv)]
-                    prov["wall_s_total"] = sum(float(i.get("wall_s") or 0.0) for i in prov["invocations"])
-                    for k in LATEST:  # the latest invocation's, for readers (as the results store)
-                        prov[k] = inv[k]
-                    prov["command"] = command(doc["config"]["seeds"], cfg["streams"], out, benchmark)
-                    write_json(out, doc)
+                    doc["runs"][kind][str(key)] = unit
+                else:
+                    doc, fresh = _save(out, fresh, cfg, inv, kind, key, unit), False
     if out is None:
         doc["provenance"] = {**{k: inv[k] for k in LATEST},
-                             "command": command(seeds, cfg["streams"], default_file(benchmark), benchmark), "invocations": [inv], "wall_s_total": inv["wall_s"], "live": True}
+                             "command": command(seeds, cfg["streams"], default_file(benchmark), benchmark),
+                             "invocations": [inv], "wall_s_total": inv["wall_s"], "live": True}
     return jsonable(doc)

@@ -18,12 +18,14 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, NamedTuple, Optional
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 from ..errors import UsageError
 
-EXECUTORS = ("local", "ray")
+#: The executors a plan names (`Plan.executor`); the classes that run them: `EXECUTORS`.
+CHOICES = ("local", "ray")
 
 
 @dataclass
@@ -230,8 +232,8 @@ def check_plan(executor: str = "local", workers: Optional[int] = None, threads: 
                address: Optional[str] = None, gpu_share: Optional[float] = None) -> Plan:
     """Check the options before any work: a known executor, positive counts, a GPU share in (0, 1] for Ray only, Ray
     importable and reachable."""
-    if executor not in EXECUTORS:
-        raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
+    if executor not in CHOICES:
+        raise UsageError(f"unknown executor {executor!r}; choose one of {', '.join(CHOICES)}")
     for name, v in (("workers", workers), ("threads", threads)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             raise UsageError(f"{name}={v!r} must be a positive integer")
@@ -359,14 +361,190 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
         signal.signal(signal.SIGINT, before)
 
 
+class Executor:
+    """One way of running a grid's units, behind one interface: `run(fn, jobs, done)` calls `fn(job)` for every job
+    and `done(job, result, error)` in this process as each one ends (in completion order; `error`, the unit's
+    exception as text, else None). The polling and the Ctrl-C rules are written here once: the units are waited for
+    POLL_S at a time (see POLL_S), and a Ctrl-C (KeyboardInterrupt) ends the units still running (`stop`) before it
+    goes on to the caller. An executor fills in where the units run: `start` them, yield the `ended` ones, `stop`
+    them, `close` after the last; `guard` is what holds while they run (a signal handler, torch's threads)."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def run(self, fn: Callable[[Any], Any], jobs: list, done: Callable[..., None]) -> None:
+        with self.guard():
+            try:
+                self.start(fn, jobs)
+                while self.running():
+                    for job, result, error in self.ended(POLL_S):
+                        done(job, result, error)
+            except KeyboardInterrupt:
+                self.stop()
+                raise
+            self.close()
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        yield
+
+    def start(self, fn: Callable[[Any], Any], jobs: list) -> None:
+        raise NotImplementedError
+
+    def running(self) -> bool:
+        """Whether units are still to end."""
+        raise NotImplementedError
+
+    def ended(self, timeout: float) -> Iterable[tuple[Any, Any, Optional[str]]]:
+        """The units that ended within `timeout` seconds (none, when none did), as (job, result, error)."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """After Ctrl-C: end the units still running."""
+
+    def close(self) -> None:
+        """After the last unit."""
+
+
+class SerialExecutor(Executor):
+    """One unit after another in this process, with the plan's intra-op threads (as in a worker; this process's own
+    setting, a notebook's, is put back afterwards). A unit's exception propagates (a failed unit is a bug here), and
+    so does Ctrl-C, at once."""
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        import torch
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.plan.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    def start(self, fn, jobs):
+        self.fn, self.todo = fn, list(jobs)
+
+    def running(self):
+        return bool(self.todo)
+
+    def ended(self, timeout):
+        job = self.todo.pop(0)
+        return [(job, self.fn(job), None)]
+
+
+class RayExecutor(Executor):
+    """Ray tasks, one per unit (`ray_options`: one CPU, a GPU unit's share of one card of the plan's model); Ctrl-C
+    cancels those not ended."""
+
+    def start(self, fn, jobs):
+        import ray
+
+        remote = ray.remote(**ray_options(self.plan))(_call)
+        self.refs = {remote.remote(fn, job, self.plan.threads): job for job in jobs}
+
+    def running(self):
+        return bool(self.refs)
+
+    def ended(self, timeout):
+        import ray
+
+        ready, _ = ray.wait(list(self.refs), num_returns=1, timeout=timeout)
+        for ref in ready:
+            job = self.refs.pop(ref)
+            try:
+                yield job, ray.get(ref), None
+            except ray.exceptions.RayError as e:
+                yield job, None, f"{type(e).__name__}: {e}"
+
+    def stop(self):
+        import ray
+
+        for ref in self.refs:
+            ray.cancel(ref, force=True)
+
+
+class PoolExecutor(Executor):
+    """`plan.workers` spawned worker processes on this machine (at most one per unit), `plan.threads` threads each. A
+    worker that dies loses only its unit. Ctrl-C: the first press ends the workers at once (`_stop_pool`; a unit can
+    train for minutes) and the run; every later press does nothing until the caller has said its last words
+    (`_settling`)."""
+
+    def __init__(self, plan: Plan):
+        super().__init__(plan)
+        self.pool: Optional[ProcessPoolExecutor] = None
+        self.pressed: list = []
+
+    def first_press(self, signum, frame):
+        """The SIGINT handler while the units run: the first press ends the grid (KeyboardInterrupt); the handler,
+        not the code that catches it, makes every later press do nothing, so no press can land between the two (a
+        second KeyboardInterrupt there would skip `_stop_pool` and leave the workers training, the exit hanging in
+        their join)."""
+        if self.pressed:
+            return
+        self.pressed.append(signum)
+        raise KeyboardInterrupt
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        own = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) not in (
+            signal.SIG_IGN, None)  # Ctrl-C ignored (a background job) stays ignored; other threads cannot set handlers
+        before = signal.signal(signal.SIGINT, self.first_press) if own else None
+        try:
+            yield
+        finally:
+            if own:
+                signal.signal(signal.SIGINT, _settling(before) if self.pressed else before)
+
+    def start(self, fn, jobs):
+        import multiprocessing
+
+        self.pool = ProcessPoolExecutor(max_workers=min(self.plan.workers, max(len(jobs), 1)),
+                                        mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                                        initargs=(self.plan.threads,))
+        self.futures = {self.pool.submit(fn, job): job for job in jobs}
+        self.pending = set(self.futures)
+
+    def running(self):
+        return bool(self.pending)
+
+    def ended(self, timeout):
+        finished, self.pending = wait(self.pending, timeout=timeout, return_when=FIRST_COMPLETED)
+        for f in finished:
+            try:
+                yield self.futures[f], f.result(), None
+            except BrokenProcessPool as e:
+                yield self.futures[f], None, f"a worker process died ({e})"
+            except Exception as e:  # the unit's own error, reported with its job
+                yield self.futures[f], None, f"{type(e).__name__}: {e}"
+
+    def stop(self):
+        self.pressed.append(signal.SIGINT)  # also where this process raised it itself: later presses do nothing
+        if self.pool is not None:
+            _stop_pool(self.pool)
+
+    def close(self):
+        self.pool.shutdown()
+
+
+#: The executors by name: a plan's executor (`CHOICES`), "local" with one worker being "serial" (`executor_of`).
+EXECUTORS: dict[str, type[Executor]] = {"serial": SerialExecutor, "local": PoolExecutor, "ray": RayExecutor}
+
+
+def executor_of(plan: Plan) -> Executor:
+    """The executor that runs `plan`'s units."""
+    serial = plan.executor == "local" and plan.workers == 1
+    return EXECUTORS["serial" if serial else plan.executor](plan)
+
+
 def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[Any, Any], None], plan: Plan,
             progress: Optional[Callable[[], None]] = None) -> list[Failure]:
-    """Run `fn(job)` for every job as `plan` says; call `on_result(job, result)` in this process as each one
-    finishes (in completion order). Returns the failures (each job's exception as text); finished jobs are kept."""
-    jobs = list(jobs)
+    """Run `fn(job)` for every job as `plan` says (`executor_of`); call `on_result(job, result)` in this process as
+    each one finishes (in completion order). Returns the failures (each job's exception as text); finished jobs are
+    kept."""
     failures: list[Failure] = []
 
-    def done(job, result=None, error=None):
+    def done(job, result, error):
         if error is None:
             on_result(job, result)
         else:
@@ -374,79 +552,7 @@ def run_all(fn: Callable[[Any], Any], jobs: Iterable[Any], on_result: Callable[[
         if progress:
             progress()
 
-    if plan.executor == "local" and plan.workers == 1:
-        import torch
-
-        before = torch.get_num_threads()
-        torch.set_num_threads(plan.threads)  # as in a worker; put back afterwards (a notebook's own setting)
-        try:
-            for job in jobs:  # in this process: exceptions (and Ctrl-C) propagate; a failed unit is a bug here
-                done(job, fn(job))
-        finally:
-            torch.set_num_threads(before)
-        return failures
-    if plan.executor == "ray":
-        import ray
-
-        remote = ray.remote(**ray_options(plan))(_call)  # a GPU unit: a share of one card, of the plan's model
-        refs = {remote.remote(fn, job, plan.threads): job for job in jobs}
-        try:
-            while refs:
-                ready, _ = ray.wait(list(refs), num_returns=1, timeout=POLL_S)  # see POLL_S
-                if not ready:
-                    continue
-                job = refs.pop(ready[0])
-                try:
-                    done(job, ray.get(ready[0]))
-                except ray.exceptions.RayError as e:
-                    done(job, error=f"{type(e).__name__}: {e}")
-        except KeyboardInterrupt:
-            for r in refs:
-                ray.cancel(r, force=True)
-            raise
-        return failures
-    import multiprocessing
-
-    pressed = []
-
-    def first_press(signum, frame):
-        """Ctrl-C: the first press ends the grid (KeyboardInterrupt); the handler, not the code that catches it,
-        makes every later press do nothing, so no press can land between the two (a second KeyboardInterrupt there
-        would skip `_stop_pool` and leave the workers training, the exit hanging in their join)."""
-        if pressed:
-            return
-        pressed.append(signum)
-        raise KeyboardInterrupt
-
-    own = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) not in (
-        signal.SIG_IGN, None)  # Ctrl-C ignored (a background job) stays ignored; other threads cannot set handlers
-    before = signal.signal(signal.SIGINT, first_press) if own else None
-    try:
-        pool = ProcessPoolExecutor(max_workers=min(plan.workers, max(len(jobs), 1)),
-                                   mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
-                                   initargs=(plan.threads,))
-        try:
-            futures = {pool.submit(fn, job): job for job in jobs}
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)  # see POLL_S
-                for f in finished:
-                    try:
-                        result = f.result()
-                    except BrokenProcessPool as e:
-                        done(futures[f], error=f"a worker process died ({e})")
-                    except Exception as e:  # the unit's own error, reported with its job
-                        done(futures[f], error=f"{type(e).__name__}: {e}")
-                    else:
-                        done(futures[f], result)
-        except KeyboardInterrupt:
-            pressed.append(signal.SIGINT)  # also where this process raised it itself: later presses do nothing
-            _stop_pool(pool)
-            raise
-        pool.shutdown()
-    finally:
-        if own:
-            signal.signal(signal.SIGINT, _settling(before) if pressed else before)
+    executor_of(plan).run(fn, list(jobs), done)
     return failures
 
 
