@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from metacl_lite.lab import grid as G
+from metacl_lite.paths import REPO_ROOT
 from metacl_lite.lab import hparams as H
 from metacl_lite import training as T
 from metacl_lite.cli import main
@@ -139,7 +140,7 @@ def test_bad_values_exit_2_before_any_work(capsys, tmp_path, monkeypatch, extra,
 
 
 def test_table_names_files_of_the_wrong_kind(capsys, tmp_path):
-    root = G.REPO_ROOT
+    root = REPO_ROOT
     for path, needle in [(root / "results" / "tuning-pmnist-K20.json", "is a tuning file"),
                          (root / "results" / "bench-pmnist-K20.json", "is a speed benchmark file")]:
         rc, err = _err(capsys, ["table", str(path)])

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from metacl_lite.lab import grid as G
+from metacl_lite.paths import REPO_ROOT
 from metacl_lite.lab.checks import effective_options
 from metacl_lite.errors import ConfigMismatch
 from metacl_lite.training import TrainConfig
@@ -66,7 +67,7 @@ def test_recorded_command_is_relative_inside_the_repository(hparams_file, spy):
     cfg = {"benchmark": "pmnist", "K": 50, "seeds": [0, 1, 2], "methods": list(PAPER_METHOD_NAMES), "n_tasks": 20,
            "train": {"epochs": 5}, "data_source": "auto", "model": {}}
     assert run_command(cfg, G.default_out("pmnist", 50)) == "python -m metacl_lite run --benchmark pmnist --K 50 --seeds 3"
-    assert run_command(cfg, G.REPO_ROOT / "runs" / "x.json").endswith(" --seeds 3 --out runs/x.json")
+    assert run_command(cfg, REPO_ROOT / "runs" / "x.json").endswith(" --seeds 3 --out runs/x.json")
     cfg.update(seeds=[3, 4], data_source="raw")
     assert run_command(cfg, G.default_out("pmnist", 50)).endswith("--K 50 --seed-list 3,4 --data raw")
     cfg["train"]["compile"] = "auto"  # a compiled file refuses eager units: its command must say so
@@ -97,15 +98,35 @@ def test_cifar_stream_longer_than_the_dataset_is_refused(hparams_file, spy, tmp_
         G.run_experiment("cifar100", 20, seeds=[0], n_tasks=11, out=tmp_path / "r.json")
 
 
-def test_a_file_made_before_new_training_options_existed_can_be_continued(hparams_file, spy, tmp_path):
+def test_a_file_made_before_new_training_options_existed_is_migrated_once_then_continued(hparams_file, spy, tmp_path):
+    """A run interrupted before a training option existed (its config has no train.pi_xi): refused in one line naming
+    the migration; once migrated (the option at its default, the numbers unchanged, the migration in provenance) it
+    continues, training only the units it lacks."""
+    from metacl_lite.errors import FileFormatError
+    from metacl_lite.lab.migrate import migrate
+
     out = tmp_path / "r.json"
     G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=out, **TINY)
     doc = json.loads(out.read_text())
     del doc["config"]["train"]["pi_xi"]  # as if pi_xi had been added after the file was made (default 0.1)
+    del doc["config"]["threads"]  # and the threads recorded since
     out.write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match=r"r.json was written by an older metacl-lite \(its config has no "
+                                              r"threads, train.pi_xi\): migrate it once with `python -m "
+                                              r"metacl_lite.tools migrate .*r.json`"):
+        G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], out=out, **TINY)
+    assert migrate([out]) == {out: ["threads", "train.pi_xi"]}
+    assert migrate([out]) == {out: []}  # once
+    moved = json.loads(out.read_text())
+    assert moved["runs"] == doc["runs"] and moved["references"] == doc["references"]
+    assert moved["config"]["train"]["pi_xi"] == 0.1 and moved["config"]["threads"] == 1
+    (m,) = moved["provenance"]["migrations"]
+    assert m["command"].startswith("python -m metacl_lite.tools migrate ") and m["filled"] == ["threads", "train.pi_xi"]
     G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], out=out, **TINY)
-    assert set(json.loads(out.read_text())["runs"]) == {"finetune/0", "finetune/1"}
+    after = json.loads(out.read_text())
+    assert set(after["runs"]) == {"finetune/0", "finetune/1"} and after["runs"]["finetune/0"] == doc["runs"]["finetune/0"]
     doc["config"]["train"]["pi_xi"] = 0.5  # a real difference is still refused
+    doc["config"]["threads"] = 1
     out.write_text(json.dumps(doc))
     with pytest.raises(ConfigMismatch, match=r"\(train.pi_xi: 0.5 in the file, 0.1 here\)"):
         G.run_experiment("pmnist", seeds=[0, 2], methods=["finetune"], out=out, **TINY)
@@ -130,7 +151,7 @@ def test_gamma_controls_train_metacl_lambda_with_the_beta_counterparts_beta_or_z
                                                                                   monkeypatch):
     """run --gamma beta: each MetaCL-lambda trains with gamma = the tuned beta of its MetaCL-beta counterpart at this
     K; --gamma 0: gamma = 0. Both recorded in the config and the command, written to the control file by default."""
-    monkeypatch.setattr(G, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr("metacl_lite.lab.files.REPO_ROOT", tmp_path)
     hparams_file({"pmnist": {"methods": {"ewc-metacl-beta": {"beta": 7.5}, "ewc-metacl-lambda": {"gamma": 0.25},
                                          "pi-metacl-beta": {"beta": 3.0}},
                              "by_K": {"5": {"methods": {"pi-metacl-beta": {"beta": 30.0}}}}}})
@@ -204,7 +225,7 @@ def test_units_run_seed_by_seed_longest_first(hparams_file, spy, tmp_path):
 def test_a_gamma_control_copies_the_references_and_oracle_of_the_main_file(hparams_file, spy, tmp_path, monkeypatch):
     """The control's references and oracle are the main file's units (same configuration): copied, not trained
     again, for the seeds the main file has; with another configuration (here 2 epochs) nothing is copied."""
-    monkeypatch.setattr(G, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr("metacl_lite.lab.files.REPO_ROOT", tmp_path)
     monkeypatch.setattr("metacl_lite.lab.provenance.REPO_ROOT", tmp_path.resolve())
     G.run_experiment("pmnist", seeds=[0, 1], methods=["finetune"], **TINY)
     main = json.loads((tmp_path / "results" / "pmnist-K5.json").read_text())

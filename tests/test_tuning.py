@@ -129,7 +129,7 @@ def test_choose_takes_the_argmax_of_its_own_grid_and_flags_edges():
 
 
 def test_the_committed_tuning_file_gives_the_committed_values():
-    doc = TU._upgrade_schema1(store.load(TU.REPO_ROOT / "results" / "tuning-pmnist-K20.json", "tuning"))
+    doc = TU.load_tuning(TU.REPO_ROOT / "results" / "tuning-pmnist-K20.json")
     grid = TU.grid_of(doc)
     hp = TU.H.load()["pmnist"]["methods"]
     for m, g in grid.items():

@@ -37,11 +37,21 @@ def _hint(e: UserError, a) -> str:
         hint = (f"choose them first with `python -m metacl_lite tune --benchmark {a.benchmark}"
                 + (f" --K {a.K}" if getattr(a, "K", None) else "")
                 + (f" --methods {','.join(missing)}`" if missing and set(missing) != nine else "`"))
-    elif isinstance(e, CorruptUnit) and e.section == "runs" and a.cmd == "run":
-        hint = f"or train that method's runs again with --redo {e.key.split('/')[0]}"
+    elif isinstance(e, CorruptUnit) and e.section == "runs" and a.cmd == "run" and _run_method(e.key):
+        hint = f"or train that method's runs again with --redo {_run_method(e.key)}"
     elif isinstance(e, LockedError):
         hint = "two runs may share a file only one write at a time; this one gave up waiting"
     return hint
+
+
+def _run_method(key: str) -> str | None:
+    """The method of a results file's run key (`keys.RunKey`), or None where the key is not one."""
+    from ..keys import RunKey
+
+    try:
+        return RunKey.parse(key).method
+    except ValueError:
+        return None
 
 
 #: How the command line spells its non-ASCII characters on a terminal or pipe that cannot show them

@@ -58,14 +58,16 @@ def spelled(text: str) -> str:
 
 # Commands
 def _run(a) -> int:
-    from ..lab.grid import run_experiment
+    from ..lab.grid import run_grid, run_request
     from ..report.tables import format_table
 
     seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
-    res = run_experiment(a.benchmark, a.K, seeds, a.methods, a.out, a.n_tasks, a.epochs, a.data,
-                         show_progress=False if a.no_progress else None, force=a.force, weights=a.weights,
-                         random_init=a.random_init, plan=plan_of(a), compile=a.compile, options=omega_options_of(a),
-                         gamma=a.gamma, redo=a.redo or (), device=a.device, precision=a.precision)
+    req = run_request(a.benchmark, a.K, seeds=seeds, methods=a.methods, out=a.out, n_tasks=a.n_tasks,
+                      epochs=a.epochs, source=a.data, show_progress=False if a.no_progress else None, force=a.force,
+                      weights=a.weights, random_init=a.random_init, plan=plan_of(a), compile=a.compile,
+                      options=omega_options_of(a), gamma=a.gamma, redo=a.redo or (), device=a.device,
+                      precision=a.precision)
+    res = run_grid(req)
     print(format_table(res, spell=spelled))
     return 0
 
@@ -82,16 +84,18 @@ def _table(a) -> int:
 
 def _tune(a) -> int:
     from ..lab.lattice import BETA_GRID, GAMMA_GRID, WINDOW
-    from ..lab.tuning import TUNING_SEEDS, tune
+    from ..lab.tuning import TUNING_SEEDS, tune_grid, tune_request
     if a.window is not None and a.around is None:
         raise UserError("--window sets the width of an --around search; give --around K too")
 
     write = True if a.write_hparams else (False if a.no_write else None)
-    res = tune(a.benchmark, a.K, a.n_tasks, a.seed_list or TUNING_SEEDS, a.methods, a.out, write,
-               show_progress=False if a.no_progress else None, beta_grid=a.beta_grid or BETA_GRID,
-               gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs, weights=a.weights,
-               random_init=a.random_init, force=a.force, plan=plan_of(a), compile=a.compile, options=omega_options_of(a),
-               around=a.around, window=a.window or WINDOW, device=a.device, precision=a.precision)
+    req = tune_request(a.benchmark, a.K, n_tasks=a.n_tasks, seeds=a.seed_list or TUNING_SEEDS, methods=a.methods,
+                       out=a.out, write_hparams=write, show_progress=False if a.no_progress else None,
+                       beta_grid=a.beta_grid or BETA_GRID, gamma_grid=a.gamma_grid or GAMMA_GRID, epochs=a.epochs,
+                       weights=a.weights, random_init=a.random_init, force=a.force, plan=plan_of(a),
+                       compile=a.compile, options=omega_options_of(a), around=a.around, window=a.window or WINDOW,
+                       device=a.device, precision=a.precision)
+    res = tune_grid(req)
     for m, v in res["chosen"].items():
         print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
     print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")

@@ -22,6 +22,7 @@ from .atomic import check_writable, jsonable, locked, read_json, write_json
 from ..errors import ConfigMismatch, CorruptUnit, FileFormatError, restore_advice
 from ..accel.device import CPU_KERNEL_KEYS
 from .provenance import invocation, now
+from ..keys import RunKey, unit_name
 from .summary import summarize
 from ..data.specs import SPECS
 
@@ -146,7 +147,10 @@ def check_file_units(doc: dict, kind: str, path: Path) -> None:
                 raise CorruptUnit(path, section, key, problem)
     if kind == "results":
         for key, run in doc.get("runs", {}).items():
-            seed = key.rpartition("/")[2]
+            try:
+                seed = str(RunKey.parse(key).seed)
+            except ValueError:  # not a run key: no seed whose references it could be compared with
+                continue
             ref = doc.get("references", {}).get(seed)
             if ref is not None and len(ref["acc"]) != len(run["acc_matrix"]):
                 raise CorruptUnit(path, "runs", key, f"its {len(run['acc_matrix'])} tasks are not the "
@@ -212,24 +216,40 @@ class UnitFile:
     """A file of independent units, written after each one under a lock.
 
     sections: the names of the dicts that hold units (e.g. runs, references, oracle).
-    compatible(old_doc) -> list of differences (empty when `old_doc` may be continued).
-    merge(doc) -> None: fold this process's header (config, ...) into a document read from disk.
-    finalize(doc) -> None: recompute derived fields (summary, chosen values, the regenerating command).
+    A kind of file (`files.ResultsFile`, `files.TuningFile`) holds its rules for continuing a file as methods:
+    compatible(old_doc) -> list of differences (empty when `old_doc` may be continued); merge(doc) -> None: fold this
+    process's header (config, ...) into a document read from disk; finalize(doc) -> None: recompute derived fields
+    (summary, chosen values, the regenerating command). A plain UnitFile takes them as functions (default: any file
+    may be continued, nothing to merge or derive).
     where: the device the units are trained on (`device.resolve`), recorded in this invocation's provenance
     (`where_text`: its description, when this process cannot see it: `executors.locate`; `threads`: the torch threads
     of each CPU unit, which the description names).
     """
 
     def __init__(self, path: Path, kind: str, header: dict, sections: Iterable[str],
-                 compatible: Callable[[dict], list], merge: Callable[[dict], None],
-                 finalize: Callable[[dict], None], where: str = "cpu", where_text: Optional[str] = None,
-                 threads: Optional[int] = None):
+                 compatible: Optional[Callable[[dict], list]] = None, merge: Optional[Callable[[dict], None]] = None,
+                 finalize: Optional[Callable[[dict], None]] = None, where: str = "cpu",
+                 where_text: Optional[str] = None, threads: Optional[int] = None):
         self.path = check_writable(Path(path))
         self.kind, self.header, self.sections = kind, header, tuple(sections)
-        self.compatible, self.merge, self.finalize = compatible, merge, finalize
+        self._rules = (compatible, merge, finalize)
         self.doc: dict = {}
         self.fresh = False  # start over (force): the first write replaces what is there
         self.inv = {"id": uuid.uuid4().hex[:12], **invocation(where, where_text, threads), "units": [], "wall_s": 0.0}
+
+    def compatible(self, old: dict) -> list:
+        """The differences that keep `old` (a document read from disk) from being continued by this process."""
+        return self._rules[0](old) if self._rules[0] else []
+
+    def merge(self, doc: dict) -> None:
+        """Fold this process's header into `doc` (read from disk, or new)."""
+        if self._rules[1]:
+            self._rules[1](doc)
+
+    def finalize(self, doc: dict) -> None:
+        """Recompute the fields of `doc` derived from its units, before it is written."""
+        if self._rules[2]:
+            self._rules[2](doc)
 
     def _read(self) -> Optional[dict]:
         if not self.path.exists():
@@ -267,10 +287,10 @@ class UnitFile:
             return []
         with locked(self.path):
             doc = load(self.path, self.kind, check_units=False)  # a corrupt unit may be among those discarded
-            gone = [f"{s}/{k}" for s in self.sections for k in list(doc.get(s, {})) if select(s, k)]
-            for unit in gone:
-                s, _, k = unit.partition("/")
+            pairs = [(s, k) for s in self.sections for k in list(doc.get(s, {})) if select(s, k)]
+            for s, k in pairs:
                 del doc[s][k]
+            gone = [unit_name(s, k) for s, k in pairs]
             check_file_units(doc, self.kind, self.path)  # what is kept must be usable
             forget(doc)
             diff = self.compatible(doc) + self._rounds_otherwise(doc)
@@ -302,7 +322,7 @@ class UnitFile:
             if info:
                 for k, v in info.items():
                     doc.setdefault(k, jsonable(v))
-            self.inv["units"].append(f"{section}/{key}")
+            self.inv["units"].append(unit_name(section, key))
             self.inv["wall_s"] += float(value.get("wall_s", 0.0))
             self.inv["finished"] = now()
             prov = doc.setdefault("provenance", {"invocations": []})

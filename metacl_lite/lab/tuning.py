@@ -2,7 +2,7 @@
 
 The protocol is `PROTOCOL` below (recorded in every tuning file as `protocol_text`).
 
-A tuning file holds one protocol. Each unit is saved as it finishes (resumable, locked, merged: `store.UnitFile`).
+A tuning file holds one protocol. Each unit is saved as it finishes (resumable, locked, merged: `files.TuningFile`).
 The protocol of the committed files (`default_protocol`) writes `results/tuning-<benchmark>-K<K>.json` and, once a
 method's grid is complete, its chosen value to hparams.json; any other protocol (a smoke test with fewer tasks, other
 seeds or grids) writes elsewhere by default and leaves hparams.json alone unless asked to write it.
@@ -22,18 +22,17 @@ from ..paths import REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
 from ..accel.device import check_precision, kind
-from ..errors import UsageError
-from ..errors import UnitsFailed
-from .executors import Plan, check_plan, locate, run_all, unit_device
+from ..errors import UnitsFailed, UsageError
+from .executors import Plan, check_plan, locate, run_all
 from .lattice import BETA_GRID, GAMMA_GRID, WINDOW, check_grid, choose, extension, window_grid
 from .checks import check_epochs, check_methods, check_n_tasks, check_options, check_seeds, model_options
+from .files import REGULARISED, TuningFile, grid_of, load_tuning, searched_grid  # noqa: F401 (read from here too)
 from .grid import Job, Unit, checked_units, longest_first, run_job
-from .provenance import relative_to_repo
+from .request import TuneRequest
 from ..data.specs import get_spec
-from . import store as store_mod
-from .store import UnitFile
+from ..keys import TuningKey
 from ..progress import progress
-from ..training import METHODS, TrainConfig
+from ..training import TrainConfig
 from ..vocab import in_paper
 
 PROTOCOL = (
@@ -52,9 +51,8 @@ TUNING_SEEDS = (100, 101)
 #: runs/, and hparams.json only with --write-hparams).
 NOT_PROTOCOL_CHOICES = ("model", "compile", "window", "method_grids", "device", "accelerator", "threads")
 
-#: Methods with a strength to tune: every regularised one (`tune --methods`) ...
-REGULARISED = tuple(m for m in METHODS if H.strength_key(m) is not None)
-#: ... and the paper's nine, those of the default protocol (an extension such as L2 is tuned when named).
+#: Of the methods with a strength to tune (`files.REGULARISED`, `tune --methods`), the paper's nine: those of the
+#: default protocol (an extension such as L2 is tuned when named).
 TUNABLE = tuple(m for m in REGULARISED if in_paper(m))
 
 
@@ -171,35 +169,8 @@ def repo_path(out: Path) -> str:
 
 
 def unit_key(method: str, param: str, value: float, seed: int) -> str:
-    return f"{method}/{param}={value!r}/{seed}"
-
-
-def grid_of(doc: dict) -> dict:
-    """Per method of the file: its grid values, the validation ACC per value and seed, the mean, and whether the grid
-    is complete."""
-    p = doc["protocol"]
-    out = {}
-    for m in doc["methods"]:
-        param = H.strength_key(m)
-        base = searched_grid(p, m)
-        extra = {u["value"] for u in doc["units"].values() if u["method"] == m}  # values added by extending
-        values = sorted(set(base) | extra)
-        accs = [[doc["units"].get(unit_key(m, param, v, s), {}).get("val_acc") for s in p["seeds"]] for v in values]
-        complete = all(a is not None for row in accs for a in row)
-        g = {"param": param, "values": values, "val_acc": accs, "complete": complete,
-             "extended": sorted(extra - set(base))}
-        if complete:
-            g["mean_val_acc"] = [float(np.mean(row)) for row in accs]
-        out[m] = g
-    return out
-
-
-def searched_grid(protocol: dict, method: str) -> list[float]:
-    """The grid a protocol searches for a method: its window (`window_grid`) in a windowed search, else the protocol's
-    beta or gamma grid."""
-    if "method_grids" in protocol:
-        return protocol["method_grids"][method]
-    return protocol["gamma_grid"] if H.strength_key(method) == "gamma" else protocol["beta_grid"]
+    """How a tuning file keys one unit (`keys.TuningKey`)."""
+    return str(TuningKey(method, param, value, seed))
 
 
 def committed_tunings(benchmark: str, results_dir: Optional[Path] = None) -> dict[int, dict]:
@@ -210,7 +181,7 @@ def committed_tunings(benchmark: str, results_dir: Optional[Path] = None) -> dic
     for K in get_spec(benchmark).all_Ks:
         path = folder / f"tuning-{benchmark}-K{K}.json"
         if path.exists():
-            out[K] = _upgrade_schema1(store_mod.load(path, "tuning"))
+            out[K] = load_tuning(path)
     return out
 
 
@@ -229,51 +200,160 @@ def validation_curves(docs: dict[int, dict]) -> list[dict]:
     return rows
 
 
-#: Schema-1 tuning files validated Permuted MNIST on images 400-499 of each class (the embedded subset held 500).
-SCHEMA1_VAL_OFFSET = {"pmnist": 400}
 
 
 def _upgrade_schema1(doc: dict) -> dict:
-    """A tuning file of schema 1 (grid and chosen only) as units of schema 2."""
-    if "units" in doc:
-        return doc
-    grid = doc["grid"]
-    betas = next((g["values"] for g in grid.values() if g["param"] == "beta"), list(BETA_GRID))
-    gammas = next((g["values"] for g in grid.values() if g["param"] == "gamma"), list(GAMMA_GRID))
-    spec = get_spec(doc["benchmark"])
-    doc["protocol"] = {"benchmark": doc["benchmark"], "K": doc["K"], "n_tasks": doc["n_tasks"], "epochs": doc["epochs"],
-                       "seeds": doc["seeds"], "beta_grid": betas, "gamma_grid": gammas,
-                       "val_offset": SCHEMA1_VAL_OFFSET.get(doc["benchmark"], spec.val_offset),
-                       "val_per_class": spec.val_per_class}
-    if doc.get("model"):
-        doc["protocol"]["model"] = doc["model"]
-    doc["methods"] = list(grid)
-    doc["units"] = {unit_key(m, g["param"], v, s): {"method": m, "param": g["param"], "value": v, "seed": s,
-                                                   "val_acc": a}
-                    for m, g in grid.items() for v, row in zip(g["values"], g["val_acc"])
-                    for s, a in zip(doc["seeds"], row)}
+    """A tuning file's document as it is: files of schema 1 are migrated once (`lab.migrate`) and refused by
+    `files.load_tuning`; kept only for `choices`, which reads tuning files with it, until it calls `load_tuning`."""
     return doc
 
 
-def _full_protocol(doc: dict) -> dict:
-    """A tuning file's protocol with the fields of files made before them: no options, and method_options equal to
-    the file-wide options for every method."""
-    p = dict(doc["protocol"])
-    p.setdefault("options", {})
-    p.setdefault("method_options", {m: dict(p["options"]) for m in TUNABLE})
-    return p
+def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[int] = None,
+                 seeds: Sequence[int] = TUNING_SEEDS, methods: Optional[Sequence[str]] = None,
+                 out: Optional[Path] = None, write_hparams: Optional[bool] = None,
+                 show_progress: Optional[bool] = None, beta_grid: Sequence[float] = BETA_GRID,
+                 gamma_grid: Sequence[float] = GAMMA_GRID, epochs: Optional[int] = None,
+                 weights: Optional[str] = None, random_init: bool = False, force: bool = False,
+                 command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None,
+                 compile: str = "off", options: Optional[dict] = None, decided: bool = True,
+                 reuse: Optional[dict] = None, around: Optional[int] = None, window: int = WINDOW,
+                 device: Optional[str] = None, precision: str = "float32") -> TuneRequest:
+    """The request of a tuning grid, every value checked before any work (see `tune`, which runs it)."""
+    spec = get_spec(benchmark)  # looked up once: the checks, the data and the units below get the spec
+    K = spec.tuning_K if K is None else K
+    methods = check_methods(methods, allowed=REGULARISED)
+    seeds = check_seeds(list(seeds))
+    n = check_n_tasks(spec, n_tasks)
+    check_epochs(epochs)
+    protocol = {"benchmark": spec.name, "K": K, "n_tasks": n, "epochs": epochs or spec.epochs, "seeds": seeds,
+                "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
+                "val_offset": spec.val_offset, "val_per_class": spec.val_per_class,
+                "options": check_options(options)}
+    if compile != "off":
+        protocol["compile"] = compile
+    plan = plan or check_plan()
+    loc = locate(plan, spec.device if device is None else device, spec.name)  # Ray: the cluster's GPUs
+    _where_in_protocol(protocol, plan, loc, precision)
+    if around is not None:
+        _window_in_protocol(protocol, methods, around, window)
+    with_options = [*TUNABLE, *(m for m in methods if m not in TUNABLE)]  # an extension's, only when it is tuned
+    hp = H.load() if decided else {}
+    protocol["method_options"] = {m: {**(H.method_options(spec.name, m, hp) if decided else {}),
+                                      **protocol["options"]} for m in with_options}
+    if K > spec.val_offset:
+        raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
+                         f"so tuning needs K <= {spec.val_offset}")
+    D.check_data(spec, K, split="val")
+    model = model_options(spec, weights, random_init)
+    if model:
+        protocol["model"] = {"random_init": model["random_init"]}
+    out = check_writable(Path(out) if out else default_tuning_out(protocol))
+    canonical = is_default(protocol)
+    write = canonical if write_hparams is None else write_hparams
+    if write:  # a read-only hparams.json, or a tuning file it could not name: said now, not after hours
+        check_writable(H.HPARAMS_FILE, fix="make it writable, or tune with --no-write to keep the results in the "
+                                           "tuning file only")
+    return TuneRequest(spec=spec, K=K, n_tasks=n, methods=tuple(methods), seeds=tuple(seeds), epochs=epochs, out=out,
+                       plan=plan, loc=loc, model=model, compile=compile, precision=precision,
+                       options=protocol["options"], force=force, show_progress=show_progress, command=command,
+                       protocol=protocol, write=write, write_hparams=write_hparams,
+                       source=repo_path(out) if write else None, canonical=canonical, reuse=dict(reuse or {}))
 
 
-def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[int] = None,
-         seeds: Sequence[int] = TUNING_SEEDS, methods: Optional[Sequence[str]] = None, out: Optional[Path] = None,
-         write_hparams: Optional[bool] = None, show_progress: Optional[bool] = None,
-         beta_grid: Sequence[float] = BETA_GRID, gamma_grid: Sequence[float] = GAMMA_GRID,
-         epochs: Optional[int] = None, weights: Optional[str] = None, random_init: bool = False,
-         force: bool = False, command: Optional[Callable[[dict, Path], str]] = None,
-         plan: Optional[Plan] = None, compile: str = "off", options: Optional[dict] = None,
-         decided: bool = True, reuse: Optional[dict] = None, around: Optional[int] = None,
-         window: int = WINDOW, device: Optional[str] = None, precision: str = "float32") -> dict:
-    """Grid-search beta/gamma per regularised method on the validation split (see the module docstring).
+def _where_in_protocol(protocol: dict, plan: Plan, loc, precision: str) -> None:
+    """Record in `protocol` where and how its units compute, where that changes their numbers: a GPU's kind and
+    model, a precision other than float32 (refused on the CPU: `check_precision`, before any work), and another
+    count of CPU threads than 1 (it sums in another order)."""
+    where = loc.device
+    if kind(where) != "cpu":
+        protocol["device"], protocol["accelerator"] = kind(where), loc.accelerator
+    check_precision(precision, where)  # "tf32" on the CPU: refused here, before any work
+    if precision != "float32":
+        protocol["precision"] = precision
+    if kind(where) == "cpu" and plan.threads != 1:  # another thread count sums in another order: other numbers
+        protocol["threads"] = plan.threads
+
+
+def _window_in_protocol(protocol: dict, methods: Sequence[str], around: int, window: int) -> None:
+    """Record in `protocol` a windowed search: `window` half-decades either side of each method's value tuned at
+    K = `around` (`window_centres`, `window_grid`)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise UsageError(f"--window {window!r}: give a whole number of half-decades >= 1")
+    centres = window_centres(protocol["benchmark"], around, methods=methods)
+    protocol["window"] = {"around_K": around, "half_decades": window, "centres": centres}
+    protocol["method_grids"] = {m: window_grid(c, H.strength_key(m), window) for m, c in centres.items()}
+
+
+def _jobs(req: TuneRequest, store: TuningFile, method: str, values: Sequence[float]) -> list[Job]:
+    """The units of `method` at `values` still missing from the file, one per tuning seed."""
+    param, done, p = H.strength_key(method), store.done("units"), req.protocol
+    return [Job(Unit("run", s, method), req.spec, req.K, req.n_tasks, "auto", req.model,
+                TrainConfig(epochs=p["epochs"], compile=req.compile, device=req.device_kind, precision=req.precision,
+                            **p["method_options"][method], **{param: v}).to_dict(), split="val",
+                evaluate_rows="last", device=req.unit_device)
+            for v in values for s in req.seeds if unit_key(method, param, v, s) not in done]
+
+
+def _label(job: Job) -> str:
+    """How a tuning file keys the unit of `job`, as failures name it."""
+    param = H.strength_key(job.unit.method)
+    return unit_key(job.unit.method, param, job.cfg[param], job.unit.seed)
+
+
+def _saver(store: TuningFile) -> Callable[[Job, dict], None]:
+    """Save one finished tuning unit: its final validation ACC under its key."""
+    def save(job: Job, r: dict) -> None:
+        m, s, cfg = job.unit.method, job.unit.seed, job.cfg
+        param = H.strength_key(m)
+        store.add("units", unit_key(m, param, cfg[param], s),
+                  {"method": m, "param": param, "value": cfg[param], "seed": s,
+                   "val_acc": float(np.nanmean(r["value"]["acc_matrix"][-1])), "wall_s": r["value"]["wall_s"]})
+    return save
+
+
+def _extensions(req: TuneRequest, store: TuningFile, grids: dict) -> list[Job]:
+    """The units that extend each complete grid whose best value lies on an edge (`lattice.extension`)."""
+    g = grid_of(store.doc)
+    return [j for m in req.methods if g[m]["complete"] for j in _jobs(req, store, m, extension(g[m], grids[m]))]
+
+
+def tune_grid(req: TuneRequest) -> dict:
+    """Train the units of `req`'s tuning grid still missing from its file (`TuningFile`), then two half-decades more
+    wherever a method's best value lies on an edge, until none does; write the chosen values to hparams.json where
+    `req.write` says so. Returns the tuning document (protocol, units, grid, chosen)."""
+    store = TuningFile(req, req.command or tune_command, PROTOCOL)
+    store.open(req.force)
+    reused = sum(store.reuse(m, path) for m, path in req.reuse.items())
+    grids = {m: searched_grid(req.protocol, m) for m in req.methods}
+    jobs = [j for m in req.methods for j in _jobs(req, store, m, grids[m])]
+    jobs = longest_first(jobs + _extensions(req, store, grids), lambda j: j.unit)  # a grid completed earlier too
+    ran = bool(jobs) or reused > 0
+    bar = progress(None, req.show_progress, total=len(jobs), desc=f"tune {req.benchmark} K={req.K}", unit="run")
+    wrong: list = []  # units from another GPU model (a mixed Ray cluster): not saved
+    save = checked_units(_saver(store), req.loc.accelerator, wrong, _label,
+                         store.note_machine if req.machine_counter else None)
+    while jobs:  # the grid, then two half-decades more wherever the best value lies on an edge
+        failures = run_all(run_job, jobs, save, req.plan, progress=lambda: bar.update())
+        if failures or wrong:
+            bar.close()
+            raise UnitsFailed(req.out, [(_label(f.job), f.error) for f in failures] + wrong)
+        jobs = longest_first(_extensions(req, store, grids), lambda j: j.unit)
+        bar.total += len(jobs)
+    bar.close()
+    doc = store.doc
+    if "grid" not in doc or not ran:
+        doc["grid"] = grid_of(doc)
+    chosen = {m: v for m, v in doc.get("chosen", {}).items() if m in req.methods}
+    written = bool(req.write and chosen and (ran or req.write_hparams))  # asked for: a finished tuning's values too
+    if written:
+        H.store(req.benchmark, req.K, chosen, req.source, doc["provenance"]["command"])
+    doc["hparams_written"], doc["canonical"] = written, req.canonical
+    return doc
+
+
+def tune(*args, **kwargs) -> dict:
+    """Grid-search beta/gamma per regularised method on the validation split (see the module docstring):
+    `tune_grid(tune_request(...))`.
 
     around: search each method in a window of the half-decade lattice (`window_grid`: `window` half-decades either
     side, and 0 for gamma) centred on its value tuned at K = around, instead of the whole beta/gamma grid; extended
@@ -293,144 +373,4 @@ def tune(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[i
 
     write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;
     False never. Returns the tuning document (protocol, units, grid, chosen)."""
-    spec = get_spec(benchmark)  # resolved once: the checks, the data and the units below get the spec
-    benchmark = spec.name  # what the tuning file and hparams.json record
-    K = spec.tuning_K if K is None else K
-    methods = check_methods(methods, allowed=REGULARISED)
-    seeds = check_seeds(list(seeds))
-    n = check_n_tasks(spec, n_tasks)
-    check_epochs(epochs)
-    protocol = {"benchmark": benchmark, "K": K, "n_tasks": n, "epochs": epochs or spec.epochs, "seeds": seeds,
-                "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
-                "val_offset": spec.val_offset, "val_per_class": spec.val_per_class,
-                "options": check_options(options)}
-    if compile != "off":
-        protocol["compile"] = compile
-    plan = plan or check_plan()
-    loc = locate(plan, spec.device if device is None else device, spec.name)  # Ray: the cluster's GPUs
-    where = loc.device
-    if kind(where) != "cpu":
-        protocol["device"], protocol["accelerator"] = kind(where), loc.accelerator
-    check_precision(precision, where)  # "tf32" on the CPU: refused here, before any work
-    if precision != "float32":
-        protocol["precision"] = precision
-    if kind(where) == "cpu" and plan.threads != 1:  # another thread count sums in another order: other numbers
-        protocol["threads"] = plan.threads
-    if around is not None:
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise UsageError(f"--window {window!r}: give a whole number of half-decades >= 1")
-        centres = window_centres(benchmark, around, methods=methods)
-        protocol["window"] = {"around_K": around, "half_decades": window, "centres": centres}
-        protocol["method_grids"] = {m: window_grid(c, H.strength_key(m), window) for m, c in centres.items()}
-    with_options = [*TUNABLE, *(m for m in methods if m not in TUNABLE)]  # an extension's, only when it is tuned
-    hp = H.load() if decided else {}
-    base = {m: H.method_options(benchmark, m, hp) if decided else {} for m in with_options}
-    protocol["method_options"] = {m: {**base[m], **protocol["options"]} for m in with_options}
-    if K > spec.val_offset:
-        raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
-                         f"so tuning needs K <= {spec.val_offset}")
-    D.check_data(spec, K, split="val")
-    model = model_options(spec, weights, random_init)
-    if model:
-        protocol["model"] = {"random_init": model["random_init"]}
-    out = check_writable(Path(out) if out else default_tuning_out(protocol))
-    canonical = is_default(protocol)
-    write = canonical if write_hparams is None else write_hparams
-    if write:  # a read-only hparams.json, or a tuning file it could not name: said now, not after hours
-        check_writable(H.HPARAMS_FILE, fix="make it writable, or tune with --no-write to keep the results in the "
-                                           "tuning file only")
-        source = repo_path(out)
-    if command is None:
-        command = tune_command
-
-    def compatible(old: dict) -> list:
-        old = _upgrade_schema1(old)
-        op = _full_protocol(old)
-        return sorted(k for k in set(protocol) | set(op) if op.get(k) != protocol.get(k))
-
-    def merge(doc: dict) -> None:
-        if "grid" in doc and "units" not in doc:
-            _upgrade_schema1(doc)
-        doc["protocol"] = protocol
-        doc["methods"] = [m for m in REGULARISED if m in set(doc.get("methods", [])) | set(methods)]
-        doc["protocol_text"] = PROTOCOL
-        for k in ("benchmark", "K", "n_tasks", "seeds", "epochs"):  # the fields of schema 1, for readers
-            doc[k] = protocol[k]
-
-    def finalize(doc: dict) -> None:
-        doc["grid"] = grid_of(doc)
-        doc["chosen"], doc["at_edge"] = {}, {}
-        for m, g in doc["grid"].items():
-            if g["complete"]:
-                c = choose(g)
-                doc["chosen"][m] = {g["param"]: c["value"]}
-                doc["at_edge"][m] = c["at_edge"]
-        doc.setdefault("provenance", {})["command"] = command(doc, out)
-
-    store = UnitFile(out, "tuning", protocol, ("units",), compatible, merge, finalize, where, loc.text, plan.threads)
-    doc = store.open(force)
-
-    def jobs_for(m: str, values: Sequence[float]) -> list[Job]:
-        param = H.strength_key(m)
-        done = store.done("units")
-        return [Job(Unit("run", s, m), spec, K, n, "auto", model,
-                    TrainConfig(epochs=protocol["epochs"], compile=compile, device=kind(where), precision=precision,
-                                **protocol["method_options"][m], **{param: v}).to_dict(), split="val",
-                    evaluate_rows="last", device=unit_device(plan, where))
-                for v in values for s in seeds if unit_key(m, param, v, s) not in done]
-
-    def save(job: Job, r: dict) -> None:
-        m, s, cfg = job.unit.method, job.unit.seed, job.cfg
-        param = H.strength_key(m)
-        store.add("units", unit_key(m, param, cfg[param], s),
-                  {"method": m, "param": param, "value": cfg[param], "seed": s,
-                   "val_acc": float(np.nanmean(r["value"]["acc_matrix"][-1])), "wall_s": r["value"]["wall_s"]})
-
-    def label(job: Job) -> str:
-        return unit_key(job.unit.method, H.strength_key(job.unit.method), job.cfg[H.strength_key(job.unit.method)],
-                        job.unit.seed)
-
-    reused = 0
-    for m, path in (reuse or {}).items():
-        src = _upgrade_schema1(store_mod.load(Path(path), "tuning"))
-        sp = _full_protocol(src)
-        diff = sorted(k for k in set(protocol) | set(sp)
-                      if k not in ("options", "method_options") and sp.get(k) != protocol.get(k))
-        diff += ["method_options"] if sp["method_options"].get(m) != protocol["method_options"][m] else []
-        if diff:
-            raise UsageError(f"{relative_to_repo(path)} cannot stand in for {m}'s units ({', '.join(diff)} differ)")
-        for key, u in src["units"].items():
-            if u["method"] == m and key not in store.done("units"):
-                store.add("units", key, {**u, "reused_from": relative_to_repo(path)})
-                reused += 1
-
-    grids = {m: searched_grid(protocol, m) for m in methods}
-    jobs = [j for m in methods for j in jobs_for(m, grids[m])]
-    g = grid_of(store.doc)  # a grid completed earlier may still need extending (e.g. after a change of the edge rule)
-    jobs += [j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))]
-    jobs = longest_first(jobs, lambda j: j.unit)
-    ran = bool(jobs) or reused > 0
-    bar = progress(None, show_progress, total=len(jobs), desc=f"tune {benchmark} K={K}", unit="run")
-    wrong: list = []  # units from another GPU model (a mixed Ray cluster): not saved
-    while jobs:  # the grid, then two half-decades more wherever the best value lies on an edge
-        failures = run_all(run_job, jobs, checked_units(save, loc.accelerator, wrong, label,
-                                                        store.note_machine if plan.executor == "ray" else None), plan,
-                           progress=lambda: bar.update())
-        if failures or wrong:
-            bar.close()
-            raise UnitsFailed(out, [(label(f.job), f.error) for f in failures] + wrong)
-        g = grid_of(store.doc)
-        jobs = longest_first([j for m in methods if g[m]["complete"] for j in jobs_for(m, extension(g[m], grids[m]))],
-                             lambda j: j.unit)
-        bar.total += len(jobs)
-    bar.close()
-    doc = store.doc
-    if "grid" not in doc or not ran:
-        doc["grid"] = grid_of(doc)
-    chosen = {m: v for m, v in doc.get("chosen", {}).items() if m in methods}
-    written = bool(write and chosen and (ran or write_hparams))  # asked for: a finished tuning's values too
-    if written:
-        H.store(benchmark, K, chosen, source, doc["provenance"]["command"])
-    doc["hparams_written"] = written
-    doc["canonical"] = canonical
-    return doc
+    return tune_grid(tune_request(*args, **kwargs))
