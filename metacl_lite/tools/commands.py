@@ -168,5 +168,15 @@ def _script(name: str) -> Callable[[Any], int]:
     return run
 
 
+def _migrate(a) -> int:
+    """Rewrite results and tuning files of a format before today's once (`lab.migrate`), numbers unchanged."""
+    from ..lab.migrate import migrate
+
+    for path, filled in migrate(a.files).items():
+        print(f"{path}: " + (f"migrated ({', '.join(filled)})" if filled else "already current"))
+    return 0
+
+
 COMMANDS = {"where": _where_cmd, "pages": _pages, "readme": _readme, "bench": _bench,
-            "gpu-check": _script("gpu_check.py"), "browser-check": _script("check_book_browser.py")}
+            "gpu-check": _script("gpu_check.py"), "browser-check": _script("check_book_browser.py"),
+            "migrate": _migrate}
