@@ -15,7 +15,7 @@ import shlex
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -23,6 +23,7 @@ from .atomic import write_json
 from ..paths import REPO_ROOT
 from .provenance import device
 from ..data.specs import get_spec
+from ..keys import unit_name
 from ..vocab import PAPER_METHOD_NAMES
 
 
@@ -324,10 +325,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     determinism settings and the targets. `precision`: "float32", or "tf32" (`TrainConfig.precision`: faster, other
     numbers), recorded in the file."""
     from ..accel.device import (check_precision, describe, determinism_settings, deterministic, kind, mps_active,
-                          resolve, set_precision)
-    from ..training import TrainConfig
-    from .executors import check_plan, default_workers, run_all
-    from .grid import Job, run_experiment, run_job
+                                resolve, set_precision)
+    from .executors import check_plan, default_workers
 
     where = resolve(device)
     if kind(where) != "cuda":
@@ -347,59 +346,17 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     set_precision(precision, where)  # as every unit sets it: the file's determinism record says what they ran with
     default_n = default_workers(gpu=True, benchmark=suite, device=where)
     workers = workers or default_n
-    plan = check_plan("local", workers, 1)
-    units: list[dict] = []
-    t0 = time.perf_counter()
-    if suite == "pmnist":
-        with tempfile.TemporaryDirectory() as d:
-            out = Path(d) / "grid.json"
-            run_experiment("pmnist", K, seeds=range(measured), methods=methods, out=out, show_progress=False,
-                           plan=plan, command=lambda c, o: "bench", compile=compile, device=where,
-                           precision=precision)
-            from .store import load_results
-
-            doc = load_results(out)
-        wall = time.perf_counter() - t0
-        for section in ("runs", "references", "oracle"):
-            for key, u in doc[section].items():
-                units.append(_unit_row(f"{section}/{key}", u))
-        data = "embedded Permuted MNIST, beta/gamma tuned at K = 20 (hparams.json)"
-    else:
-        jobs = [Job(u, suite, K, spec.n_tasks, "synthetic", {"random_init": True},
-                    TrainConfig(epochs=spec.epochs, compile=compile, device="cuda", precision=precision,
-                                **(SYNTHETIC_STRENGTH if u.kind == "run" else {})).to_dict(), device=where)
-                for u in _grid_units(range(measured), methods)]
-
-        def save(job, r):
-            units.append(_unit_row(f"{job.unit.section}/{job.unit.key}", r["value"]))
-            print(f"  {job.unit.section}/{job.unit.key}: {r['value']['wall_s']:.1f} s", flush=True)
-            # a run stopped before its grid is done keeps what it measured (complete: false, no grid time)
-            write_json(out_file,
-                       {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": False,
-                        "K": K, "workers": workers, "units_planned": len(jobs), "units": units,
-                        "elapsed_s": time.perf_counter() - t0})
-
-        failures = run_all(run_job, jobs, save, plan)
-        if failures:
-            raise RuntimeError("; ".join(f"{f.job.unit.key}: {f.error}" for f in failures))
-        wall = time.perf_counter() - t0
-        data = (f"synthetic tensors of the exact shapes (K = {K}, {spec.n_tasks} tasks x {spec.epochs} epochs"
-                + (", ResNet-18 from random init)" if suite == "cub" else ")"))
+    grid = GpuGrid(suite, K, range(measured), methods, check_plan("local", workers, 1), where, compile, precision)
+    units, wall, data = grid.time_pmnist() if suite == "pmnist" else grid.time_synthetic(out_file)
     grid_s = wall * seeds / measured
     print(f"{suite}: grid of {measured} seed(s) x {len(methods)} methods + references + oracle in {wall:.1f} s on "
           f"{describe(where)} with {workers} workers; {seeds} seeds: {grid_s:.0f} s (target {target:.0f} s)")
-    cmd = f"python -m metacl_lite.tools bench --suite {suite} --device cuda"
-    cmd += "" if seeds == 5 else f" --grid-seeds {seeds}"
-    cmd += "" if measured == seeds else f" --measured-seeds {measured}"
-    cmd += "" if workers == default_n else f" --workers {workers}"
-    cmd += "" if compile == "off" else f" --compile {compile}"
-    cmd += "" if precision == "float32" else f" --precision {precision}"
-    cmd += "" if methods == list(PAPER_METHOD_NAMES) else f" --methods {','.join(methods)}"
-    if out_file.resolve() != default_out.resolve():
-        from .provenance import relative_to_repo
-
-        cmd += f" --out {shlex.quote(relative_to_repo(out_file))}"
-    prov = provenance(cmd, where)
+    cmd = f"python -m metacl_lite.tools bench --suite {suite} --device cuda" + "".join(
+        f" {flag} {value}" for flag, value, default in (
+            ("--grid-seeds", seeds, 5), ("--measured-seeds", measured, seeds), ("--workers", workers, default_n),
+            ("--compile", compile, "off"), ("--precision", precision, "float32"),
+            ("--methods", ",".join(methods), ",".join(PAPER_METHOD_NAMES))) if value != default)
+    prov = provenance(cmd + _out_flag(out_file, default_out), where)
     doc = {"kind": "bench", "suite": suite, "device": describe(where), "gpu": True, "complete": True, "K": K,
            "n_tasks": spec.n_tasks,
            "epochs": spec.epochs, "data": data, "synthetic": suite != "pmnist", "workers": workers,
@@ -409,3 +366,78 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
            "determinism": determinism_settings(), "provenance": {**prov, "wall_s_total": wall}}
     write_json(out_file, doc)
     return doc
+
+
+def _out_flag(out_file: Path, default_out: Path) -> str:
+    """A bench command's --out, where the figures went elsewhere than the default file (shell-quoted, relative to the
+    repository)."""
+    if out_file.resolve() == default_out.resolve():
+        return ""
+    from .provenance import relative_to_repo
+
+    return f" --out {shlex.quote(relative_to_repo(out_file))}"
+
+
+class GpuGrid(NamedTuple):
+    """The grid that `bench_gpu` times: `suite` at `K`, the `seeds` it measures of every method of `methods`, their
+    references and oracle, run by `plan` on the GPU `where`."""
+
+    suite: str
+    K: int
+    seeds: range
+    methods: list
+    plan: Any
+    where: str
+    compile: str
+    precision: str
+
+    def time_pmnist(self) -> tuple[list, float, str]:
+        """Permuted MNIST's grid on its embedded data (`run_experiment`, into a file of its own that is then
+        dropped): each unit's row (`_unit_row`), the wall time, and what it trained on."""
+        from .grid import run_experiment
+        from .store import load_results
+
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "grid.json"
+            run_experiment("pmnist", self.K, seeds=self.seeds, methods=self.methods, out=out, show_progress=False,
+                           plan=self.plan, command=lambda c, o: "bench", compile=self.compile, device=self.where,
+                           precision=self.precision)
+            doc = load_results(out)
+        wall = time.perf_counter() - t0
+        units = [_unit_row(unit_name(section, key), u) for section in ("runs", "references", "oracle")
+                 for key, u in doc[section].items()]
+        return units, wall, "embedded Permuted MNIST, beta/gamma tuned at K = 20 (hparams.json)"
+
+    def time_synthetic(self, out_file: Path) -> tuple[list, float, str]:
+        """CIFAR-100's or CUB's grid on synthetic tensors of the exact shapes: each unit's row as it ends, written to
+        `out_file` at once (a run stopped before its grid is done keeps what it measured: complete false, no grid
+        time), the wall time, and what it trained on."""
+        from ..accel.device import describe
+        from ..training import TrainConfig
+        from .executors import run_all
+        from .grid import Job, run_job
+
+        spec = get_spec(self.suite)
+        jobs = [Job(u, self.suite, self.K, spec.n_tasks, "synthetic", {"random_init": True},
+                    TrainConfig(epochs=spec.epochs, compile=self.compile, device="cuda", precision=self.precision,
+                                **(SYNTHETIC_STRENGTH if u.kind == "run" else {})).to_dict(), device=self.where)
+                for u in _grid_units(self.seeds, self.methods)]
+        units: list[dict] = []
+        t0 = time.perf_counter()
+
+        def save(job, r):
+            name = unit_name(job.unit.section, job.unit.key)
+            units.append(_unit_row(name, r["value"]))
+            print(f"  {name}: {r['value']['wall_s']:.1f} s", flush=True)
+            write_json(out_file,
+                       {"kind": "bench", "suite": self.suite, "device": describe(self.where), "gpu": True,
+                        "complete": False, "K": self.K, "workers": self.plan.workers, "units_planned": len(jobs),
+                        "units": units, "elapsed_s": time.perf_counter() - t0})
+
+        failures = run_all(run_job, jobs, save, self.plan)
+        if failures:
+            raise RuntimeError("; ".join(f"{f.job.unit.key}: {f.error}" for f in failures))
+        data = (f"synthetic tensors of the exact shapes (K = {self.K}, {spec.n_tasks} tasks x {spec.epochs} epochs"
+                + (", ResNet-18 from random init)" if self.suite == "cub" else ")"))
+        return units, time.perf_counter() - t0, data

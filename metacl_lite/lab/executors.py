@@ -8,6 +8,7 @@ the others go on; a worker that dies loses only the unit it was running.
     local      `workers` processes on this machine, `threads` intra-op threads each (default 1: small ops gain
                nothing from a second thread, and runs are independent, so one run per core is fastest)
     ray        Ray tasks (one CPU each) on the cluster at `address`, or on a local Ray instance when none is given
+Each is a class behind one interface (`Executor`; `EXECUTORS` by name); the Ray cluster itself is `cluster`'s.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 from ..errors import UsageError
+from .cluster import RAY_CPUS, UNKNOWN_MODEL, connect, ray_cpus, ray_gpu_models, ray_options
 
 #: The executors a plan names (`Plan.executor`); the classes that run them: `EXECUTORS`.
 CHOICES = ("local", "ray")
@@ -140,47 +142,6 @@ def _ray_cpu(plan: Plan, why: str) -> Location:
     return Location("cpu", None, RAY_CPUS.format(**ray_cpus()))
 
 
-#: A GPU node whose model Ray does not know (no accelerator_type resource).
-UNKNOWN_MODEL = "unknown"
-
-
-def ray_gpu_models() -> dict[str, float]:
-    """The GPUs of the Ray cluster's live nodes, by model (Ray's `accelerator_type:<model>` node resource, which it
-    sets for NVIDIA GPUs; `UNKNOWN_MODEL` where a node has none)."""
-    models: dict[str, float] = {}
-    for res in _live_resources():
-        if res.get("GPU", 0) > 0:
-            types = sorted(k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:"))
-            model = types[0] if types else UNKNOWN_MODEL
-            models[model] = models.get(model, 0) + res["GPU"]
-    return models
-
-
-#: How a results file's provenance names where CPU units ran on a Ray cluster (`ray_cpus`' figures).
-RAY_CPUS = "ray cluster: {cpus:g} CPU(s) on {nodes} live node(s)"
-
-
-def ray_cpus() -> dict[str, float]:
-    """The Ray cluster's CPUs and live nodes, as numbers: {"cpus": N, "nodes": M}."""
-    nodes = _live_resources()
-    return {"cpus": sum(r.get("CPU", 0) for r in nodes), "nodes": len(nodes)}
-
-
-def _live_resources() -> list[dict]:
-    """The resources (CPU, GPU, accelerator_type:<model>, ...) of each live node of the Ray cluster."""
-    import ray
-
-    return [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive", True)]
-
-
-def ray_options(plan: Plan) -> dict:
-    """`ray.remote`'s options for a unit of `plan`: one CPU, its share of a GPU, pinned to the plan's GPU model."""
-    opts: dict = {"num_cpus": 1, "num_gpus": plan.gpu_share}
-    if plan.accelerator_type:
-        opts["accelerator_type"] = plan.accelerator_type
-    return opts
-
-
 def _gpu_probe() -> tuple[str, int]:
     """What a unit on the cluster's GPU sees: the card's name and its memory in bytes."""
     import torch
@@ -208,7 +169,8 @@ def gpu_fit(benchmark: str, device: str = "cuda") -> int:
     import torch
 
     free = torch.cuda.mem_get_info(torch.device(device))[0]
-    return units_per_card(benchmark, free, device, "worker process(es)", "free", hint="--workers N chooses another number")
+    return units_per_card(benchmark, free, device, "worker process(es)", "free",
+                          hint="--workers N chooses another number")
 
 
 def units_per_card(benchmark: str, memory: int, card: str, who: str, what: str, hint: str) -> int:
@@ -252,42 +214,8 @@ def check_plan(executor: str = "local", workers: Optional[int] = None, threads: 
     plan = Plan(executor, workers or (default_workers() if executor == "ray" else 1), threads or 1, address,
                 gpu_request=gpu_share)
     if executor == "ray":
-        _ray_init(plan)
+        connect(plan.address, plan.workers)
     return plan
-
-
-def _ray_init(plan: Plan) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise UsageError("the ray executor needs Ray, which is not installed; install it with "
-                         "`pip install 'metacl-lite[cluster]'` (or `pip install ray`)") from None
-    if ray.is_initialized():
-        return
-    if plan.address and plan.address != "auto":
-        _check_reachable(plan.address)
-    try:
-        if plan.address:
-            ray.init(address=plan.address, log_to_driver=False, configure_logging=False)
-        else:
-            ray.init(num_cpus=plan.workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as e:
-        raise UsageError(f"cannot reach a Ray cluster at {plan.address or 'a new local instance'}: {e}") from None
-
-
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A cluster address must answer a TCP connection within `timeout` s (Ray itself retries for minutes)."""
-    import socket
-
-    hostport = address.split("://", 1)[-1]
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise UsageError(f"Ray address {address!r} is not HOST:PORT (or ray://HOST:PORT)")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as e:
-        raise UsageError(f"cannot reach a Ray cluster at {address}: {e}; check the address and that the head node "
-                         f"is running (`ray start --head` prints it)") from None
 
 
 def _init_worker(threads: int, own_ctrl_c: bool = False) -> None:
@@ -366,8 +294,9 @@ class Executor:
     and `done(job, result, error)` in this process as each one ends (in completion order; `error`, the unit's
     exception as text, else None). The polling and the Ctrl-C rules are written here once: the units are waited for
     POLL_S at a time (see POLL_S), and a Ctrl-C (KeyboardInterrupt) ends the units still running (`stop`) before it
-    goes on to the caller. An executor fills in where the units run: `start` them, yield the `ended` ones, `stop`
-    them, `close` after the last; `guard` is what holds while they run (a signal handler, torch's threads)."""
+    goes on to the caller. Each executor says how to `start` the units, whether some are still `running`, which
+    `ended` within a timeout (as (job, result, error)), how to `stop` them and `close` after the last; `guard` is what
+    holds while they run (a signal handler, torch's threads)."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -388,22 +317,15 @@ class Executor:
     def guard(self) -> Iterator[None]:
         yield
 
-    def start(self, fn: Callable[[Any], Any], jobs: list) -> None:
-        raise NotImplementedError
+    def start(self, fn: Callable[[Any], Any], jobs: list) -> None: ...
 
-    def running(self) -> bool:
-        """Whether units are still to end."""
-        raise NotImplementedError
+    def running(self) -> bool: ...
 
-    def ended(self, timeout: float) -> Iterable[tuple[Any, Any, Optional[str]]]:
-        """The units that ended within `timeout` seconds (none, when none did), as (job, result, error)."""
-        raise NotImplementedError
+    def ended(self, timeout: float) -> Iterable[tuple[Any, Any, Optional[str]]]: ...
 
-    def stop(self) -> None:
-        """After Ctrl-C: end the units still running."""
+    def stop(self) -> None: ...
 
-    def close(self) -> None:
-        """After the last unit."""
+    def close(self) -> None: ...
 
 
 class SerialExecutor(Executor):
