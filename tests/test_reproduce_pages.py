@@ -34,29 +34,29 @@ def test_the_kind_follows_the_results_file_and_the_paper(tmp_path):
 
 
 def _glued_names(benchmark: str, K: int) -> set:
-    """Every name the template's code glues for a setting: its literal glue("name", ...) calls, tab_ACC/BT/FA, and
-    the keys of the records it glues with pagekit.glue_all (each with its prefix), computed for this setting."""
+    """Every name the template's code glues for a setting: its literal glue("name", ...) calls and the keys of the
+    records it glues with `glue_record` (publish/page_reproduction.py's `*_glue`), computed for this setting."""
     import re
 
     from metacl_lite.lab.store import load_results
     from metacl_lite.paths import REPO_ROOT
-    from metacl_lite.publish import pagekit as P
+    from metacl_lite.publish import page_reproduction as P
     from metacl_lite.report.interpret import interpretation
 
     code = N.TEMPLATE.read_text()
-    names = set(re.findall(r'glue\("([\w-]+)"', code)) | {f"tab_{k}" for k in ("ACC", "BT", "FA")}
-    names |= {f"made_{k}" for k in ("command", "commit")} | {"live", "present"}
+    names = set(re.findall(r'glue\("([\w-]+)"', code))
     s = P.setting_record(benchmark, K)
-    live = {"config": {"seeds": [0], "n_tasks": 3, "train": {"epochs": 1}}, "provenance": {"wall_s_total": 1.0}}
-    names |= {f"done_{k}" for k in P.live_done(live)}  # the live run's, glued by its cell on any page
-    names |= set(s) | {f"run_{k}" for k in P.live_record(benchmark, K, ["finetune"], 1, 0, 0, False, None, "")}
+    live = {"config": {"seeds": [0], "n_tasks": 3, "train": {"epochs": 1}}, "provenance": {"wall_s_total": 1.0},
+            "summary": {"finetune": {}, "joint": {}}}
+    names |= set(P.done_glue(live))  # the live run's, glued by its cell on any page
+    names |= set(P.head_glue(s, True, P.live_record(benchmark, K, ["finetune"], 1, 0, 0, False, None, "")))
+    committed = load_results(REPO_ROOT / s["committed_file"]) if s["present"] else None
+    names |= set(P.tables_glue(benchmark, K, committed))
     if s["present"]:
-        res = load_results(REPO_ROOT / s["committed_file"])
-        info = interpretation(res)
-        names |= {f"made_{k}" for k in P.made_record(res, s["committed_file"])} | set(P.interpretation_values(info))
-        names |= set(P.interpretation_tables(info))
+        names |= set(P.made_glue(P.made_record(committed, s["committed_file"])))
+        names |= set(P.interpretation_glue(interpretation(committed)))
     else:
-        names |= set(P.missing_record(benchmark, K))
+        names |= set(P.missing_glue(P.missing_record(benchmark, K)))
     return names
 
 
@@ -77,7 +77,7 @@ def test_every_glue_a_page_shows_is_glued_by_its_code(kind):
     assert shown and shown <= _glued_names(benchmark, K), shown - _glued_names(benchmark, K)
     assert ("{glue:figure} fig_curves" in text) == (kind != "paper")
     assert ("{glue:figure} fig_differences" in text) == (kind == "both")
-    assert "pagekit.live_run(" in code and "## A live run" in text  # -p live True runs it on any page
+    assert "records.live_run(" in code and "## A live run" in text  # -p live True runs it on any page
     for fig in ("fig_curves", "fig_differences"):  # each figure captioned, with alt text not a path
         if f"{{glue:figure}} {fig}\n" in text:
             block = text.split(f"{{glue:figure}} {fig}\n", 1)[1].split("```", 1)[0]
@@ -92,7 +92,7 @@ def test_a_page_without_a_live_run_drops_its_words_but_keeps_the_cell():
     page = lambda live: N.make_page(N.TEMPLATE, "x", {"benchmark": "pmnist", "K": 50, "live": live, "shows": "",  # noqa: E731
                                                       "tables": "both"})
     assert "The live run:" in page(True) and "The live run:" not in page(False)
-    assert "pagekit.live_run(" in page(False)  # -p live True still trains on a page made without one
+    assert "records.live_run(" in page(False)  # -p live True still trains on a page made without one
     nb = jupytext.reads(page(False), fmt="md:myst")
     assert [c.metadata["tags"] for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])] == [
         ["injected-parameters", "hide-input"]]

@@ -1,47 +1,13 @@
-"""The book pages' shared helper module: the small records and checks that several pages share (links to a claim or a
-page, the premise a page's sentence rests on, tables for display). It returns numbers, records and tables; the
-sentences are the pages' own Markdown. Sections by the pages that use them."""
+"""The records of the reproduction pages (`book/reproduce/templates/reproduction.md`, made into every
+`book/reproduce/<benchmark>-K<K>.md` by `pages`): the setting, how the committed file was made, the live run, the
+three tables, "What the comparison says" and, for a setting without a results file, what makes it. Each `*_glue`
+function returns the glue names the page's Markdown reads, written out in full. Numbers, records and tables only: the
+page's sentences are its Markdown, and its hidden cells assert the premises they rest on."""
 from __future__ import annotations
 
 from ..report.tables import minus as _minus
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Shared by every page
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def glue_all(prefix: str, record: dict, markdown: bool = False) -> None:
-    """Glue the values of `record` as `<prefix><key>`, not displayed. By default each value a page shows as text (a
-    string or a number, for `{glue:text}`); with markdown=True every value, a string as Markdown (for `{glue:md}`, so
-    that code spans and links render), a number, table or figure as it is."""
-    from IPython.display import Markdown
-    from myst_nb import glue
-
-    for key, value in record.items():
-        if markdown:
-            glue(f"{prefix}{key}", Markdown(value) if isinstance(value, str) else value, display=False)
-        elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            glue(f"{prefix}{key}", value, display=False)
-
-
-def table_md(frame, index: bool = False, numparse: bool = False, **kw):
-    """A table for a page's `{glue:md}` block: `frame` as Markdown (by default without its index and with numbers as
-    formatted), so that its cells' Markdown (a link, bold) renders; `kw` goes to `DataFrame.to_markdown`."""
-    from IPython.display import Markdown
-
-    return Markdown(frame.to_markdown(index=index, **({} if numparse else {"disable_numparse": True}), **kw))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The analysis and the claims: their records are modules of their own (publish/analysis.py, publish/verdicts.py)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The reproductions: reproduce/*.md and the overview
-# ---------------------------------------------------------------------------------------------------------------
-
+from .formatting import code, markdown
+from .page_running import elapsed_record
 
 def setting_record(benchmark: str, K: int) -> dict:
     """What the head of a reproduction page glues about its setting: "setting" ("Permuted MNIST, K = 20"),
@@ -129,11 +95,6 @@ def live_done(res: dict) -> dict:
             "tasks": cfg["n_tasks"], "epochs": cfg["train"]["epochs"]}
 
 
-def markdown(df, align=None):
-    """A DataFrame as a Markdown table (numbers as written, negative ones with the minus sign), for `glue`."""
-    return df.map(_minus).to_markdown(index=False, disable_numparse=True, **({"colalign": align} if align else {}))
-
-
 def metric_tables(benchmark: str, K: int, committed) -> dict:
     """The three tables of a reproduction page, {"ACC"|"BT"|"FA": Markdown}: ours beside the paper's where both
     exist (`tables.comparison_rows`), ours alone, or the paper's alone (`tables.paper_rows`) without a results
@@ -203,98 +164,77 @@ def missing_record(benchmark: str, K: int) -> dict:
             "beyond_Ks": ", ".join(map(str, steps["beyond_Ks"])) or "none"}
 
 
-def hours(s: float) -> str:
-    """A long time as a reader reads it: minutes under an hour (`timings.duration`), else hours ("4.2 h", "19 h")."""
-    from ..report.timings import duration
+def head_glue(s: dict, live: bool, run: dict) -> dict:
+    """The head of the page and "A live run": the setting (`setting_record` `s`), whether the live run is on, and
+    what it will train (`live_record` `run`)."""
+    from IPython.display import Markdown
 
-    return duration(s) if s < 3600 else f"{s / 3600:.1f} h" if s < 36000 else f"{s / 3600:.0f} h"
-
-
-def overview_frame(rows: list):
-    """Every setting at a glance (`overview.overview_rows`): Setting (a link to its page), Seeds ("none yet" without
-    a results file; "(incomplete)" after a file with rows of fewer seeds), ACC gap (one decimal) and ρ (two)."""
-    import pandas as pd
-
-    return pd.DataFrame({
-        "Setting": [f"[{r['title']}, K = {r['K']}]({r['page']}.md)" for r in rows],
-        "Seeds": [("none yet" if not r["exists"] else f"{r['seeds']}" + ("" if r["complete"] else " (incomplete)"))
-                  for r in rows],
-        "ACC gap": ["–" if r["gap_ACC"] is None else f"{r['gap_ACC']:.1f}" for r in rows],
-        "ρ": ["–" if r["rho"] is None else f"{r['rho']:.2f}" for r in rows]})
+    return {"setting": s["setting"], "paper_source": s["paper_source"], "paper_table": s["paper_table"],
+            "present": "present" if s["present"] else "not present", "live": str(live),
+            "committed_file": Markdown(code(s["committed_file"])),
+            "run_yourself": Markdown(f"```text\n{s['run_yourself']}\n```"),
+            "run_n_methods": run["n_methods"], "run_labels": run["labels"], "run_seeds": run["seeds"],
+            "run_tasks": run["tasks"], "run_epochs": run["epochs"], "run_protocol": run["protocol"],
+            "run_device": run["device"], "run_out": run["out"]}
 
 
-def cpu_estimate_record(bench: dict, seeds: int) -> dict:
-    """A CPU speed benchmark's estimate of a whole grid (`timings.bench_estimate`) as the overview glues it: "command"
-    (a code span), "device_long", "reduced" and "cpu" (bools), "run_min" (one full run, whole minutes), "K",
-    "n_methods" timed, "grid_h" (them × `seeds` seeds, whole hours), "n_table_methods" of the paper's table, "fold"
-    (the whole grid over the timed methods, one decimal), "max_paper_K" and "suite"."""
-    from ..report.timings import bench_estimate
-
-    e = bench_estimate(bench, seeds)
-    return {"command": f"`{e['command']}`", "device_long": e["device_long"], "reduced": e["reduced"], "cpu": e["cpu"],
-            "run_min": f"{e['mean_run_s'] / 60:.0f}", "K": e["K"], "n_methods": e["n_methods"],
-            "grid_h": f"{e['grid_s'] / 3600:.0f}", "n_table_methods": e["n_table_methods"],
-            "fold": f"{e['n_table_methods'] / e['n_methods']:.1f}", "max_paper_K": e["max_paper_K"],
-            "suite": e["suite"]}
+def done_glue(res: dict) -> dict:
+    """A finished live run (`live_done`) and how many methods it trained, the joint oracle aside."""
+    done = live_done(res)
+    return {"done_wall_s": done["wall_s"], "done_seeds": done["seeds"], "done_tasks": done["tasks"],
+            "done_epochs": done["epochs"], "live_n_methods": len([m for m in res["summary"] if m != "joint"])}
 
 
-#: How the estimate's table names each step of `make reproduce-<benchmark>` (`timings.reproduce_runs`).
-STEPS = {"choices": "open choices", "tune": "β/γ tuning", "run": "the grid", "controls": "γ controls"}
+def made_glue(made: dict) -> dict:
+    """How the committed results file was made (`made_record`), its command and commit as code."""
+    from IPython.display import Markdown
+
+    return {"made_n_seeds": made["n_seeds"], "made_command": Markdown(code(made["command"])),
+            "made_commit": Markdown(code(made["commit"])), "made_device": made["device"],
+            "made_span_whole": made["span_whole"], "made_unit_whole": made["unit_whole"], "made_runs": made["runs"],
+            "made_invocations": made["invocations"]}
 
 
-def total_estimate_record(doc: dict, seeds: int) -> dict:
-    """`make reproduce-<suite>` on one GPU (`timings.reproduce_gpu_estimate` of a GPU bench file): "total" (`hours`),
-    "n_runs", "K0" (the timed grid's K), "scaled", "measured_seeds", "seeds", "times" (seeds over measured seeds),
-    "concurrency" (one decimal) and "table" (Step, K, Runs, GPU time, "(timed)" after the step the file measured)."""
-    import pandas as pd
+def missing_glue(need: dict) -> dict:
+    """A setting without a results file (`missing_record` `need`): the commands as a text block, the tuning's cost,
+    the validation images and what `make reproduce-<benchmark>` does."""
+    from IPython.display import Markdown
 
-    from ..report.timings import reproduce_gpu_estimate
+    def block(lines):
+        return Markdown("```text\n" + "\n".join(lines) + "\n```" if lines else "")
 
-    e = reproduce_gpu_estimate(doc, seeds)
-    table = pd.DataFrame({"Step": [STEPS[st["step"]] for st in e["steps"]], "K": [st["K"] for st in e["steps"]],
-                          "Runs": [st["n_runs"] for st in e["steps"]],
-                          "GPU time": [hours(st["s"]) + (" (timed)" if st["measured"] else "") for st in e["steps"]]})
-    return {"total": hours(e["total_s"]), "n_runs": e["n_runs"], "K0": e["K0"], "scaled": e["scaled"],
-            "measured_seeds": e["measured_seeds"], "seeds": e["seeds"], "times": f"{e['seeds'] / e['measured_seeds']:g}",
-            "concurrency": f"{e['concurrency']:.1f}", "table": table}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Running this book and the reference: running.md, reference.md, chapters 1-6
-# ---------------------------------------------------------------------------------------------------------------
+    return {"needs_download": need["needs_download"], "commands": block(need["commands"]),
+            "tune_commands": block(need["tune_commands"]), "make_target": Markdown(code(need["make_target"])),
+            "n_tune": need["n_tune"], "n_run": need["n_run"], "cmd_seeds": need["cmd_seeds"],
+            "make_runs": need["make_runs"], "tune_K": need["tune_K"], "K0": need["K0"], "shrink": need["shrink"],
+            "val_first": need["val_first"], "val_last": need["val_last"], "tune_here": need["tune_here"],
+            "own_Ks": need["own_Ks"], "beyond_Ks": need["beyond_Ks"]}
 
 
-def elapsed_record(doc: dict, name: str) -> dict:
-    """How long a results or tuning file took (`timings.elapsed`), as the pages show it: units, minutes (one
-    decimal), device, commit, and the invocations' seeds, minutes and minutes a seed (whole minutes, one decimal)."""
-    from ..report.timings import elapsed
+def tables_glue(benchmark: str, K: int, committed) -> dict:
+    """The three tables (`metric_tables`)."""
+    from IPython.display import Markdown
 
-    e = elapsed(doc, name)
-    pace = [i["span_min"] / i["seeds"] for i in e.get("invocations", []) if i.get("seeds")]
-    return {"units": e["units"], "runs": e["runs"], "span": f"{e['span_min']:.1f}", "unit": f"{e['unit_min']:.1f}",
-            "span_whole": f"{e['span_min']:.0f}", "unit_whole": f"{e['unit_min']:.0f}", "device": e["device"],
-            "commit": f"`{e['commit']}`", "together": e["unit_min"] > 1.05 * e["span_min"],
-            "pace_fold": max(pace) / min(pace) if pace else 1.0, "pace_fold_text": f"{max(pace) / min(pace):.1f}"
-            if pace else "1.0",
-            **{f"seeds_{n}": i["seeds"] for n, i in enumerate(e.get("invocations", []), 1)},
-            **{f"min_{n}": f"{i['span_min']:.0f}" for n, i in enumerate(e.get("invocations", []), 1)},
-            **{f"pace_{n}": f"{p:.1f}" for n, p in enumerate(pace, 1)}}
+    t = metric_tables(benchmark, K, committed)
+    return {"tab_ACC": Markdown(t["ACC"]), "tab_BT": Markdown(t["BT"]), "tab_FA": Markdown(t["FA"])}
 
 
-#: The columns of a GPU grid's per-unit table (`timings.gpu_units`) as the reference heads them.
-GPU_UNIT_COLUMNS = {"wall_s": "wall per unit (s), sharing the GPU", "peak_gb": "peak GPU memory (GB)"}
+def interpretation_glue(info: dict) -> dict:
+    """"What the comparison says" (`interpretation_values`, `interpretation_tables`): the gaps to the paper (its
+    table only where the paper has numbers), the ranking, the families' order, the interval's figures and the
+    settings the file was made with."""
+    from IPython.display import Markdown
 
-
-def gpu_grid_record(doc: dict) -> dict:
-    """A GPU grid's benchmark (`timings.gpu_grid`, `gpu_units`) for the reference: what ran and where, the grid's
-    time (measured or scaled from the timed seeds), the time we aim for and the ratio, and the per-unit table."""
-    from ..report.timings import duration, gpu_grid, gpu_units
-
-    g = gpu_grid(doc)
-    u = gpu_units(doc).dropna(axis=1, how="all").rename(columns=GPU_UNIT_COLUMNS)
-    return {**{k: g[k] for k in ("K", "n_methods", "n_tasks", "epochs", "workers", "seeds", "measured_seeds",
-                                  "scaled", "met", "mps", "compile", "precision", "note_beyond_commit")},
-            "command": f"`{g['command']}`", "device": g["device"], "commit": f"`{g['commit']}`", "data": g["data"],
-            "grid": duration(g["grid_s"]), "measured": duration(g["wall_s_measured"]),
-            "times": f"{g['seeds'] / g['measured_seeds']:g}", "target": duration(g["target_s"]),
-            "ratio": f"{g['grid_s'] / g['target_s']:.1f}", "units": table_md(u, index=True, numparse=True, floatfmt=".1f")}
+    v, t = interpretation_values(info), interpretation_tables(info)
+    return {"incomplete": v["incomplete"], "n_ACC": v["n_ACC"], "within_ACC": v["within_ACC"],
+            "outside_ACC": v["outside_ACC"], "rank_n": v["rank_n"], "rho_text": v["rho_text"],
+            "best_ours": v["best_ours"], "best_paper": v["best_paper"], "n_held_ours": v["n_held_ours"],
+            "n_fam_ours": v["n_fam_ours"], "held_ours": v["held_ours"], "n_held_paper": v["n_held_paper"],
+            "n_fam_paper": v["n_fam_paper"], "held_paper": v["held_paper"], "options_where": v["options_where"],
+            "gamma_control": v["gamma_control"], "compile": v["compile"], "precision": v["precision"],
+            "n_seeds": v["n_seeds"], "t_df": v["t_df"], "factor": v["factor"], "permuted": v["permuted"],
+            "n_rows": v["n_rows"], "mean_ci_ours": v["mean_ci_ours"], "mean_pm_paper": v["mean_pm_paper"],
+            "family_table": Markdown(markdown(t["family_table"])),
+            "hparams_table": Markdown(markdown(t["hparams_table"])),
+            "options_table": Markdown(markdown(t["options_table"])),
+            **({"gaps_table": Markdown(markdown(t["gaps_table"]))} if "gaps_table" in t else {})}

@@ -1,5 +1,5 @@
-"""The claims section of `metacl_lite.publish.pagekit`: the records and tables that the intro and chapter 7 glue
-into their Markdown (issue 35 item 1). Worked by hand on small records and on the hand-made claim 2b of
+"""The claims' records (`metacl_lite.publish.page_claims`, `page_intro`): the records and tables that the intro and
+chapter 7 glue into their Markdown (issue 35 item 1). Worked by hand on small records and on the hand-made claim 2b of
 `test_claims_parts`, then pinned on the committed evidence to the numbers the two pages showed before their words
 moved into Markdown."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 
 from metacl_lite.findings import claims as C, evidence as E, stats as S
-from metacl_lite.publish import pagekit, verdicts as K
+from metacl_lite.publish import formatting as F, page_claims as K, page_intro as I
 from metacl_lite.report.targets import TARGET_ACC_GAP
 
 from test_claims_parts import _claim2b
@@ -24,10 +24,10 @@ def _head(**kw):
 # Small records, by hand
 # ---------------------------------------------------------------------------------------------------------------
 def test_pts_has_a_real_minus_its_unit_and_a_dash_for_none():
-    assert K.pts(-0.77) == "−0.8 pts"
-    assert K.pts(11.326, "degrees") == "+11.3°"
-    assert K.pts(-0.4, fmt="+.2f") == "−0.40 pts"
-    assert K.pts(None) == K.pts(math.nan) == "–"
+    assert F.pts(-0.77) == "−0.8 pts"
+    assert F.pts(11.326, "degrees") == "+11.3°"
+    assert F.pts(-0.4, fmt="+.2f") == "−0.40 pts"
+    assert F.pts(None) == F.pts(math.nan) == "–"
 
 
 def test_number_behind_names_the_test_its_K_threshold_and_holm_p():
@@ -58,12 +58,13 @@ def test_records_of_qualifiers():
     assert K.paper_against_record({**o, "K": None}, "pmnist")["table"] == "tables"
 
 
-def test_glue_all_glues_shown_values_only(monkeypatch):
+def test_glue_record_glues_shown_values_only(monkeypatch):
     import myst_nb
 
     glued = {}
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.setdefault(name, (value, display)))
-    pagekit.glue_all("c1_", {"verdict": S.REFUTED, "n": 5, "mean": 0.5, "bounded": True, "metrics": ["a"]})
+    F.glue_record({"c1_verdict": S.REFUTED, "c1_n": 5, "c1_mean": 0.5, "c1_bounded": True, "c1_metrics": ["a"],
+                   "c1_none": None})
     assert glued == {"c1_verdict": (S.REFUTED, False), "c1_n": (5, False), "c1_mean": (0.5, False)}
 
 
@@ -192,10 +193,10 @@ def test_committed_claim_records(committed):
 
 def test_committed_basis_and_gaps(committed):
     ev, _, _ = committed
-    assert K.seeds_of(ev) == {"files": {20: 10, 50: 10, 200: 10, 500: 10}, "logs": {"speed": 10, "angles": 10}}
+    assert I.seeds_of(ev) == {"files": {20: 10, 50: 10, 200: 10, 500: 10}, "logs": {"speed": 10, "angles": 10}}
     assert K.files_table(ev.results)["command"].iloc[0] == "`python -m metacl_lite run --benchmark pmnist --K 20 " \
                                                           "--seeds 10`"
-    assert K.gaps_to_paper("pmnist", TARGET_ACC_GAP) == {
+    assert I.gaps_to_paper("pmnist", TARGET_ACC_GAP) == {
         "near": {20: "1.7"}, "far": {50: "3.2", 200: "3.2", 500: "6.3"},
         "without": {"Split CIFAR-100": "Table 2", "Split CUB-200": "Table 3"}, "partly": []}
     assert K.quote(C.CLAIMS[0]) == f"> {C.CLAIMS[0].quote}\n>\n> — {C.CLAIMS[0].where}"
@@ -204,6 +205,6 @@ def test_committed_basis_and_gaps(committed):
 def test_table_md_keeps_cells_as_written():
     import pandas as pd
 
-    md = pagekit.table_md(pd.DataFrame({"#": ["{ref}`1 <claim-1>`"], "K": ["020"], "v": ["**refuted** / refuted"]})).data
+    md = F.table_md(pd.DataFrame({"#": ["{ref}`1 <claim-1>`"], "K": ["020"], "v": ["**refuted** / refuted"]})).data
     assert md.splitlines()[0].split("|")[1:-1] == [" #                  ", " K   ", " v                     "]
     assert "| {ref}`1 <claim-1>` | 020 | **refuted** / refuted |" in md  # no index, "020" not read as a number

@@ -1,21 +1,15 @@
-"""The records of the claims' pages (intro.md and chapters/07_claims.md): each claim's verdict and the number
-behind it, its parts, the estimates that point the other way, the paper's numbers against a part, the tests' tables,
-the seeds and logs behind them. Numbers, short labels, records and tables; the sentences are the pages' Markdown.
-Glueing and Markdown tables: `publish.pagekit`."""
+"""The records of the claims chapter (`book/chapters/07_claims.md`), and of the claims' findings the intro states
+(`page_intro`): each claim's verdict table (its verdict, the test behind it, its parts, the estimates that point the
+other way, the paper's numbers against a part, the tests not counted), the tests' tables, the seeds and logs behind
+them. `claims_glue`, `summary_glue`, `claim6_glue` and `claim7_glue` return the glue names the chapter's Markdown
+reads, written out in full. Numbers, short labels, records and tables; the sentences are the page's Markdown."""
 from __future__ import annotations
 
 from ..findings import claims as _C, stats as _S
-from ..report.tables import minus as _minus
+from .formatting import num as _num, pts, table_md
 
 #: What a claim's parts are (`claims.claim_parts`), where they are not its metrics.
 PART_KINDS = {"5": "method pair", "6": "statistic", "7": "control"}
-
-
-def pts(x, unit: str = "points", fmt: str = "+.1f") -> str:
-    """A difference with its unit and a real minus sign: "−0.8 pts", "+11.3°"; "–" for none."""
-    if x is None or x != x:
-        return "–"
-    return _minus(format(x, fmt)) + ("°" if unit == "degrees" else " pts")
 
 
 def at_K(row: dict) -> str:
@@ -84,10 +78,6 @@ def summary_table(heads: list[dict]):
     return pd.DataFrame({"#": [f"{{ref}}`{h['claim']} <claim-{h['claim']}>`" for h in heads],
                          "claim": [h["title"] for h in heads], "verdict": [h["verdict"] for h in heads],
                          "the test behind it": [number_behind(h) for h in heads]})
-
-
-def _num(x, fmt: str = "+.2f") -> str:
-    return "–" if x is None or x != x else _minus(format(x, fmt))
 
 
 def row_name(r: dict) -> str:
@@ -226,13 +216,6 @@ def files_table(results: dict):
                          for K, res in results.items()])
 
 
-def seeds_of(ev) -> dict:
-    """The seeds behind the findings: "files", {K: seeds} of the results files; "logs", {stream: seeds} of the
-    training logs of claims 5 ("speed") and 6 ("angles") that ran."""
-    return {"files": {K: len(res["config"]["seeds"]) for K, res in ev.results.items()},
-            "logs": {k: len(ev.logs[k]["seeds"]) for k in ("speed", "angles") if k in ev.logs and ev.logs[k]["runs"]}}
-
-
 def quote(claim) -> str:
     """A claim's words in the paper as a Markdown block quote, with where the paper says them."""
     return f"> {claim.quote}\n>\n> — {claim.where}"
@@ -256,22 +239,112 @@ def logs_record(logs: dict) -> dict:
     return out
 
 
-def gaps_to_paper(benchmark: str, target: float) -> dict:
-    """How near the paper a benchmark's results files land (`overview.overview_rows`): the K whose mean |ours −
-    paper| ACC is within `target` ("near") and above it ("far"), each {K: gap, one decimal}; and the titles of the
-    other benchmarks with no results file at any K ("without": {title: its main-text table}) or at some K only
-    ("partly")."""
-    from ..findings.paper import PAPER_SOURCES
-    from ..report.overview import overview_rows
+def verdict_table(c, rows: list[dict], head: dict, benchmark: str):
+    """Claim `c`'s verdict table, built from its tests `rows` (`claims.verdict_rows`) and its headline `head`
+    (`claims.headline`): the verdict with Holm's correction and raw, the counts of the tests counted, the test
+    behind the verdict, the verdict per K and per part where the claim has several, the undecided estimates that
+    point the other way, the paper's numbers against a part, and the tests shown but not counted. A row only where
+    the claim has it; the chapter's method paragraph says how to read each."""
+    import pandas as pd
 
-    rows = overview_rows()
-    mine = [r for r in rows if r["benchmark"] == benchmark and r["gap_ACC"] is not None]
-    others: dict = {}
-    for r in rows:
-        if r["benchmark"] != benchmark:
-            others.setdefault((r["title"], r["benchmark"]), []).append(r["exists"])
-    table = {b: src.split(" (")[0] for (b, _), src in PAPER_SOURCES.items() if "main text" in src}
-    return {"near": {r["K"]: f"{r['gap_ACC']:.1f}" for r in mine if r["gap_ACC"] <= target},
-            "far": {r["K"]: f"{r['gap_ACC']:.1f}" for r in mine if r["gap_ACC"] > target},
-            "without": {t: table[b] for (t, b), e in others.items() if not any(e)},
-            "partly": [t for (t, b), e in others.items() if any(e) and not all(e)]}
+    v, b, h = verdict_record(rows), beyond_record(rows), head_record(head)
+    out = {"verdict, Holm / raw": f"**{v['verdict']}** / {v['raw']}",
+           "tests counted": f"{v['n']}: with Holm {v['holm']}; raw {v['raw_counts']}",
+           "test behind it": f"{v['behind_test']}, {v['behind_column']}: {v['behind_mean']}, Holm p {v['behind_p']}"}
+    if v["by_K"]:
+        out["by K, Holm / raw"] = v["by_K"]
+    if len(head["parts"]) > 1:
+        out[f"by {h['part_kind']}, Holm"] = h["parts_verdicts"]
+    if head["other_way"]:
+        out["other way, undecided"] = "; ".join(f"{o['test']}{o['at_K']}: {o['mean']}, {o['seeds']} seeds for it"
+                                                for o in map(other_way_record, head["other_way"]))
+    if head["paper_against"]:
+        out["paper against it"] = "; ".join(
+            f"{r['part']}: {o['test']}{o['at_K']}: paper's {o['table']} {o['paper']}, ours {o['ours']}, p(Holm) "
+            f"{o['p_holm']}" for r, o in ((r, paper_against_record(r, benchmark)) for r in head["paper_against"]))
+    if b["n"]:
+        out["not counted"] = f"{b['n']} at K = {b['ks']}, raw {b['raw_counts']}; stated at K = {b['stated']}"
+    if b["others"]:
+        out["not counted"] = f"{b['others']} repeated runs (below)"
+    return pd.DataFrame({f"Claim {c.id}": list(out), "": list(out.values())})
+
+
+#: Chapter 7's glue names per claim, written out: its quote, its verdict (the Holm one), its verdict table
+#: (`verdict_table`), its tests' table (`tests_table`) and its figure (`plots.claim_differences`).
+CLAIM_GLUE = {"1": ("quote_1", "verdict_1", "verdict_table_1", "claim_1", "fig_claim_1"),
+              "2a": ("quote_2a", "verdict_2a", "verdict_table_2a", "claim_2a", "fig_claim_2a"),
+              "2b": ("quote_2b", "verdict_2b", "verdict_table_2b", "claim_2b", "fig_claim_2b"),
+              "3": ("quote_3", "verdict_3", "verdict_table_3", "claim_3", "fig_claim_3"),
+              "4": ("quote_4", "verdict_4", "verdict_table_4", "claim_4", "fig_claim_4"),
+              "5": ("quote_5", "verdict_5", "verdict_table_5", "claim_5", "fig_claim_5"),
+              "6": ("quote_6", "verdict_6", "verdict_table_6", "claim_6", "fig_claim_6"),
+              "7": ("quote_7", "verdict_7", "verdict_table_7", "claim_7", "fig_claim_7")}
+
+
+def claims_glue(rows: list[dict], heads: dict, benchmark: str) -> dict:
+    """Each claim of the registry (`claims.CLAIMS`) under its names of `CLAIM_GLUE`: its quote, its verdict, its
+    verdict table, its tests' table and its figure of per-seed differences (the caller closes the figures)."""
+    from IPython.display import Markdown
+
+    from ..report.plots import claim_differences
+
+    if list(CLAIM_GLUE) != [c.id for c in _C.CLAIMS]:
+        raise ValueError(f"CLAIM_GLUE names claims {list(CLAIM_GLUE)}; the registry has {[c.id for c in _C.CLAIMS]}")
+    frame, out = _C.differences_frame(rows), {}
+    for c in _C.CLAIMS:
+        mine = [r for r in rows if r["claim"] == c.id]
+        quote_, verdict, verdict_table_, tests, fig = CLAIM_GLUE[c.id]
+        out |= {quote_: Markdown(quote(c)), verdict: _C.claim_verdict(mine),
+                verdict_table_: table_md(verdict_table(c, mine, heads[c.id], benchmark)),
+                tests: table_md(tests_table(mine)), fig: claim_differences(frame, c.id)}
+    return out
+
+
+def summary_glue(ev, rows: list[dict], heads: dict) -> dict:
+    """The summary and the method: the summary's and the files' tables, the parts of the claims whose parts disagree
+    (1, 2a, 2b), what Holm's correction changes (`holm_changes`), the training logs (`logs_record`), the level and
+    what the seeds can show (`seeds_record`), and claim 3's mean and seeds (which tests/test_claims.py reads)."""
+    from IPython.display import Markdown
+
+    from ..findings.evidence import stream_fingerprint
+
+    c1, c2a, c2b = (head_record(heads[c]) for c in ("1", "2a", "2b"))
+    holm, logs, s = holm_changes(heads.values(), rows), logs_record(ev.logs), seeds_record(_C.seed_power(rows))
+    claim3 = next(r for r in rows if r["claim"] == "3")
+    verdict = {c: _C.claim_verdict([r for r in rows if r["claim"] == c]) for c in ("1", "2a", "2b")}
+    return {"summary_table": table_md(summary_table(heads.values())), "files_table": table_md(files_table(ev.results)),
+            "c1_verdict": verdict["1"], "c1_part_kind": c1["part_kind"], "c1_parts_verdicts": c1["parts_verdicts"],
+            "c2a_verdict": verdict["2a"], "c2a_part_kind": c2a["part_kind"],
+            "c2a_parts_verdicts": c2a["parts_verdicts"],
+            "c2b_verdict": verdict["2b"],
+            "c2b_part_kind": c2b["part_kind"], "c2b_parts_verdicts": c2b["parts_verdicts"],
+            "holm_n": holm["n"], "holm_undone": holm["undone"],
+            "logs_speed_K": logs.get("speed_K", "–"), "logs_speed_tasks": logs.get("speed_tasks", "–"),
+            "logs_speed_seeds": logs.get("speed_seeds", "–"), "logs_angles_K": logs.get("angles_K", "–"),
+            "logs_angles_tasks": logs.get("angles_tasks", "–"), "logs_angles_seeds": logs.get("angles_seeds", "–"),
+            "logs_from": Markdown(logs["source"]), "stream_id": stream_fingerprint(ev.logs), "alpha": f"{_S.ALPHA:g}",
+            "seeds_n": s["n"], "seeds_m": s["m"], "seeds_alpha": s["alpha"], "seeds_sign_p": s["sign_p"],
+            "seeds_t": s["t"], "seeds_effect": s["effect"], "seeds_effect_holm": s["effect_holm"], "seeds_sd": s["sd"],
+            "seeds_effect_pts": s["effect_pts"], "seeds_effect_holm_pts": s["effect_holm_pts"],
+            "seeds_power": s["power"], "seeds_one_in": s["one_in"],
+            "claim3_mean": round(claim3["mean"], 2), "claim3_n": claim3["n"]}
+
+
+def claim6_glue(ev) -> dict:
+    """Claim 6's notes: the projection's bound against the largest angles (`largest_angles`) and the statistics on
+    task 2 (`task2_record`)."""
+    bound, task2 = largest_angles(ev), task2_record(ev)
+    return {"c6_cap": bound.get("cap", "–"), "c6_lam": bound.get("lam", "–"), "c6_beta": bound.get("beta", "–"),
+            "c6_lam_label": bound.get("lam_label", "–"), "c6_beta_label": bound.get("beta_label", "–"),
+            "c6_task2_n": task2["n"], "c6_task2_decided": task2["decided"],
+            "c6_task2_verdict0": task2.get("verdict0", "–"), "c6_task2_mean0": task2.get("mean0", "–"),
+            "c6_task2_verdict1": task2.get("verdict1", "–"), "c6_task2_mean1": task2.get("mean1", "–"),
+            "c6_task2_verdict2": task2.get("verdict2", "–"), "c6_task2_mean2": task2.get("mean2", "–")}
+
+
+def claim7_glue(rows: list[dict], head: dict) -> dict:
+    """Claim 7's notes: its verdict, the γ = β control's counts and the test behind its verdict (its first part),
+    and the table of the controls that repeat the main file's runs (`repeats_table`)."""
+    g_beta, mine = head["parts"][0], [r for r in rows if r["claim"] == "7"]
+    return {"c7_verdict": _C.claim_verdict(mine), "c7_gbeta_counts": part_counts(g_beta),
+            "c7_gbeta_behind": number_behind(g_beta["deciding"]), "repeats_7": table_md(repeats_table(mine))}

@@ -1,18 +1,15 @@
-"""Chapter 8's records (`book/chapters/08_analysis.md`): Fig. 3's end points, MetaCL's gain per K, the learning
+"""The records of chapter 8 (`book/chapters/08_analysis.md`): Fig. 3's end points, MetaCL's gain per K, the learning
 speed and gradient angles of claims 5 and 6's runs, the tuning grids' sensitivity and the tuned values per K, and the
-numbers of the λ story. Numbers, records and tables only: the chapter's sentences are its Markdown, and its hidden
-cells assert the premises they rest on. The page imports this module as `A`."""
+numbers of the λ story. The `*_glue` functions return the glue names the chapter's Markdown reads, written out in
+full. Numbers, records and tables only: the chapter's sentences are its Markdown, and its hidden cells assert the
+premises they rest on. The page imports this module as `A`."""
 from __future__ import annotations
 
 from ..findings import claims as _C, stats as _S
+from ..keys import runs_by_key
 from ..report.commands import relative_command
 from ..vocab import PAPER_REGULARISERS
-
-
-def listing(items) -> str:
-    """'20', '20 and 50', '1, 5 and 10': a list of numbers or names as a page writes it."""
-    items = [str(i) for i in items]
-    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+from .formatting import code, listing, markdown
 
 
 def pmnist_results(Ks) -> dict:
@@ -77,9 +74,9 @@ def speed_frame(log: dict):
     import pandas as pd
     from ..vocab import method_label
 
-    return pd.DataFrame([{"method": method_label(k.split("/")[0]), "seed": int(k.split("/")[1]), "epoch": e + 1,
-                          "accuracy (%)": float(acc)}
-                         for k, log_ in log["runs"].items() for e, acc in enumerate(_S.epoch_accuracy(log_).mean(axis=0))])
+    return pd.DataFrame([{"method": method_label(k.method), "seed": k.seed, "epoch": e + 1, "accuracy (%)": float(acc)}
+                         for k, log_ in runs_by_key(log["runs"])
+                         for e, acc in enumerate(_S.epoch_accuracy(log_).mean(axis=0))])
 
 
 def speed_table(rows: list[dict]):
@@ -126,14 +123,13 @@ def angle_frame(log: dict):
     from ..vocab import method_label
 
     last, rows = log["n_tasks"] - 1, []
-    for key, run in log["runs"].items():
-        m, s = key.split("/")
+    for (m, s), run in runs_by_key(log["runs"]):
         for task in (1, last):
             steps = [r for r in run["angles"] if r[0] == task]  # [task, cos<g1,gx>, cos<g2,gx>, lambda] per step
             for col, name in ((1, "∠(g1, gx)"), (2, "∠(g2, gx)")):
                 for step, r in enumerate(steps):
                     if r[col] is not None and not np.isnan(r[col]):  # <g2, gx> is undefined where g2 = 0
-                        rows.append({"method": method_label(m), "seed": int(s), "task": f"task {task + 1}",
+                        rows.append({"method": method_label(m), "seed": s, "task": f"task {task + 1}",
                                      "angle": name, "step": step,
                                      "degrees": float(np.degrees(np.arccos(np.clip(r[col], -1, 1))))})
     return pd.DataFrame(rows)
@@ -146,11 +142,11 @@ def angle_summary(log: dict):
     from ..vocab import method_label
 
     last = log["n_tasks"] - 1
-    per_seed = pd.DataFrame([{"method": method_label(k.split("/")[0]), "task": f"task {t + 1}",
+    per_seed = pd.DataFrame([{"method": method_label(k.method), "task": f"task {t + 1}",
                               "mean ∠(g1, gx)": _S.angle_mean(run, t, "g1"),
                               "spread of ∠(g1, gx)": _S.angle_spread(run, t, "g1"),
                               "spread of ∠(g2, gx)": _S.angle_spread(run, t, "g2")}
-                             for k, run in log["runs"].items() for t in (1, last)])
+                             for k, run in runs_by_key(log["runs"]) for t in (1, last)])
     return per_seed.groupby(["task", "method"]).mean()
 
 
@@ -335,3 +331,83 @@ def story_numbers(sf) -> dict:
                 "tuned_rise_min": float(rise["tuned"].min()), "zero_acc_higher": int((acc_z > acc_l).sum()),
                 "seeds_n": sf.seed.nunique()})
     return rec
+
+
+def speed_glue(dyn: dict) -> dict:
+    """The learning speed's stream (`page_claims.logs_record`): its K, tasks and seeds, and where its logs come from
+    (without code spans: the sentence is text)."""
+    from .page_claims import logs_record
+
+    logs = logs_record(dyn)
+    return {"speed_speed_K": logs.get("speed_K", "–"), "speed_speed_tasks": logs.get("speed_tasks", "–"),
+            "speed_speed_seeds": logs.get("speed_seeds", "–"), "speed_source": logs["source"].replace("`", "")}
+
+
+def angle_glue(a: dict, seeds: int) -> dict:
+    """The angles paragraph (`angle_record` `a`) and the stream's seeds."""
+    return {"angle_tasks": a["tasks"], "angle_b_growth": a["b_growth"], "angle_b_first": a["b_first"],
+            "angle_b_last": a["b_last"], "angle_l_growth": a["l_growth"], "angle_l_first": a["l_first"],
+            "angle_l_last": a["l_last"], "angle_seeds": seeds, "angle_mean_last": a["mean_last"],
+            "angle_mean_last_lo": a["mean_last_lo"], "angle_mean_last_hi": a["mean_last_hi"],
+            "angle_mean_first": a["mean_first"], "angle_mean_first_lo": a["mean_first_lo"],
+            "angle_mean_first_hi": a["mean_first_hi"], "angle_spread_last": a["spread_last"],
+            "angle_spread_last_lo": a["spread_last_lo"], "angle_spread_last_hi": a["spread_last_hi"]}
+
+
+def sensitivity_glue(tuning: dict, by_reg) -> dict:
+    """The tuning grid the sensitivity is read on (K, tasks, seeds) and the regularisers whose γ has the wider
+    range (`sensitivity_by_regulariser` `by_reg`)."""
+    return {"sens_K": tuning["K"], "sens_tasks": tuning["n_tasks"], "sens_seeds": listing(tuning["seeds"]),
+            "sens_wider": listing(by_reg.regulariser[by_reg.wider])}
+
+
+def tuned_glue(chosen, edge, paper_Ks) -> dict:
+    """The tuned values per K (`tuned_values`' `chosen`, `edge`): the tables below the paper's K and at them, the
+    steps between K, and the K tuned."""
+    from IPython.display import Markdown
+
+    from .formatting import table_md
+
+    low = [k for k in chosen.columns if k < min(paper_Ks)]
+    paper = [k for k in chosen.columns if k >= min(paper_Ks)]
+    return {"tuning_K_table_low": Markdown(markdown(tuned_table(chosen, edge, low), ("left",) + ("right",) * len(low))),
+            "tuning_K_table_paper": Markdown(markdown(tuned_table(chosen, edge, paper),
+                                                      ("left",) + ("right",) * len(paper))),
+            "tuning_K_steps": table_md(tuned_steps(chosen)), "tuning_Ks": listing(chosen.columns)}
+
+
+def story_tables_glue(sf) -> dict:
+    """The λ story's tables (`lambda_story.lambda_table`, and `variant_table` of the penalty along −g and of the
+    final ACC)."""
+    from IPython.display import Markdown
+
+    from ..lab import lambda_story as L
+
+    def md(table):
+        return Markdown(markdown(table, ("right", "left") + ("right",) * (len(table.columns) - 2)))
+
+    return {"story_lambda_table": md(L.lambda_table(sf)),
+            "story_along_table": md(L.variant_table(sf, "frac_increase_along_g")),
+            "story_acc_table": md(L.variant_table(sf, "final ACC", percent=False))}
+
+
+def story_glue(prov: dict, rec: dict) -> dict:
+    """The λ story's numbers: its file's provenance (`story_record` `prov`) and the paragraphs' figures
+    (`story_numbers` `rec`)."""
+    from IPython.display import Markdown
+
+    return {"story_command": Markdown(code(prov["command"])), "story_commit": prov["commit"],
+            "story_torch": prov["torch"], "story_minutes": prov["minutes"], "story_device": prov["device"],
+            "story_streams": prov["streams"], "story_seeds": prov["seeds"], "story_unmeasured": prov["unmeasured"],
+            "story_tuned_frac_lambda_pos": rec["tuned_frac_lambda_pos"],
+            "story_tuned_frac_lambda_gt_gamma": rec["tuned_frac_lambda_gt_gamma"],
+            "story_ratio_min": rec["ratio_min"], "story_ratio_max": rec["ratio_max"],
+            "story_tuned_frac_step_against_g2": rec["tuned_frac_step_against_g2"],
+            "story_zero_frac_step_against_g2": rec["zero_frac_step_against_g2"],
+            "story_beta_frac_step_against_g2": rec["beta_frac_step_against_g2"],
+            "story_zero_frac_increase": rec["zero_frac_increase"],
+            "story_zero_frac_increase_along_g": rec["zero_frac_increase_along_g"],
+            "story_tuned_frac_increase": rec["tuned_frac_increase"],
+            "story_beta_frac_increase": rec["beta_frac_increase"], "story_within": rec["within"],
+            "story_pairs": rec["pairs"], "story_higher": rec["higher"], "story_lower": rec["lower"],
+            "story_seeds_n": rec["seeds_n"], "story_zero_acc_higher": rec["zero_acc_higher"]}

@@ -1,4 +1,4 @@
-"""Chapter 8's records (metacl_lite.publish.analysis): worked out by hand on small inputs, and pinned on the committed
+"""Chapter 8's records (metacl_lite.publish.page_analysis): worked out by hand on small inputs, and pinned on the committed
 results files to the numbers the chapter showed before its words moved into Markdown (issue 35 item 1)."""
 import math
 
@@ -8,7 +8,7 @@ import pytest
 from metacl_lite.data.specs import SPECS
 from metacl_lite.findings import stats as S
 from metacl_lite.lab import lambda_story as L
-from metacl_lite.publish import analysis as A
+from metacl_lite.publish import page_analysis as A
 from metacl_lite.vocab import PAPER_REGULARISERS
 
 

@@ -1,5 +1,6 @@
-"""The records that `book/reference.md`, `book/running.md` and chapter 3 glue into their Markdown (the "running"
-section of `metacl_lite/publish/pagekit.py` and `metacl_lite/publish/running.py`), pinned on the committed files to the numbers those pages showed when their
+"""The records that `book/reference.md`, `book/running.md` and chapter 3 glue into their Markdown
+(`metacl_lite/publish/page_reference.py`, `page_running.py`, `page_dynamic_balance.py`; glueing in `formatting.py`),
+pinned on the committed files to the numbers those pages showed when their
 words were still built in the pages; the premises the reference asserts, shown to fail when a record changes; and the
 reference's and the README's module maps, which must name every module of the package."""
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pandas as pd
 import pytest
 
 from metacl_lite.lab.store import load
-from metacl_lite.publish import pagekit as pk, running as RB
+from metacl_lite.publish import formatting as F, page_dynamic_balance as DB, page_reference as RF, page_running as RB
 from metacl_lite.report.timings import DEVICE_FILES, device_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,36 +27,36 @@ def test_glue_record_glues_strings_as_markdown_and_numbers_as_they_are(monkeypat
 
     glued = {}
     monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.update({name: (value, display)}))
-    pk.glue_all("x_", {"n": 12, "cmd": "`run`", "table": Markdown("| a |")}, markdown=True)
+    F.glue_record({"x_n": 12, "x_cmd": "`run`", "x_table": Markdown("| a |")}, markdown=True)
     assert glued["x_n"] == (12, False)
     assert isinstance(glued["x_cmd"][0], Markdown) and glued["x_cmd"][0].data == "`run`"
     assert glued["x_table"][0].data == "| a |"
 
 
 def test_cpu_bench_records_as_the_reference_showed_them():
-    k20 = RB.cpu_bench_record(load(R / "bench-pmnist-K20.json", "bench"))
+    k20 = RF.cpu_bench_record(load(R / "bench-pmnist-K20.json", "bench"))
     assert (k20["grids_kind"], k20["reduced"]) == (True, False)
     assert [k20[k] for k in ("gemm", "gemm_1", "tflop", "bound", "bound_1")] == ["118", "74", "1.13", "9.6", "15.3"]
     assert k20["command"] == "`python -m metacl_lite.tools bench --K 20`" and k20["commit"] == "`e49eb9e17e`"
     assert "whole grid, K" in k20["grids"].data and "speed-up" in k20["grids"].data
-    cifar = RB.cpu_bench_record(load(R / "bench-cifar100.json", "bench"))
+    cifar = RF.cpu_bench_record(load(R / "bench-cifar100.json", "bench"))
     assert (cifar["grids_kind"], cifar["reduced"], cifar["n_tasks"], cifar["epochs"], cifar["grid_h"]) == (
         False, True, 2, 1, "~12.5")
     assert "full run (min)" in cifar["methods"].data and "~" in cifar["methods"].data
 
 
 def test_gpu_grid_records_as_the_reference_showed_them():
-    mnist = pk.gpu_grid_record(load(R / "bench-pmnist-cuda.json", "bench"))
+    mnist = RF.gpu_grid_record(load(R / "bench-pmnist-cuda.json", "bench"))
     assert [mnist[k] for k in ("scaled", "met", "seeds", "grid", "target", "K", "n_tasks", "epochs", "workers")] == [
         False, True, 5, "44.7 s", "60.0 s", 20, 20, 5, 8]
-    cub = pk.gpu_grid_record(load(R / "bench-cub-cuda.json", "bench"))
+    cub = RF.gpu_grid_record(load(R / "bench-cub-cuda.json", "bench"))
     assert [cub[k] for k in ("scaled", "met", "measured_seeds", "measured", "times", "grid", "target", "ratio")] == [
         True, False, 1, "8.4 min", "5", "42.1 min", "30.0 min", "1.4"]
     assert "peak GPU memory (GB)" in cub["units"].data or "wall per unit (s), sharing the GPU" in cub["units"].data
 
 
 def test_gpu_check_record_counts_and_marks_the_tests_not_run():
-    g = RB.gpu_check_record(json.loads((R / "gpu-check.json").read_text()), ROOT / "tests" / "test_gpu.py")
+    g = RF.gpu_check_record(json.loads((R / "gpu-check.json").read_text()), ROOT / "tests" / "test_gpu.py")
     assert (g["passed"], g["failed"], g["command"]) == (12, 0, "`python data_scripts/gpu_check.py`")
     rows = [r for r in g["table"].data.split("\n")[2:] if r.strip()]
     assert len(rows) == g["passed"] + g["failed"] + g["not_run"]
@@ -64,16 +65,16 @@ def test_gpu_check_record_counts_and_marks_the_tests_not_run():
 
 
 def test_elapsed_record_of_the_committed_K20_file():
-    pm = pk.elapsed_record(json.loads((R / "pmnist-K20.json").read_text()), "results/pmnist-K20.json")
+    pm = RB.elapsed_record(json.loads((R / "pmnist-K20.json").read_text()), "results/pmnist-K20.json")
     assert [pm[k] for k in ("runs", "seeds_1", "min_1", "pace_1", "seeds_2", "min_2", "pace_2", "span_whole",
                             "unit_whole", "pace_fold_text", "together")] == [
         2, 5, "11", "2.3", 5, "38", "7.6", "49", "98", "3.3", True]
-    k500 = pk.elapsed_record(json.loads((R / "tuning-pmnist-K500.json").read_text()), "results/tuning-pmnist-K500.json")
+    k500 = RB.elapsed_record(json.loads((R / "tuning-pmnist-K500.json").read_text()), "results/tuning-pmnist-K500.json")
     assert re.fullmatch(r"\d+\.\d", k500["span"]) and re.fullmatch(r"`[0-9a-f]{7,40}`", k500["commit"])
 
 
 def test_choices_record_marks_the_decided_variant_and_writes_minus_signs():
-    c = RB.choices_record(json.loads((R / "open-choices-pmnist.json").read_text()))
+    c = RF.choices_record(json.loads((R / "open-choices-pmnist.json").read_text()))
     assert c["table"].data.count("**(decided)**") == 3 and "nan" not in c["table"].data
     margins = c["margins"].data
     assert "| MAS | `base`     | `max`       | +0.44, +0.28 | −1.03, +1.78 |" in margins
@@ -109,7 +110,7 @@ def test_balance_snapshot_is_an_image_with_its_alt_text():
 
     page = "\n".join(c for _, c in code_cells(ROOT / "book" / "chapters" / "03_dynamic_balance.md"))
     alt = eval(re.search(r"^ALT = (\(.*?\))$", page, re.S | re.M).group(1))  # the page's words
-    html = RB.balance_snapshot(np.array([1.0, 0.3]), 140.0, 1.5, 0.6, 0.0, alt).data
+    html = DB.balance_snapshot(np.array([1.0, 0.3]), 140.0, 1.5, 0.6, 0.0, alt).data
     assert html.startswith('<img alt="The balance in two dimensions at |g2| = 1.50, 140°, beta = 0.60, gamma = 0.00:')
     assert "data:image/png;base64," in html
 
@@ -124,10 +125,10 @@ def _reference_premises() -> str:
 
 @pytest.mark.parametrize("change", ["cub met", "pmnist scaled", "cifar100 mps", "K20 reduced", "all run"])
 def test_the_reference_fails_when_a_premise_of_its_sentences_changes(change):
-    cpu = {n: RB.cpu_bench_record(load(R / f"bench-{n}.json", "bench"))
+    cpu = {n: RF.cpu_bench_record(load(R / f"bench-{n}.json", "bench"))
            for n in ("pmnist-K500", "pmnist-K20", "cifar100", "cub")}
-    gpu = {s: pk.gpu_grid_record(load(R / f"bench-{s}-cuda.json", "bench")) for s in ("pmnist", "cifar100", "cub")}
-    gc = RB.gpu_check_record(json.loads((R / "gpu-check.json").read_text()), ROOT / "tests" / "test_gpu.py")
+    gpu = {s: RF.gpu_grid_record(load(R / f"bench-{s}-cuda.json", "bench")) for s in ("pmnist", "cifar100", "cub")}
+    gc = RF.gpu_check_record(json.loads((R / "gpu-check.json").read_text()), ROOT / "tests" / "test_gpu.py")
     code = _reference_premises()
     exec(code, {"cpu": cpu, "gpu": gpu, "gc": gc})  # the committed files: every premise holds
     {"cub met": lambda: gpu["cub"].update(met=True), "pmnist scaled": lambda: gpu["pmnist"].update(scaled=True),

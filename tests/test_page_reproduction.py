@@ -1,5 +1,5 @@
-"""The reproductions section of publish/pagekit.py (issue 35 item 1): the records the reproduction pages and the
-overview glue, pinned on the committed files to the numbers those pages showed before their words moved into Markdown,
+"""The records of the reproduction pages and the overview (publish/page_reproduction.py, page_overview.py; issue 35
+item 1), pinned on the committed files to the numbers those pages showed before their words moved into Markdown,
 and the one template's cells per kind of page (publish/pages.py)."""
 import json
 
@@ -7,7 +7,7 @@ import pytest
 
 from metacl_lite.lab.store import load, load_results
 from metacl_lite.paths import REPO_ROOT
-from metacl_lite.publish import pagekit as P
+from metacl_lite.publish import formatting as F, page_overview as O, page_reproduction as P
 from metacl_lite.publish import pages as N
 
 RESULTS = REPO_ROOT / "results"
@@ -70,9 +70,9 @@ def test_interpretation_tables_and_values_follow_the_paper():
     assert set(tb) == {"gaps_table", "family_table", "hparams_table", "options_table"}
     assert "gaps_table" not in to and list(to["family_table"].columns) == ["Regulariser", "Ours", "Holds (ours)"]
     v = P.interpretation_values(both)
-    assert v["rho_text"] == P._minus(f"{both['rank']['rho']:.2f}") and "-" not in str(v["rho_text"])
+    assert v["rho_text"] == F.minus(f"{both['rank']['rho']:.2f}") and "-" not in str(v["rho_text"])
     assert P.interpretation_values(ours)["rho_text"] == "–"
-    assert "−" in P.markdown(tb["gaps_table"]) or "-" not in P.markdown(tb["gaps_table"])
+    assert "−" in F.markdown(tb["gaps_table"]) or "-" not in F.markdown(tb["gaps_table"])
 
 
 def test_missing_record_of_the_settings_without_results():
@@ -91,11 +91,11 @@ def test_missing_record_of_the_settings_without_results():
 
 
 def test_hours_and_the_overview_frame():
-    assert (P.hours(59), P.hours(3000), P.hours(15000), P.hours(70000)) == ("59.0 s", "50.0 min", "4.2 h", "19 h")
+    assert (F.hours(59), F.hours(3000), F.hours(15000), F.hours(70000)) == ("59.0 s", "50.0 min", "4.2 h", "19 h")
     rows = [{"title": "Permuted MNIST", "K": 20, "page": "pmnist-K20", "exists": True, "seeds": 10, "complete": False,
              "gap_ACC": 1.234, "rho": 0.9}, {"title": "Split CUB-200", "K": 10, "page": "cub-K10", "exists": False,
                                              "seeds": 0, "complete": True, "gap_ACC": None, "rho": None}]
-    df = P.overview_frame(rows)
+    df = O.overview_frame(rows)
     assert df.values.tolist() == [["[Permuted MNIST, K = 20](pmnist-K20.md)", "10 (incomplete)", "1.2", "0.90"],
                                   ["[Split CUB-200, K = 10](cub-K10.md)", "none yet", "–", "–"]]
 
@@ -103,11 +103,11 @@ def test_hours_and_the_overview_frame():
 def test_the_overview_estimates_pinned_on_the_committed_bench_files():
     """The numbers the overview's CIFAR-100 and CUB sections showed (CPU run and grid, the whole of make
     reproduce-<b> on one GPU, step by step), unchanged by the L2 extension (the paper's methods are counted)."""
-    cpu = {b: P.cpu_estimate_record(load(RESULTS / f"bench-{b}.json", "bench"), 5) for b in ("cifar100", "cub")}
+    cpu = {b: O.cpu_estimate_record(load(RESULTS / f"bench-{b}.json", "bench"), 5) for b in ("cifar100", "cub")}
     assert [(c["run_min"], c["grid_h"], c["n_methods"], c["n_table_methods"]) for c in cpu.values()] == [
         ("23", "21", 11, 11), ("178", "59", 4, 11)]
     assert cpu["cub"]["fold"] == "2.8" and cpu["cifar100"]["max_paper_K"] > cpu["cifar100"]["K"] == 20
-    total = {b: P.total_estimate_record(load(RESULTS / f"bench-{b}-cuda.json", "bench"), 5) for b in ("cifar100", "cub")}
+    total = {b: O.total_estimate_record(load(RESULTS / f"bench-{b}-cuda.json", "bench"), 5) for b in ("cifar100", "cub")}
     assert [(t["total"], t["n_runs"], t["K0"], t["concurrency"], t["times"]) for t in total.values()] == [
         ("19 h", 1960, 20, "6.2", "5"), ("4.2 h", 335, 10, "6.9", "5")]
     cub = total["cub"]["table"]
