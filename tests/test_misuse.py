@@ -118,11 +118,11 @@ def test_no_notebook_cell_starts_its_file_over(page):
     of the previous run without a record)."""
     import inspect
 
-    from metacl_lite.publish import pagekit
+    from metacl_lite.publish import page_reproduction
 
     code = "\n".join(c.source for c in jupytext.read(str(page)).cells if c.cell_type == "code")
-    assert "pagekit.live_run(" in code and "force" not in code  # the page's live run is pagekit's
-    live = inspect.getsource(pagekit.live_run)
+    assert "records.live_run(" in code and "force" not in code  # the page's live run is page_reproduction's
+    live = inspect.getsource(page_reproduction.live_run)
     assert "run_experiment(" in live and "force" not in live
 
 
@@ -530,12 +530,12 @@ def test_device_parameter_is_declared_and_passed_on():
     for page in [BENCHMARK_PAGE] + [REPRODUCE / f"{stem}.md" for stem in PAGES] + sorted(TEMPLATES.glob("*.md")):
         assert declared_parameters(page)["device"] is None
         code = "\n".join(c.source for c in jupytext.read(str(page)).cells if c.cell_type == "code")
-        assert '"device": None' in code and re.search(r"pagekit\.live_(run|record)\([^)]*\bdevice\b", code)
+        assert '"device": None' in code and re.search(r"records\.live_(run|record)\([^)]*\bdevice\b", code)
     import inspect
 
-    from metacl_lite.publish import pagekit
+    from metacl_lite.publish import page_reproduction
 
-    assert "device=device" in inspect.getsource(pagekit.live_run)  # the page's live run passes it on
+    assert "device=device" in inspect.getsource(page_reproduction.live_run)  # the page's live run passes it on
 
 
 @pytest.mark.parametrize("value", ["auto", "cpu", "cuda", "cuda:0", "cuda:12", None])
