@@ -3,21 +3,23 @@ and L2 (Omega = 1, an extension the paper did not run). Which regularisers exist
 
 All functions return a flat, non-negative tensor with one entry per parameter (order of `model.parameters()`).
 The training loop calls them through one interface, `Importance` (`EWC`, `PI`, `MAS`, `L2`): `begin_task`, `after_step`
-after each outer update, `end_task` -> the task's Omega.
+after each outer update, `end_task` -> the task's Omega. Each class registers itself under its regulariser's name in the
+vocabulary (`@estimator("pi")`), and reads the options the vocabulary declares for it (`vocab.options_of`) from the
+run's config in `from_config`.
 Across tasks `accumulate_importance` combines each task's Omega with the running one; by default they are *summed*
 (Omega <- Omega + Omega_task), as SI and MAS accumulate, and the usual single-penalty form of EWC. The anchor bar_theta
 is the parameter vector after the latest task.
 
 Choices the paper leaves open (documented in the book):
 - EWC uses the *empirical* Fisher, per sample: F = 1/N sum_n (d log p(y_n|x_n) / d theta)^2 with the observed label
-  y_n, over the task's training images. `kind="expected"` gives the true Fisher, exact over all classes,
+  y_n, over the task's training images. `kind="expected"` (the option `fisher`) gives the true Fisher, exact over all classes,
   1/N sum_n sum_c p(c|x_n) (d log p(c|x_n) / d theta)^2: about ten times slower (one gradient per class).
 - PI: omega_k accumulates -g_k * delta_theta_k over every outer update, with g the gradient of the *unregularised*
   task loss (g1 for MetaCL) and delta_theta the actual parameter change; at the end of the task
-  Omega_k = max(omega_k, 0) / (Delta_k^2 + xi) with Delta_k the total change over the task (xi = 0.1, the value SI
-  used for Permuted MNIST). The clamp at 0 keeps the penalty a penalty.
+  Omega_k = max(omega_k, 0) / (Delta_k^2 + xi) with Delta_k the total change over the task (xi: the option `pi_xi`,
+  0.1 by default, the value SI used for Permuted MNIST). The clamp at 0 keeps the penalty a penalty.
 - MAS: Omega = 1/N sum_n |d ||f(x_n)||_2^2 / d theta| with f the logits of the task's head, per sample.
-- Across tasks (`TrainConfig.omega_accumulate`, `omega_normalise`, see `accumulate_importance`): summed, not
+- Across tasks (options `omega_accumulate`, `omega_normalise`, see `accumulate_importance`): summed, not
   normalised, by default; the latest task's only, and per-task max or min-max normalisation, are options.
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ from torch.nn.utils import parameters_to_vector
 
 from .balance import flatten
 from .data.streams import Experience
-from .vocab import OMEGA_ACCUMULATE, OMEGA_NORMALISE
+from .vocab import OMEGA_ACCUMULATE, OMEGA_NORMALISE, REGULARISERS
 
 
 def _per_sample(model: nn.Module, exp: Experience, fn: Callable, chunk: int) -> torch.Tensor:
@@ -225,6 +227,24 @@ class PathIntegral:
         return self.omega.clamp(min=0.0) / (total.pow(2) + self.xi)
 
 
+#: Each regulariser's `Importance` class by its name in the vocabulary (`vocab.REGULARISER_TABLE`), registered by the
+#: class itself (`estimator`); training builds every run's estimator from it.
+ESTIMATORS: dict[str, type] = {}
+
+
+def estimator(name: str) -> Callable[[type], type]:
+    """A class decorator: register an `Importance` class as the estimator of the vocabulary's regulariser `name`."""
+    def register(cls: type) -> type:
+        if name not in REGULARISERS:
+            raise ValueError(f"@estimator({name!r}): {name!r} is not a regulariser of the vocabulary; add its line to "
+                             f"vocab.REGULARISER_TABLE")
+        if ESTIMATORS.get(name, cls).__qualname__ != cls.__qualname__:
+            raise ValueError(f"@estimator({name!r}) is already {ESTIMATORS[name].__qualname__}, not {cls.__qualname__}")
+        ESTIMATORS[name] = cls
+        return cls
+    return register
+
+
 class Importance:
     """One task's Omega, estimated along the training loop: `begin_task(model)` before the first outer step,
     `after_step(model, g1, theta_before)` after each (`model` holds the new parameters, g1 is the task-loss gradient
@@ -235,7 +255,8 @@ class Importance:
 
     @classmethod
     def from_config(cls, cfg) -> "Importance":
-        """A new estimator with the run's options (a `training.TrainConfig`); the registry builds every one this way."""
+        """A new estimator with the run's options (a `training.TrainConfig`; the class reads those the vocabulary
+        declares for its regulariser, `vocab.options_of`); the training loop builds every one this way."""
         return cls()
 
     def begin_task(self, model: nn.Module) -> None:
@@ -248,6 +269,7 @@ class Importance:
         raise NotImplementedError
 
 
+@estimator("ewc")
 class EWC(Importance):
     """The diagonal Fisher at the end of the task (`ewc_fisher`); kind "empirical" or "expected"."""
 
@@ -262,6 +284,7 @@ class EWC(Importance):
         return ewc_fisher(model, exp, self.kind)
 
 
+@estimator("mas")
 class MAS(Importance):
     """The output sensitivity at the end of the task (`mas_importance`)."""
 
@@ -269,6 +292,7 @@ class MAS(Importance):
         return mas_importance(model, exp)
 
 
+@estimator("pi")
 class PI(Importance):
     """The path integral over the task's outer updates (`PathIntegral`), with the task-loss gradient g1 only."""
 
@@ -292,6 +316,7 @@ class PI(Importance):
         return self.path.importance(parameters_to_vector(model.parameters()))
 
 
+@estimator("l2")
 class L2(Importance):
     """Omega = 1 for every parameter: the plain L2 penalty beta ||theta - bar_theta||^2 (Eq. 2 with Omega = 1) towards
     the previous tasks' parameters, the simplest baseline of the regularisation methods (the "L2" curve of Kirkpatrick

@@ -1,23 +1,28 @@
 """The package's vocabulary, in one place and without torch: the regularisers (Eq. 2's importance estimators), MetaCL's
-two balances (Alg. 1 and Alg. 2), the method names built from them, and the open choices about Omega.
+two balances (Alg. 1 and Alg. 2), the method names built from them, and the options each method family reads (PI's
+xi, EWC's Fisher, the open choices about Omega), with their defaults and checks (`Option`, `OPTION_TABLE`).
 
-Everything else derives from these: training's registry of methods, the command line's choices (which must answer
---help before torch loads), the figures' colours, the chapters, the Makefile and the tests. A method name is
-`"{regulariser}-metacl-{variant}"` for MetaCL, the regulariser's own name for the plain method, and "finetune" or
-"metacl" for the two methods without a penalty; `method_name` builds one and `parse_method` reads one back.
+Everything else derives from these: training's registry of methods and its `TrainConfig` (one field per option), the
+command line's choices and flags (which must answer --help before torch loads), the checks of options wherever they
+come from (`check_option`), the tuning of the open choices (`ALTERNATIVES`), the tables, the figures' colours, the
+chapters, the Makefile and the tests. A regulariser's `Importance` class registers itself under its name
+(`importance.estimator`). A method name is `"{regulariser}-metacl-{variant}"` for MetaCL, the regulariser's own
+name for the plain method, and "finetune" or "metacl" for the two methods without a penalty; `method_name` builds one
+and `parse_method` reads one back.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+import math
+from typing import Any, Callable, NamedTuple, Optional
 
 
 class Regulariser(NamedTuple):
-    """One estimator of Eq. 2's importance Omega: its short name, the label of the paper's tables, and where its
-    `Importance` class lives (module:class, imported by training only)."""
+    """One estimator of Eq. 2's importance Omega: its short name and the label of the paper's tables. Its
+    `Importance` class registers itself under the name (`importance.estimator`); the options it reads are
+    `options_of(name)`."""
 
     name: str
     label: str
-    estimator: str
     in_paper: bool  # whether the paper ran it (its claims and default runs); False: an extension of this package
 
 
@@ -25,10 +30,10 @@ class Regulariser(NamedTuple):
 #: extension the paper did not run comes after them). Which of them the paper's claims are about is the claims' own
 #: data (`in_paper`, read as `PAPER_REGULARISERS`), not this list.
 REGULARISER_TABLE: tuple[Regulariser, ...] = (
-    Regulariser("mas", "MAS", "metacl_lite.importance:MAS", True),
-    Regulariser("pi", "PI", "metacl_lite.importance:PI", True),
-    Regulariser("ewc", "EWC", "metacl_lite.importance:EWC", True),
-    Regulariser("l2", "L2", "metacl_lite.importance:L2", False),
+    Regulariser("mas", "MAS", True),
+    Regulariser("pi", "PI", True),
+    Regulariser("ewc", "EWC", True),
+    Regulariser("l2", "L2", False),
 )
 REGULARISERS: tuple[str, ...] = tuple(r.name for r in REGULARISER_TABLE)
 #: The regularisers the paper ran (Table 1's families): what the claims test and what `run` trains by default.
@@ -46,8 +51,114 @@ ORACLE = "joint"
 #: How the running Omega takes in a finished task's Omega, and how that Omega is normalised first.
 OMEGA_ACCUMULATE: tuple[str, ...] = ("sum", "latest")
 OMEGA_NORMALISE: tuple[str, ...] = ("none", "max", "minmax")
-#: The open choices about Omega that the paper leaves open (`TrainConfig` fields; `accumulate_importance` and `PI`).
-OMEGA_OPTIONS: tuple[str, ...] = ("omega_accumulate", "omega_normalise", "pi_xi")
+#: EWC's two Fisher informations (`importance.ewc_fisher`): per sample with the observed labels, or the true one.
+FISHER_KINDS: tuple[str, ...] = ("empirical", "expected")
+
+
+class OneOf(NamedTuple):
+    """An option's check: the value is one of `choices` (the command line offers them)."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, value: Any) -> None:
+        if value not in self.choices:
+            raise ValueError(f"is not an option; choose one of {', '.join(self.choices)}")
+
+
+class FinitePositive(NamedTuple):
+    """An option's check: the value is a finite number > 0 (JSON, and so a results file, holds no inf or NaN)."""
+
+    def __call__(self, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            raise ValueError("must be a finite positive number (a results file holds no inf)")
+
+
+class Option(NamedTuple):
+    """One option a method family reads. `name`: its `TrainConfig` field, its key in results files and in
+    hparams.json's "options", and its flag (--name, with dashes); `default`: its value unless set; `check` raises a
+    ValueError saying what the value must be (`check_option`); `label`: its column in the tables; `help`: the
+    command line's; `applies_to`: the families (regularisers) whose training reads it; `open`: one of the choices the
+    paper leaves open, set on the command line, decided per regulariser on validation data (hparams.json's "options",
+    `lab/choices`) and recorded per method in a results file (config.method_options); otherwise a setting of the
+    package, recorded in config.train only.
+
+    A new family declares its options here, one `Option` each, and reads them from the run's `TrainConfig` in its
+    class (`importance.Importance.from_config`); the config, the flags, the checks, the tuning and the tables follow."""
+
+    name: str
+    default: Any
+    check: Callable[[Any], None]
+    label: str
+    help: str
+    applies_to: tuple[str, ...]
+    open: bool = True
+
+
+#: Every option of the method families, in the order of `TrainConfig`'s fields.
+OPTION_TABLE: tuple[Option, ...] = (
+    Option("fisher", "empirical", OneOf(FISHER_KINDS), "EWC's Fisher",
+           "EWC's Fisher: per sample with the observed labels (empirical), or the true one over all classes "
+           "(expected, about ten times slower)", ("ewc",), open=False),
+    Option("pi_xi", 0.1, FinitePositive(), "PI's ξ",
+           "PI's damping xi: 0.1 as Zenke et al. on Permuted MNIST; A-GEM's code uses 1e-3", ("pi",)),
+    Option("omega_accumulate", "sum", OneOf(OMEGA_ACCUMULATE), "Ω accumulated",
+           "Omega across tasks: summed (SI, MAS) or the latest task's only (A-GEM's code for EWC and MAS)",
+           REGULARISERS),
+    Option("omega_normalise", "none", OneOf(OMEGA_NORMALISE), "Ω normalised",
+           "each task's Omega: as is, divided by its maximum, or min-max scaled to [0, 1] (A-GEM's code for EWC)",
+           REGULARISERS),
+)
+OPTIONS: dict[str, Option] = {o.name: o for o in OPTION_TABLE}
+#: The open choices (`Option.open`) in the order of the flags, the tables and a results file's method_options: the
+#: choices about Omega that every regulariser reads first, then a family's own (PI's xi).
+OMEGA_OPTIONS: tuple[str, ...] = tuple(o.name for o in sorted((o for o in OPTION_TABLE if o.open),
+                                                               key=lambda o: -len(o.applies_to)))
+
+
+class Alternative(NamedTuple):
+    """One setting of the open choices that `lab/choices` tries on validation data against the declared defaults
+    ("base"): its name (its tuning files carry it), the options it sets (the others keep their defaults) and what it
+    is (whose code it comes from)."""
+
+    name: str
+    options: dict
+    what: str
+
+    @property
+    def regularisers(self) -> tuple[str, ...]:
+        """The paper's regularisers, alphabetically (the decision files' order), whose family reads every option it
+        sets (`options_of`): all three for the choices about Omega, PI alone for its xi."""
+        return tuple(r for r in sorted(PAPER_REGULARISERS) if set(self.options) <= {o.name for o in options_of(r)})
+
+
+#: The alternatives for the open choices, the methods' own code (`importance.accumulate_importance` cites each).
+#: Min-max normalisation is tried with the latest task's Omega only, as A-GEM's code for EWC does.
+ALTERNATIVES: tuple[Alternative, ...] = (
+    Alternative("base", {},
+                "Omega summed over tasks, each task's Omega as estimated, PI's xi = 0.1 (SI's code on Permuted MNIST)"),
+    Alternative("latest", {"omega_accumulate": "latest"},
+                "the latest task's Omega only (A-GEM's code for EWC and MAS)"),
+    Alternative("max", {"omega_normalise": "max"}, "each task's Omega divided by its maximum, summed"),
+    Alternative("latest-minmax", {"omega_accumulate": "latest", "omega_normalise": "minmax"},
+                "the latest task's Omega, min-max scaled (A-GEM's code for EWC; equal to max-scaled here)"),
+    Alternative("xi1e-3", {"pi_xi": 0.001}, "PI's xi = 1e-3 (A-GEM's code)"),
+)
+
+
+def check_option(name: str, value: Any) -> None:
+    """A ValueError "name=value must be ..." (or "... is not an option; choose one of ...") where `value` is not one
+    the declared option `name` takes; nothing for a good value."""
+    try:
+        OPTIONS[name].check(value)
+    except ValueError as e:
+        raise ValueError(f"{name}={value!r} {e}") from None
+
+
+def options_of(name: str) -> tuple[Option, ...]:
+    """The options a method reads, or a family by its regulariser's name: "pi-metacl-beta" -> PI's xi and the choices
+    about Omega; () for the baselines and the oracle."""
+    r = name if name in REGULARISERS else regulariser_of(name)
+    return tuple(o for o in OPTION_TABLE if r is not None and r in o.applies_to)
 
 _SEP = "-metacl-"
 

@@ -26,23 +26,30 @@ def folder(tmp_path, monkeypatch):
 
 
 def _tuning(path, best: dict, spread: float = 0.0):
-    """A complete tuning file whose methods reach `best[m]` (mean val ACC over two seeds: best - spread and best +
-    spread) at beta/gamma = 1, and 5 points less at 0.1."""
-    grid = {m: {"param": "gamma" if m.endswith("lambda") else "beta", "values": [0.1, 1.0], "complete": True,
-                "mean_val_acc": [b - 5, b], "val_acc": [[b - 5, b - 5], [b - spread, b + spread]]}
-            for m, b in best.items()}
-    path.write_text(json.dumps({"kind": "tuning", "benchmark": "pmnist", "K": 20, "n_tasks": 20, "epochs": 1,
-                                "seeds": [0, 1], "grid": grid,
-                                "chosen": {m: {g["param"]: 1.0} for m, g in grid.items()}}))
+    """A complete tuning file (today's format: a protocol and its units) whose methods reach `best[m]` (mean val ACC
+    over two seeds: best - spread and best + spread) at beta/gamma = 1, and 5 points less at 0.1."""
+    from metacl_lite.keys import TuningKey
+
+    units = {}
+    for m, b in best.items():
+        param = "gamma" if m.endswith("lambda") else "beta"
+        for v, accs in ((0.1, (b - 5, b - 5)), (1.0, (b - spread, b + spread))):
+            units.update({str(TuningKey(m, param, v, s)): {"method": m, "param": param, "value": v, "seed": s,
+                                                           "val_acc": a} for s, a in zip((0, 1), accs)})
+    protocol = {"seeds": [0, 1], "beta_grid": [0.1, 1.0], "gamma_grid": [0.1, 1.0], "options": {},
+                "method_options": {}}
+    path.write_text(json.dumps({"kind": "tuning", "schema": 2, "benchmark": "pmnist", "K": 20, "n_tasks": 20,
+                                "epochs": 1, "methods": list(best), "protocol": protocol, "units": units,
+                                "chosen": {m: {u["param"]: 1.0} for u in units.values() for m in [u["method"]]}}))
 
 
 def _write_all(K20: dict, K200: dict, spread200: dict = {}):
-    """K20/K200: {variant: score added to every method's base ACC 80}; spread200: {variant: seed spread at K=200}."""
+    """K20/K200: {alternative: score added to every method's base ACC 80}; spread200: {alternative: seed spread at K=200}."""
     for v, var in CH.CANDIDATES.items():
         fam = [m for r in var.regularisers for m in CH.FAMILY[r]]
-        _tuning(CH.variant_file("pmnist", 20, v), {m: 80.0 + K20.get(v, 0.0) for m in fam})
+        _tuning(CH.alternative_file("pmnist", 20, v), {m: 80.0 + K20.get(v, 0.0) for m in fam})
         for r in var.regularisers:
-            _tuning(CH.variant_file("pmnist", 200, v, r), {r: 70.0 + K200.get(v, 0.0)}, spread200.get(v, 0.0))
+            _tuning(CH.alternative_file("pmnist", 200, v, r), {r: 70.0 + K200.get(v, 0.0)}, spread200.get(v, 0.0))
 
 
 def test_the_k20_candidate_wins_only_where_it_also_beats_base_at_k200(folder):
@@ -71,7 +78,7 @@ def test_a_mean_margin_that_one_tuning_seed_contradicts_keeps_base(folder):
 
 def test_the_score_is_the_family_mean_of_best_validation_acc(folder):
     _write_all({}, {})
-    _tuning(CH.variant_file("pmnist", 20, "max"), {"ewc": 80.0, "ewc-metacl-beta": 83.0, "ewc-metacl-lambda": 86.0,
+    _tuning(CH.alternative_file("pmnist", 20, "max"), {"ewc": 80.0, "ewc-metacl-beta": 83.0, "ewc-metacl-lambda": 86.0,
                                                    "mas": 80.0, "mas-metacl-beta": 80.0, "mas-metacl-lambda": 80.0,
                                                    "pi": 80.0, "pi-metacl-beta": 80.0, "pi-metacl-lambda": 80.0})
     s = CH.scores("pmnist")
@@ -83,21 +90,21 @@ def test_undecided_while_files_are_missing_and_k200_needs_k20_first(folder):
     with pytest.raises(UsageError, match="decide at K=20 first"):
         CH.plan("pmnist", 200)
     _write_all({"latest": 1.0}, {})
-    CH.variant_file("pmnist", 200, "latest", "mas").unlink()
+    CH.alternative_file("pmnist", 200, "latest", "mas").unlink()
     d = CH.decide(CH.scores("pmnist"))
     assert d["mas"] == {"decision": "undecided", "candidate": "latest", "missing": ["latest@K=200"]}
     runs = CH.plan("pmnist", 200)  # base and the K=20 candidate, per plain method, around its K=20 value
-    assert [(r.variant, r.methods) for r in runs] == [(v, (m,)) for m in CH.ORDER for v in ("base", "latest")]
+    assert [(r.alternative, r.methods) for r in runs] == [(v, (m,)) for m in CH.ORDER for v in ("base", "latest")]
     assert all(r.beta_grid == (0.1, 0.3, 1.0, 3.0, 10.0) for r in runs)
     _write_all({}, {})
-    assert [r.variant for r in CH.plan("pmnist", 200)] == ["base"] * 3  # a tie at K=20 keeps base alone
+    assert [r.alternative for r in CH.plan("pmnist", 200)] == ["base"] * 3  # a tie at K=20 keeps base alone
 
 
 def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, hparams_file, capsys, monkeypatch):
     tuned = []  # the canonical K=20 tuning that apply() makes from the winners' units (tuning.tune's own test: reuse)
     monkeypatch.setattr("metacl_lite.lab.tuning.tune", lambda b, K, **kw: tuned.append((b, K, kw)) or {"K": K})
     _write_all({"latest": 1.0}, {"latest": 1.0})
-    CH.variant_file("pmnist", 200, "latest", "mas").unlink()  # undecided: hparams.json is left alone
+    CH.alternative_file("pmnist", 200, "latest", "mas").unlink()  # undecided: hparams.json is left alone
     before = CH.H.HPARAMS_FILE.read_bytes()
     assert main(["choices", "--summary-only"]) == 0 and CH.H.HPARAMS_FILE.read_bytes() == before and tuned == []
     _write_all({"latest": 1.0}, {"latest": 1.0})
@@ -109,7 +116,7 @@ def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, h
     assert CH.H.method_config("pmnist", "finetune").omega_accumulate == "sum"
     [(b, K, kw)] = tuned
     assert (b, K, kw["force"]) == ("pmnist", 20, True)
-    assert kw["reuse"] == {m: CH.variant_file("pmnist", 20, "latest") for r in CH.ORDER for m in CH.FAMILY[r]}
+    assert kw["reuse"] == {m: CH.alternative_file("pmnist", 20, "latest") for r in CH.ORDER for m in CH.FAMILY[r]}
     doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
     assert doc["decisions"]["mas"]["decision"] == "latest"
     assert doc["provenance"]["command"] == "python -m metacl_lite choices --benchmark pmnist"
@@ -120,12 +127,12 @@ def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, h
 
 
 def test_running_only_k20_never_decides_on_k20_alone(folder, hparams_file, monkeypatch):
-    """choices --K 20 runs the K=20 variants only; the decision still needs K=200, so nothing is applied."""
+    """choices --K 20 runs the K=20 alternatives only; the decision still needs K=200, so nothing is applied."""
     ran = []
     monkeypatch.setattr(CH, "execute", lambda b, K, *a, **k: ran.append(K))
     _write_all({"latest": 1.0}, {})
     for r in CH.ORDER:
-        CH.variant_file("pmnist", 200, "latest", r).unlink()
+        CH.alternative_file("pmnist", 200, "latest", r).unlink()
     before = CH.H.HPARAMS_FILE.read_bytes()
     assert main(["choices", "--K", "20"]) == 0 and ran == [20]
     doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
@@ -136,7 +143,7 @@ def test_running_only_k20_never_decides_on_k20_alone(folder, hparams_file, monke
 def test_the_decision_table_holds_scores_candidates_and_decisions(folder, hparams_file, monkeypatch):
     monkeypatch.setattr("metacl_lite.lab.tuning.tune", lambda b, K, **kw: {"K": K})
     _write_all({"max": 3.0}, {"max": 0.2}, spread200={"max": 0.5})
-    CH.variant_file("pmnist", 200, "latest", "ewc").unlink()  # not a candidate: not run at K=200
+    CH.alternative_file("pmnist", 200, "latest", "ewc").unlink()  # not a candidate: not run at K=200
     assert main(["choices", "--summary-only"]) == 0
     doc = json.loads((folder / "results" / "open-choices-pmnist.json").read_text())
     t = CH.choices_table(doc)
@@ -150,9 +157,9 @@ def test_the_decision_table_holds_scores_candidates_and_decisions(folder, hparam
                                                                                           "200": [-0.3, 0.7]}
     assert d["kept_base_because"] == CH.KEPT_BASE.format(cand="max", K=20)
 
-def test_choices_trains_each_variant_with_its_own_options(folder, hparams_file, fake_units, monkeypatch):
-    """Through the command, down to the training configuration of every unit: each variant's tuning trains its
-    regularisers' methods with that variant's options (and nothing else), not the base options."""
+def test_choices_trains_each_alternative_with_its_own_options(folder, hparams_file, fake_units, monkeypatch):
+    """Through the command, down to the training configuration of every unit: each alternative's tuning trains its
+    regularisers' methods with that alternative's options (and nothing else), not the base options."""
     from metacl_lite.lab import grid as G
 
     monkeypatch.setattr(G, "execute_unit", _scored(G.execute_unit))  # a peak inside each grid: no edge extensions
@@ -171,7 +178,7 @@ def test_choices_trains_each_variant_with_its_own_options(folder, hparams_file, 
                 for v in CH.CANDIDATES.values() for r in v.regularisers for m in CH.FAMILY[r]}
     trained = {(u.method, tuple(sorted((k, getattr(cfg, k)) for k in defaults))) for u, cfg in fake_units}
     assert trained == expected
-    assert len(expected) == 4 * 9 + 3  # four variants of every regulariser's three methods, xi of PI's three
+    assert len(expected) == 4 * 9 + 3  # four alternatives of every regulariser's three methods, xi of PI's three
 
 
 def _scored(fake):

@@ -112,8 +112,10 @@ def test_store_writes_the_tuning_K_as_default_and_other_K_under_by_K(hparams_fil
     ({"si": {"pi_xi": 0.1}}, "unknown regulariser 'si'"),
     ({"ewc": {"omega": "sum"}}, "options.ewc must be an object with keys among"),
     ({"ewc": {"omega_normalise": "l2"}}, "options.ewc:"),
-    ({"pi": {"pi_xi": -1.0}}, "options.pi.pi_xi = -1.0; it must be a positive number"),
-    ({"pi": {"pi_xi": True}}, "options.pi.pi_xi = True"),
+    ({"ewc": {"omega_normalise": "l2"}}, "options.ewc: omega_normalise='l2' is not an option; choose one of none, max"),
+    ({"pi": {"pi_xi": -1.0}}, "options.pi: pi_xi=-1.0 must be a finite positive number"),
+    ({"pi": {"pi_xi": True}}, "options.pi: pi_xi=True must be a finite positive number"),
+    ({"pi": {"pi_xi": float("inf")}}, "options.pi: pi_xi=inf must be a finite positive number"),
 ])
 def test_bad_decided_options_are_refused_naming_the_key(hparams_file, options, needle):
     path = hparams_file({"pmnist": {"methods": {}, "options": options}})

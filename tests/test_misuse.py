@@ -2,7 +2,7 @@
 refused when its file is opened (before any training), values JSON cannot hold are refused up front, bad paths and
 files give one line and exit 2, `table` shows only what the matrices say and says when the stream is not the paper's,
 notebook kernels import the checkout that launched them, and the protocol's wiring (validation split for tuning,
-each reference on its own task, each variant's options) is checked by spies on what each unit is given."""
+each reference on its own task, each alternative's options) is checked by spies on what each unit is given."""
 import json
 import re
 import shutil
@@ -494,16 +494,16 @@ def test_each_reference_is_trained_on_its_own_task(tmp_path, spy):
     assert math.isclose(res["summary"]["finetune"]["FA"]["values"][0], fa)
 
 
-@pytest.mark.parametrize("variant", ["latest", "max", "latest-minmax", "xi1e-3"])
-def test_tuning_units_of_a_variant_train_with_its_options(tmp_path, spy, hparams_file, variant):
-    """How `choices` tunes a variant (`choices.execute`: its options, decided=False): every unit's TrainConfig holds
-    the variant's options; the other options are the defaults, not hparams.json's decided ones."""
+@pytest.mark.parametrize("alternative", ["latest", "max", "latest-minmax", "xi1e-3"])
+def test_tuning_units_of_an_alternative_train_with_its_options(tmp_path, spy, hparams_file, alternative):
+    """How `choices` tunes an alternative (`choices.execute`: its options, decided=False): every unit's TrainConfig holds
+    the alternative's options; the other options are the defaults, not hparams.json's decided ones."""
     from metacl_lite.lab.choices import FAMILY, CANDIDATES as CHOICES
 
-    v = CHOICES[variant]
+    v = CHOICES[alternative]
     hp = json.loads((ROOT / "metacl_lite" / "lab" / "hparams.json").read_text())
     hp["pmnist"]["options"] = {"ewc": {"omega_normalise": "minmax"}, "mas": {"pi_xi": 0.5}, "pi": {"pi_xi": 0.5}}
-    hparams_file(hp)  # decided options that must not leak into a variant's units
+    hparams_file(hp)  # decided options that must not leak into an alternative's units
     r = v.regularisers[0]
     _tune(tmp_path, list(FAMILY[r]), options=v.options, decided=False)
     want = {**{k: getattr(TrainConfig(), k) for k in OMEGA_OPTIONS}, **v.options}
@@ -621,15 +621,15 @@ def test_a_failing_notebook_cell_is_one_line_naming_the_executed_notebook(tmp_pa
 # ----------------------------------------------------------------------------------------------------------------
 def _choices_in(tmp_path, monkeypatch, copy_tuning=False):
     """The open-choices module writing its decision file to a copy of the committed one (and, with copy_tuning,
-    reading copies of the variants' tuning files)."""
+    reading copies of the alternatives' tuning files)."""
     from metacl_lite.lab import choices as CH
 
     shutil.copy(ROOT / "results" / "open-choices-pmnist.json", tmp_path / "open-choices-pmnist.json")
     monkeypatch.setattr(CH, "summary_file", lambda b: tmp_path / f"open-choices-{b}.json")
     if copy_tuning:
         shutil.copytree(ROOT / "results" / "open-choices", tmp_path / "open-choices")
-        real = CH.variant_file
-        monkeypatch.setattr(CH, "variant_file", lambda *a, **k: tmp_path / "open-choices" / real(*a, **k).name)
+        real = CH.alternative_file
+        monkeypatch.setattr(CH, "alternative_file", lambda *a, **k: tmp_path / "open-choices" / real(*a, **k).name)
     return CH
 
 

@@ -1,6 +1,8 @@
-"""Adding a regulariser touches its `Importance` class, its one line in the vocabulary and its hparams entry, no other
-file (issue 35 item 3): a toy regulariser (Omega = 2 everywhere) is added to a copy of the package, and `run` and
-`table` of that copy train it and show its rows after the paper's."""
+"""Adding a regulariser touches its `Importance` class (registered under its name by `@estimator`), its one line in the
+vocabulary and its hparams entry, no other file (issue 35 item 3): a toy regulariser (Omega = 2 everywhere) is added to
+a copy of the package, and `run` and `table` of that copy train it and show its rows after the paper's. One with an
+option of its own also declares the option in the vocabulary (`vocab.Option`), and the config, the command line and
+the checks pick it up."""
 from __future__ import annotations
 
 import filecmp
@@ -16,14 +18,26 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "metacl_lite"
 
-REGISTRATION = '    Regulariser("toy", "Toy", "metacl_lite.importance:Toy", False),\n'
+REGISTRATION = '    Regulariser("toy", "Toy", False),\n'
 TOY_CLASS = '''
 
+@estimator("toy")
 class Toy(Importance):
-    """A toy regulariser for the test: Omega = 2 for every parameter."""
+    """A toy regulariser for the test: Omega = its option toy_omega (2 by default) for every parameter."""
+
+    def __init__(self, omega: float = 2.0):
+        self.omega = omega
+
+    @classmethod
+    def from_config(cls, cfg) -> "Toy":
+        return cls(cfg.toy_omega)
 
     def end_task(self, model: nn.Module, exp: Experience) -> torch.Tensor:
-        return 2.0 * torch.ones_like(parameters_to_vector(model.parameters())).detach()
+        return self.omega * torch.ones_like(parameters_to_vector(model.parameters())).detach()
+'''
+#: The toy's option, declared in the vocabulary: the config, the flags, the checks and the results files follow.
+OPTION = '''    Option("toy_omega", 2.0, FinitePositive(), "Toy's Ω", "the toy's Omega, the same for every parameter",
+           ("toy",)),
 '''
 
 
@@ -39,9 +53,11 @@ def _changed(a: Path, b: Path, rel: Path = Path()) -> list[str]:
 def _add_toy(pkg: Path) -> None:
     vocab = pkg / "vocab.py"
     text = vocab.read_text()
-    anchor = 'Regulariser("l2", "L2", "metacl_lite.importance:L2", False),\n'
+    anchor = 'Regulariser("l2", "L2", False),\n'
     assert anchor in text
-    vocab.write_text(text.replace(anchor, anchor + REGISTRATION))
+    table = "OPTION_TABLE: tuple[Option, ...] = (\n"
+    assert table in text
+    vocab.write_text(text.replace(anchor, anchor + REGISTRATION).replace(table, table + OPTION))
     (pkg / "importance.py").write_text((pkg / "importance.py").read_text() + TOY_CLASS)
     hp_path = pkg / "lab" / "hparams.json"
     hp = json.loads(hp_path.read_text())
@@ -88,8 +104,23 @@ def test_a_toy_regulariser_needs_three_edits_and_run_and_table_pick_it_up(copy):
     assert bad.returncode == 2 and "toy-metacl-lambda" in bad.stderr  # the CLI's choices name it
 
 
+def test_the_toys_option_is_a_flag_a_check_and_a_recorded_setting(copy):
+    """The option declared with the toy (`OPTION`) is a flag of `run` with its help, refused with the flag named when
+    its check fails, handed to the toy's class through the config, and recorded in the results file."""
+    assert "--toy-omega" in _run(copy, "run", "--help").stdout
+    bad = _run(copy, "run", "--benchmark", "pmnist", "--K", "5", "--methods", "toy", "--toy-omega", "0")
+    assert bad.returncode == 2 and "--toy-omega must be a finite number > 0" in bad.stderr
+    out = copy / "toy3.json"
+    r = _run(copy, "run", "--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--seeds", "1",
+             "--workers", "1", "--no-progress", "--methods", "toy", "--toy-omega", "3", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert res["config"]["method_options"]["toy"]["toy_omega"] == res["config"]["train"]["toy_omega"] == 3.0
+    assert "--toy-omega 3" in res["provenance"]["command"]
+
+
 def test_the_installed_package_knows_no_toy():
     """The copy, not this checkout, holds the toy: the test above can fail if the package were used instead."""
     from metacl_lite import vocab
 
-    assert "toy" not in vocab.REGULARISERS
+    assert "toy" not in vocab.REGULARISERS and "toy_omega" not in vocab.OPTIONS

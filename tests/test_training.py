@@ -176,7 +176,7 @@ def test_eleven_methods_in_paper_order_then_the_extension():
     assert list(METHODS) == [*paper, "l2", "l2-metacl-beta", "l2-metacl-lambda"]
     assert list(vocab.PAPER_METHOD_NAMES) == paper
     assert METHODS["l2-metacl-lambda"].label == "L2-MetaCL-λ" and METHODS["pi-metacl-beta"].label == "PI-MetaCL-β"
-    assert [(m.importance, m.update, m.balance) for m in METHODS.values()] == [promised(n) for n in METHODS]
+    assert [(m.regulariser, m.update, m.balance) for m in METHODS.values()] == [promised(n) for n in METHODS]
     with pytest.raises(UsageError, match="unknown method 'sgd'"):
         get_method("sgd")
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..data.specs import BENCHMARKS, MAX_SEEDS, get_spec
 from ..errors import UserError
-from ..vocab import METHOD_NAMES, OMEGA_ACCUMULATE, OMEGA_NORMALISE
+from ..vocab import METHOD_NAMES, OMEGA_OPTIONS, OPTIONS, FinitePositive, OneOf, Option
 
 
 #: `device.PRECISIONS`, spelled out: importing device.py would load torch before every command (a test keeps the two
@@ -161,17 +161,29 @@ def precision_option(p: argparse.ArgumentParser, help: Optional[str] = None) -> 
                                 "precision)")
 
 
+def option_flag(option: Option) -> str:
+    """The command line's flag of a declared option: "omega_accumulate" -> "--omega-accumulate"."""
+    return "--" + option.name.replace("_", "-")
+
+
+#: How the command line reads the value of an option, by the kind of its declared check: argparse's choices for a
+#: `OneOf`, a converter (that names the flag in its error) for the others.
+ARGUMENT_OF = {OneOf: lambda check, flag: {"choices": check.choices},
+               FinitePositive: lambda check, flag: {"type": positive_finite(flag)}}
+
+
 def choice_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--omega-accumulate", choices=OMEGA_ACCUMULATE, default=None,
-                   help="Omega across tasks: summed (default) or the latest task's only")
-    p.add_argument("--omega-normalise", choices=OMEGA_NORMALISE, default=None,
-                   help="each task's Omega: as is (default), divided by its maximum, or min-max scaled to [0, 1]")
-    p.add_argument("--pi-xi", type=positive_finite("--pi-xi"), default=None, help="PI's damping xi (default 0.1)")
+    """One flag per open choice of the vocabulary (`vocab.OMEGA_OPTIONS`), with its declared help and default (None
+    here: an option not given is the decided one, `hparams.method_options`, or the declared default)."""
+    for name in OMEGA_OPTIONS:
+        o, flag = OPTIONS[name], option_flag(OPTIONS[name])
+        p.add_argument(flag, default=None, help=f"{o.help} (default {o.default})",
+                       **ARGUMENT_OF[type(o.check)](o.check, flag))
 
 
 def omega_options_of(a) -> dict:
-    return {k: v for k, v in (("omega_accumulate", a.omega_accumulate), ("omega_normalise", a.omega_normalise),
-                              ("pi_xi", a.pi_xi)) if v is not None}
+    """The open choices given on the command line."""
+    return {k: getattr(a, k) for k in OMEGA_OPTIONS if getattr(a, k) is not None}
 
 
 def where_of(a) -> str:

@@ -1,15 +1,15 @@
 """The checks of a grid's options, before any work (`grid.run_experiment` and `tuning.tune` call them): seeds,
-methods, task and epoch counts, the open choices about Omega (`vocab.OMEGA_OPTIONS`), the gamma controls of
+methods, task and epoch counts, the open choices (the options `vocab.OPTION_TABLE` declares open), the gamma controls of
 MetaCL-lambda (claim 7 of the book) and the model's options; each bad value raises `UsageError` naming it."""
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional, Sequence
 
 from ..data.specs import BenchmarkSpec, get_spec
 from ..errors import UsageError
-from ..vocab import OMEGA_OPTIONS, PAPER_METHOD_NAMES, PAPER_REGULARISERS, method_name, parse_method
-from ..training import METHODS, TrainConfig
+from ..vocab import (OMEGA_OPTIONS, OPTIONS, PAPER_METHOD_NAMES, PAPER_REGULARISERS, check_option, method_name,
+                     parse_method)
+from ..training import METHODS
 
 #: The largest seed plus one (torch.manual_seed and torch.Generator take seeds below 2^64; numpy's below 2^128).
 MAX_SEED = 2 ** 63
@@ -91,23 +91,22 @@ def check_epochs(epochs: Optional[int]) -> None:
 
 
 def check_options(options: Optional[dict]) -> dict:
-    """Only the open-choice fields of TrainConfig (`vocab.OMEGA_OPTIONS`, see importance.accumulate_importance),
-    with values TrainConfig accepts."""
+    """Only the open choices (`vocab.OMEGA_OPTIONS`), each with a value its declaration takes (`vocab.check_option`)."""
     options = dict(options or {})
     bad = sorted(set(options) - set(OMEGA_OPTIONS))
     if bad:
         raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OMEGA_OPTIONS)}")
-    if "pi_xi" in options and not (isinstance(options["pi_xi"], (int, float)) and not isinstance(options["pi_xi"], bool)
-                                   and math.isfinite(options["pi_xi"]) and options["pi_xi"] > 0):
-        raise UsageError(f"pi_xi={options['pi_xi']!r} must be a finite positive number (a results file holds no inf)")
-    TrainConfig(**options)  # raises UsageError for a value that is not a choice
+    for name, value in options.items():
+        try:
+            check_option(name, value)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     return options
 
 
 def option_values(train: dict) -> dict:
-    """The open-choice fields of a TrainConfig dict (defaults filled in)."""
-    full = {**TrainConfig().to_dict(), **train}
-    return {k: full[k] for k in OMEGA_OPTIONS}
+    """The open choices of a TrainConfig dict (their declared defaults filled in)."""
+    return {k: train.get(k, OPTIONS[k].default) for k in OMEGA_OPTIONS}
 
 
 def effective_options(config: dict, method: str) -> dict:

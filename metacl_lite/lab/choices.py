@@ -1,31 +1,32 @@
 """The paper's open choices about Omega, decided on validation data (never the test set).
 
 The paper gives Eq. 2's penalty sum_k Omega_k (theta_k - bar_theta_k)^2 but not how Omega is carried across tasks,
-whether each task's Omega is normalised, or PI's damping xi. The methods' own code differs (`importance.
-accumulate_importance` cites each), so each combination is a *variant* (`CANDIDATES`), and each regulariser (EWC, MAS,
-PI) gets the variant whose tuned validation ACC is best:
+whether each task's Omega is normalised, or PI's damping xi: the options the vocabulary declares open
+(`vocab.OMEGA_OPTIONS`). The methods' own code differs (`importance.accumulate_importance` cites each), so each
+combination is an *alternative* (`vocab.ALTERNATIVES`, here `CANDIDATES`; a "variant" in the decision files, their
+rule and their table), and each regulariser (EWC, MAS, PI) gets the alternative whose tuned validation ACC is best:
 
-1. At the benchmark's tuning K (Permuted MNIST: K = 20) every variant is tuned with the full protocol (`tuning.tune`:
-   all nine regularised methods, the full half-decade grids, two tuning seeds, the 20-task stream), starting from the
-   defaults (not from choices decided before). Score of a regulariser and variant: the best mean validation ACC over
-   its grid, averaged over the regulariser's three methods. The best-scoring variant is the regulariser's candidate
-   (ties: the base variant).
-2. At a standard K (200) the base variant and the candidate are tuned for the plain method (EWC, MAS or PI) on five
-   half-decades around the value chosen at K = 20 for that variant (c/10 ... 10c), extended like any tuning grid
+1. At the benchmark's tuning K (Permuted MNIST: K = 20) every alternative is tuned with the full protocol
+   (`tuning.tune`: all nine regularised methods, the full half-decade grids, two tuning seeds, the 20-task stream),
+   starting from the defaults (not from choices decided before). Score of a regulariser and alternative: the best mean
+   validation ACC over its grid, averaged over the regulariser's three methods. The best-scoring alternative is the
+   regulariser's candidate (ties: the base alternative).
+2. At a standard K (200) the base alternative and the candidate are tuned for the plain method (EWC, MAS or PI) on five
+   half-decades around the value chosen at K = 20 for that alternative (c/10 ... 10c), extended like any tuning grid
    while the best lies on an edge: a fraction of the full grid's cost (each run at K = 200 costs ten at K = 20).
 3. The candidate replaces the base variant only if it scores higher on *every tuning seed* at *every* decision K
    (per seed: each method at the value its grid chose, averaged over the regulariser's methods); otherwise the base
    variant stays ("base kept": the difference is within the seed-to-seed noise or does not hold at both K). With
    two tuning seeds and two K this is four paired comparisons that must all agree.
 
-Min-max normalisation is not a separate variant: on MNIST some pixels are blank in every image, so the weights they
-feed have zero importance, min(Omega_task) = 0, and min-max scaling equals division by the maximum (bit for bit).
-The A-GEM variant (latest task, min-max) is therefore the same as "latest-max".
+Min-max normalisation is not a separate alternative: on MNIST some pixels are blank in every image, so the weights
+they feed have zero importance, min(Omega_task) = 0, and min-max scaling equals division by the maximum (bit for bit).
+The A-GEM alternative (latest task, min-max) is therefore the same as "latest-max".
 
-`python -m metacl_lite choices` runs what is missing (resumable: each variant is a tuning file under
+`python -m metacl_lite choices` runs what is missing (resumable: each alternative is a tuning file under
 results/open-choices/), writes results/open-choices-<benchmark>.json with every score, the decisions and provenance,
 and, once every regulariser is decided, records the decisions in hparams.json ("options"), from where `run` and
-`tune` take them for every K, and makes the canonical tuning file of the tuning K from the winning variants' units
+`tune` take them for every K, and makes the canonical tuning file of the tuning K from the winning alternatives' units
 (`tune(reuse=...)`: the same training configurations, so the same numbers a fresh tuning would compute).
 """
 from __future__ import annotations
@@ -43,31 +44,14 @@ from ..paths import REPO_ROOT
 from ..errors import UsageError
 from .provenance import invocation, relative_to_repo
 from ..data.specs import get_spec
-from ..vocab import PAPER_REGULARISERS, family
+from ..vocab import ALTERNATIVES, PAPER_REGULARISERS, family
 
 #: The regularisers in the order of the decision files: the paper's (an extension keeps the default options).
 ORDER = tuple(sorted(PAPER_REGULARISERS))
 FAMILY = {r: family(r) for r in ORDER}
 
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    options: dict
-    regularisers: tuple
-    what: str
-
-
-CANDIDATES = {v.name: v for v in (
-    Variant("base", {}, ORDER,
-            "Omega summed over tasks, each task's Omega as estimated, PI's xi = 0.1 (SI's code on Permuted MNIST)"),
-    Variant("latest", {"omega_accumulate": "latest"}, ORDER,
-            "the latest task's Omega only (A-GEM's code for EWC and MAS)"),
-    Variant("max", {"omega_normalise": "max"}, ORDER, "each task's Omega divided by its maximum, summed"),
-    Variant("latest-minmax", {"omega_accumulate": "latest", "omega_normalise": "minmax"}, ORDER,
-            "the latest task's Omega, min-max scaled (A-GEM's code for EWC; equal to max-scaled here)"),
-    Variant("xi1e-3", {"pi_xi": 0.001}, ("pi",), "PI's xi = 1e-3 (A-GEM's code)"),
-)}
+#: The alternatives tried, by name (`vocab.Alternative`: its options, the regularisers that read them, what it is).
+CANDIDATES = {a.name: a for a in ALTERNATIVES}
 
 DECISION_KS = (20, 200)
 
@@ -78,9 +62,9 @@ def choices_command(benchmark: str, Ks) -> str:
 FOLDER = REPO_ROOT / "results" / "open-choices"
 
 
-def variant_file(benchmark: str, K: int, variant: str, method: Optional[str] = None) -> Path:
-    """The tuning file of a variant at K (of one method's, at K other than the tuning K)."""
-    return FOLDER / f"tuning-{benchmark}-K{K}-{variant}{'-' + method if method else ''}.json"
+def alternative_file(benchmark: str, K: int, alternative: str, method: Optional[str] = None) -> Path:
+    """The tuning file of an alternative at K (of one method's, at K other than the tuning K)."""
+    return FOLDER / f"tuning-{benchmark}-K{K}-{alternative}{'-' + method if method else ''}.json"
 
 
 def around(c: float) -> list[float]:
@@ -94,9 +78,9 @@ def around(c: float) -> list[float]:
 
 @dataclass(frozen=True)
 class Run:
-    """One tuning run of the decision: a variant, its methods, grid and output file."""
+    """One tuning run of the decision: an alternative, its methods, grid and output file."""
 
-    variant: str
+    alternative: str
     K: int
     methods: tuple
     beta_grid: Optional[tuple]  # None: the protocol's full grid
@@ -105,11 +89,11 @@ class Run:
 
 def plan(benchmark: str, K: int) -> list[Run]:
     """The tuning runs that decide the open choices at K (see the module docstring); at K other than the tuning K it
-    needs the tuning-K files of every variant (they name the candidates and centre the grids)."""
+    needs the tuning-K files of every alternative (they name the candidates and centre the grids)."""
     spec = get_spec(benchmark)
     if K == spec.tuning_K:
         return [Run(v.name, K, tuple(m for r in v.regularisers for m in FAMILY[r]), None,
-                    variant_file(benchmark, K, v.name)) for v in CANDIDATES.values()]
+                    alternative_file(benchmark, K, v.name)) for v in CANDIDATES.values()]
     first = scores(benchmark, (spec.tuning_K,))
     runs = []
     for r in ORDER:
@@ -121,13 +105,13 @@ def plan(benchmark: str, K: int) -> list[Run]:
                              f"(python -m metacl_lite choices --benchmark {benchmark} --K {spec.tuning_K})")
         for name in dict.fromkeys(("base", candidate(have))):
             c = have[name]["chosen"][r]["beta"]
-            runs.append(Run(name, K, (r,), tuple(around(c)), variant_file(benchmark, K, name, r)))
+            runs.append(Run(name, K, (r,), tuple(around(c)), alternative_file(benchmark, K, name, r)))
     return runs
 
 
-def candidate(per_variant: dict) -> str:
-    """The best-scoring variant (ties: base)."""
-    return max(per_variant, key=lambda n: (per_variant[n]["score"], n == "base"))
+def candidate(per_alternative: dict) -> str:
+    """The best-scoring alternative (ties: base)."""
+    return max(per_alternative, key=lambda n: (per_alternative[n]["score"], n == "base"))
 
 
 def execute(benchmark: str, K: int, tune_plan=None, show_progress: Optional[bool] = None,
@@ -137,10 +121,10 @@ def execute(benchmark: str, K: int, tune_plan=None, show_progress: Optional[bool
     from .tuning import tune
 
     for r in plan(benchmark, K):
-        log(f"{r.variant} K={K} {','.join(r.methods)} -> {relative_to_repo(r.out)}")
+        log(f"{r.alternative} K={K} {','.join(r.methods)} -> {relative_to_repo(r.out)}")
         kw = {} if r.beta_grid is None else {"beta_grid": r.beta_grid}
         tune(benchmark, K, methods=list(r.methods), out=r.out, write_hparams=False, show_progress=show_progress,
-             plan=tune_plan, options=CANDIDATES[r.variant].options, decided=False, device=device, **kw)
+             plan=tune_plan, options=CANDIDATES[r.alternative].options, decided=False, device=device, **kw)
 
 
 def _best(doc: dict, method: str) -> Optional[tuple[float, list[float]]]:
@@ -153,11 +137,10 @@ def _best(doc: dict, method: str) -> Optional[tuple[float, list[float]]]:
 
 
 def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optional[Path] = None) -> dict:
-    """{regulariser: {K: {variant: {"score", "methods": {method: best mean val ACC}, "chosen": {method: value},
+    """{regulariser: {K: {alternative: {"score", "methods": {method: best mean val ACC}, "chosen": {method: value},
     "file"}}}} over the tuning files that exist and are complete."""
-    from . import store as S
+    from .files import grid_of, load_tuning
     from .lattice import choose
-    from .tuning import _upgrade_schema1, grid_of
 
     spec = get_spec(benchmark)
     out: dict = {r: {} for r in ORDER}
@@ -165,15 +148,15 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
         for v in CANDIDATES.values():
             for r in v.regularisers:
                 if K == spec.tuning_K:
-                    files = {m: variant_file(benchmark, K, v.name) for m in FAMILY[r]}
+                    files = {m: alternative_file(benchmark, K, v.name) for m in FAMILY[r]}
                 else:
-                    files = {r: variant_file(benchmark, K, v.name, r)}
+                    files = {r: alternative_file(benchmark, K, v.name, r)}
                 best, per_seed, chosen = {}, {}, {}
                 for m, f in files.items():
                     if not f.exists():
                         continue
                     # the grid again from the file's units: an edited grid or `chosen` never reaches a decision
-                    grid = grid_of(_upgrade_schema1(S.load(f, "tuning")))
+                    grid = grid_of(load_tuning(f))
                     b = _best({"grid": grid}, m)
                     if b is not None:
                         best[m], per_seed[m] = b
@@ -187,13 +170,13 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
     return out
 
 
-#: Why a decision file keeps the base variant (its `kept_base_because` field).
+#: Why a decision file keeps the base alternative (its `kept_base_because` field).
 KEPT_BASE = "{cand} is best at K={K} but not better than base on every tuning seed at every K"
 
 
 def decide(table: dict, Ks: Sequence[int] = DECISION_KS) -> dict:
-    """Per regulariser: the candidate (best at the first K, the tuning K) if it beats the base variant at every other
-    K too, else base; "undecided" while a score is missing."""
+    """Per regulariser: the candidate (best at the first K, the tuning K) if it beats the base alternative at every
+    other K too, else base; "undecided" while a score is missing."""
     out = {}
     first, rest = Ks[0], list(Ks[1:])
     for r, per_k in table.items():
@@ -245,7 +228,7 @@ def write_summary(benchmark: str, command: str, Ks: Sequence[int] = DECISION_KS)
 def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[bool] = None,
           device: Optional[str] = None) -> Optional[dict]:
     """Once every regulariser is decided: record the decisions in hparams.json and make the canonical tuning file of
-    the tuning K (with the decided options) from the winning variants' units (nothing is trained again). Returns the
+    the tuning K (with the decided options) from the winning alternatives' units (nothing is trained again). Returns the
     tuning document, or None while something is undecided."""
     from .tuning import TUNABLE, tune
 
@@ -263,7 +246,7 @@ def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[boo
         if doc.get("protocol", {}).get("method_options") == default_protocol(benchmark, K)["method_options"]:
             return doc  # already applied: nothing to rewrite
     H.store_options(benchmark, options, relative_to_repo(summary_file(benchmark)))
-    reuse = {m: variant_file(benchmark, K, decisions[H.regulariser(m)]["decision"]) for m in TUNABLE}
+    reuse = {m: alternative_file(benchmark, K, decisions[H.regulariser(m)]["decision"]) for m in TUNABLE}
     return tune(benchmark, K, reuse=reuse, plan=tune_plan, show_progress=show_progress, force=True, device=device)
 
 

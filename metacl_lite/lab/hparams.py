@@ -10,9 +10,9 @@ hparams.json, per benchmark::
 "sources" (optional) names the tuning of values chosen elsewhere than the entry's own "source" (`store`).
 
 The entry may also hold "options": the open choices about Omega decided per regulariser on validation data
-(`choices`, e.g. {"ewc": {"omega_accumulate": "latest", "omega_normalise": "minmax"}, "pi": {"pi_xi": 0.1}}), with
-"options_source" (the decision file); every K and every method of that regulariser uses them unless the command line
-sets an option explicitly.
+(`choices`: the options `vocab.OPTION_TABLE` declares open, e.g. {"ewc": {"omega_accumulate": "latest",
+"omega_normalise": "minmax"}}), with "options_source" (the decision file); every K and every method of that regulariser
+uses them unless the command line sets an option explicitly. Each value is checked by its declaration.
 
 The top-level entry holds the values tuned at the benchmark's tuning K (`specs.BenchmarkSpec.tuning_K`), which every
 K uses unless `by_K` has values of its own for it. The file is checked when it is read: unknown benchmarks, methods
@@ -28,7 +28,7 @@ from typing import Optional, Sequence, Union
 from .atomic import locked, read_json, write_json
 from ..errors import HparamsError
 from ..data.specs import SPECS, BenchmarkSpec, get_spec
-from ..vocab import OMEGA_OPTIONS, REGULARISERS
+from ..vocab import OMEGA_OPTIONS, REGULARISERS, check_option
 from ..training import METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
@@ -43,7 +43,7 @@ def strength_key(method: str) -> Optional[str]:
     """The one strength a method takes: gamma for MetaCL-lambda (Alg. 2), beta for the plain methods (Eq. 2) and
     MetaCL-beta (Alg. 1), none for fine-tune and MetaCL w/o reg."""
     m = get_method(method)
-    if m.importance is None:
+    if m.regulariser is None:
         return None
     return "gamma" if m.balance == "lambda" else "beta"
 
@@ -56,15 +56,8 @@ class MissingHparams(HparamsError):
         self.methods = list(methods)
 
 
-def _check_entry(entry, where: str, path: Path, top: bool) -> None:
-    if not isinstance(entry, dict):
-        raise HparamsError(f"{path}: {where} must be an object, got {type(entry).__name__}")
-    allowed = ENTRY_KEYS if top else K_ENTRY_KEYS
-    extra = set(entry) - allowed
-    if extra:
-        raise HparamsError(f"{path}: unknown key(s) {', '.join(sorted(extra))} in {where}; "
-                           f"allowed: {', '.join(sorted(allowed))}")
-    methods = entry.get("methods", {})
+def _check_methods(methods, where: str, path: Path) -> None:
+    """An entry's "methods": each a regularised method with its one strength (`strength_key`), a finite number >= 0."""
     if not isinstance(methods, dict):
         raise HparamsError(f"{path}: {where}.methods must be an object")
     for m, vals in methods.items():
@@ -80,6 +73,38 @@ def _check_entry(entry, where: str, path: Path, top: bool) -> None:
         v = vals[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise HparamsError(f"{path}: {where}.methods.{m}.{key} = {v!r}; it must be a finite number >= 0")
+
+
+def _check_options(options, where: str, path: Path) -> None:
+    """An entry's "options": per regulariser, open choices (`vocab.OMEGA_OPTIONS`), each value checked by its
+    declaration (`vocab.check_option`)."""
+    if not isinstance(options, dict):
+        raise HparamsError(f"{path}: {where}.options must be an object")
+    for r, opts in options.items():
+        if r not in REGULARISERS:
+            raise HparamsError(f"{path}: {where}.options: unknown regulariser {r!r}; choose from "
+                               f"{', '.join(sorted(REGULARISERS))}")
+        if not isinstance(opts, dict) or set(opts) - set(OMEGA_OPTIONS):
+            raise HparamsError(f"{path}: {where}.options.{r} must be an object with keys among "
+                               f"{', '.join(OMEGA_OPTIONS)}")
+        for name, value in opts.items():
+            try:
+                check_option(name, value)
+            except ValueError as e:
+                raise HparamsError(f"{path}: {where}.options.{r}: {e}") from None
+
+
+def _check_entry(entry, where: str, path: Path, top: bool) -> None:
+    """One benchmark's entry (`top`) or one of its by_K entries: its keys, methods, sources and options."""
+    if not isinstance(entry, dict):
+        raise HparamsError(f"{path}: {where} must be an object, got {type(entry).__name__}")
+    allowed = ENTRY_KEYS if top else K_ENTRY_KEYS
+    extra = set(entry) - allowed
+    if extra:
+        raise HparamsError(f"{path}: unknown key(s) {', '.join(sorted(extra))} in {where}; "
+                           f"allowed: {', '.join(sorted(allowed))}")
+    methods = entry.get("methods", {})
+    _check_methods(methods, where, path)
     for k in ("source", "command", "options_source"):
         if k in entry and not isinstance(entry[k], str):
             raise HparamsError(f"{path}: {where}.{k} must be a string")
@@ -92,23 +117,7 @@ def _check_entry(entry, where: str, path: Path, top: bool) -> None:
         if (not isinstance(src, dict) or set(src) != {"source", "command"}
                 or not all(isinstance(v, str) for v in src.values())):
             raise HparamsError(f"{path}: {where}.sources.{m} must be {{\"source\": file, \"command\": command}}")
-    options = entry.get("options", {})
-    if not isinstance(options, dict):
-        raise HparamsError(f"{path}: {where}.options must be an object")
-    for r, opts in options.items():
-        if r not in REGULARISERS:
-            raise HparamsError(f"{path}: {where}.options: unknown regulariser {r!r}; choose from "
-                               f"{', '.join(sorted(REGULARISERS))}")
-        if not isinstance(opts, dict) or set(opts) - set(OMEGA_OPTIONS):
-            raise HparamsError(f"{path}: {where}.options.{r} must be an object with keys among "
-                               f"{', '.join(OMEGA_OPTIONS)}")
-        try:
-            TrainConfig(**opts)
-        except Exception as e:  # noqa: BLE001 - TrainConfig's own message names the bad value
-            raise HparamsError(f"{path}: {where}.options.{r}: {e}") from None
-        if "pi_xi" in opts and (isinstance(opts["pi_xi"], bool) or not isinstance(opts["pi_xi"], (int, float))
-                                or not opts["pi_xi"] > 0):
-            raise HparamsError(f"{path}: {where}.options.{r}.pi_xi = {opts['pi_xi']!r}; it must be a positive number")
+    _check_options(entry.get("options", {}), where, path)
     if top:
         by_k = entry.get("by_K", {})
         if not isinstance(by_k, dict):
@@ -195,7 +204,7 @@ def hparams_source(benchmark: Bench, methods: Sequence[str], K: Optional[int] = 
 
 def regulariser(method: str) -> Optional[str]:
     """The regulariser of a regularised method (one of vocab.REGULARISERS); None for fine-tune and MetaCL w/o reg."""
-    return get_method(method).importance
+    return get_method(method).regulariser
 
 
 def method_options(benchmark: Bench, method: str, hp: Optional[dict] = None) -> dict:

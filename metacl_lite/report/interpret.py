@@ -23,13 +23,9 @@ from typing import Any, Optional
 from .commands import provenance_commands, relative_command
 from ..findings.paper import PAPER_SOURCES, paper_table
 from ..data.specs import SPECS
-from ..vocab import OMEGA_OPTIONS as OPTIONS, REGULARISERS, family, regulariser_of
-from ..training import TrainConfig
+from ..vocab import OMEGA_OPTIONS, OPTIONS, REGULARISERS, family, options_of, regulariser_of
 
 METRICS = ("ACC", "BT", "FA")
-#: What files made before the open-choice options existed were trained with (the only behaviour the code had then;
-#: `grid.run_experiment` reads such files with these defaults too): TrainConfig's defaults.
-OPTION_DEFAULTS = {k: getattr(TrainConfig(), k) for k in OPTIONS}
 
 
 def method_labels() -> dict[str, str]:
@@ -139,13 +135,13 @@ def hparams_used(res: dict) -> dict[str, Any]:
     values = {m: dict(mh[m]) for m in _method_order() if mh.get(m)}
     src = cfg.get("hparams_source") or {}
     train = cfg.get("train") or {}
-    options = {k: train.get(k, OPTION_DEFAULTS[k]) for k in OPTIONS}
+    options = {k: train.get(k, OPTIONS[k].default) for k in OMEGA_OPTIONS}  # the declared default where not recorded
     per = cfg.get("method_options")
     if isinstance(per, dict) and per:
         where = "method_options"
-        method_options = {m: {k: per[m].get(k, options[k]) for k in OPTIONS} for m in _method_order() if m in per}
+        method_options = {m: {k: per[m].get(k, options[k]) for k in OMEGA_OPTIONS} for m in _method_order() if m in per}
     else:
-        where = "train" if all(k in train for k in OPTIONS) else None
+        where = "train" if all(k in train for k in OMEGA_OPTIONS) else None
         method_options = {m: dict(options) for m in _method_order()
                           if m in cfg.get("methods", []) and regulariser_of(m)}
     return {"values": values, "sources": {m: src.get(m) for m in values}, "options": options,
@@ -279,10 +275,19 @@ def source_record(source: Optional[str], tuning_K: Optional[int] = None) -> dict
     return {"file": relative_command(source), "K": None}
 
 
+def _option_cell(method: str, name: str, value: Any) -> str:
+    """A method's value of an open choice in the tables: `sum` (a choice), 0.1 (a number), "–" where the method's
+    family does not read the option (`vocab.options_of`: PI's ξ beside EWC)."""
+    if name not in {o.name for o in options_of(method)}:
+        return "–"
+    return f"`{value}`" if isinstance(value, str) else f"{value:g}"
+
+
 def hparams_frame(info: dict[str, Any]):
-    """The β/γ of each regularised method and where it came from, with the open choices about Ω it was trained
-    with: one row per method (Method, β/γ, tuned at K, file, Ω accumulated, Ω normalised, PI's ξ; "–" where a cell
-    does not apply or the file does not record it)."""
+    """The β/γ of each regularised method and where it came from, with the open choices it was trained with: one row
+    per method (Method, β/γ, tuned at K, file, then one column per open choice, `vocab.OMEGA_OPTIONS` under its
+    declared label: Ω accumulated, Ω normalised, PI's ξ; "–" where a cell does not apply or the file does not record
+    it)."""
     import pandas as pd
 
     h = info["hparams"]
@@ -298,10 +303,9 @@ def hparams_frame(info: dict[str, Any]):
                      or "–",
                      "Tuned at K": "–" if src["K"] is None else src["K"],
                      "File": "–" if src["file"] is None else f"`{src['file']}`",
-                     "Ω accumulated": f"`{o['omega_accumulate']}`", "Ω normalised": f"`{o['omega_normalise']}`",
-                     "PI's ξ": f"{o['pi_xi']:g}" if m.startswith("pi") else "–"})
-    return pd.DataFrame(rows, columns=["Method", "β/γ", "Tuned at K", "File", "Ω accumulated", "Ω normalised",
-                                       "PI's ξ"])
+                     **{OPTIONS[k].label: _option_cell(m, k, o[k]) for k in OMEGA_OPTIONS}})
+    return pd.DataFrame(rows, columns=["Method", "β/γ", "Tuned at K", "File",
+                                       *(OPTIONS[k].label for k in OMEGA_OPTIONS)])
 
 
 def gaps_frame(info: dict[str, Any]):
