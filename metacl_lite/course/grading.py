@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -153,6 +154,28 @@ LIVE: set = set()
 _LIVE_LOCK = threading.Lock()
 
 
+def _worker_conf(tmp: Path, notebook: Path, uid: int, gid: int, timeout: float, hidden: Sequence[Path]) -> dict:
+    """What the trusted worker needs to grade one notebook in a jail (`grading_worker.main`): the folders under `tmp`
+    (private, scratch, the package copy and the jail's root), the jail's user, environment, binds and CPU limit."""
+    from . import jail
+
+    private, scratch, pkg = tmp / "private", tmp / "scratch", tmp / "pkg"
+    data = str(data_root().resolve())
+    keep_ro = sorted({str(pkg), *map(str, jail.python_dirs(REPO_ROOT)), data})
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    env.update(PATH=f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", HOME=str(scratch),
+               TMPDIR="/tmp", PYTHONPATH=str(pkg), METACL_LITE_DATA=data,
+               METACL_LITE_PROGRESS="0", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", USER=jail.USER,
+               LOGNAME=jail.USER)
+    env.setdefault("LANG", "C.UTF-8")
+    hide = [str(Path(p).resolve()) for p in (*hidden, DIST_DIR, SOURCE_DIR, PACKAGE_DIR, REPO_ROOT / ".git",
+                                              REPO_ROOT / "dist", private, Path.home(), "/root")]
+    return {"notebook": str(notebook), "autograder": str(private / "autograder.zip"),
+            "result": str(private / "result.json"), "private": str(private), "cwd": str(scratch),
+            "root": str(tmp / "root"), "uid": uid, "gid": gid, "env": env, "binds_rw": [str(scratch)],
+            "binds_ro": keep_ro, "hidden": sorted(set(hide)), "cpu_seconds": int(min(timeout * 4, MAX_TIMEOUT)) + 10}
+
+
 def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidden: Sequence[Path] = ()) -> dict:
     """Grade one submission: a trusted worker (`grading_worker`) runs the tests against its notebook's code, which
     runs in a jail (`jail`); its record (`questions` and `cell_errors`, or `error` / `crashed` / `timeout`)."""
@@ -181,20 +204,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
             shutil.copy2(zip_path, private / "autograder.zip")
         result = private / "result.json"
         (tmp / "root").mkdir(mode=0o700)  # the jail's root is built here, in the jail's own mount namespace
-        data = str(data_root().resolve())
-        keep_ro = sorted({str(pkg), *map(str, jail.python_dirs(REPO_ROOT)), data})
-        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-        env.update(PATH=f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", HOME=str(scratch),
-                   TMPDIR="/tmp", PYTHONPATH=str(pkg), METACL_LITE_DATA=data,
-                   METACL_LITE_PROGRESS="0", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1", USER=jail.USER,
-                   LOGNAME=jail.USER)
-        env.setdefault("LANG", "C.UTF-8")
-        hide = [str(Path(p).resolve()) for p in (*hidden, DIST_DIR, SOURCE_DIR, PACKAGE_DIR, REPO_ROOT / ".git",
-                                                  REPO_ROOT / "dist", private, Path.home(), "/root")]
-        conf = {"notebook": str(notebook), "autograder": str(private / "autograder.zip"), "result": str(result),
-                "private": str(private), "cwd": str(scratch), "root": str(tmp / "root"), "uid": uid, "gid": gid,
-                "env": env, "binds_rw": [str(scratch)], "binds_ro": keep_ro, "hidden": sorted(set(hide)),
-                "cpu_seconds": int(min(timeout * 4, MAX_TIMEOUT)) + 10}
+        conf = _worker_conf(tmp, notebook, uid, gid, timeout, hidden)
         (private / "worker.json").write_text(json.dumps(conf))
         cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(private / "worker.json")]
         proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True, stdout=subprocess.DEVNULL,
@@ -253,20 +263,63 @@ def to_grade(subs: Sequence[Submission], rows: dict[str, dict], sha: str, timeou
     return todo
 
 
-def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[Path] = None,
-               timeout: Optional[float] = None, dist: Path = DIST_DIR, on_row: Optional[Callable[[dict], None]] = None,
-               jobs: int = 1, show_hidden: bool = False, answers: Optional[Path] = None) -> list[dict]:
-    """Grade every submission under `paths` that `out` has no row for (or a row whose status is an error), `jobs` at
-    a time; returns all rows. The sheet is locked while grading; everything is checked before the first submission."""
-    from concurrent.futures import ThreadPoolExecutor
+@dataclass
+class ClassGrading:
+    """One grading of a class: the autograder (a private copy, in memory: regenerating dist/ meanwhile changes
+    nothing here, and a SIGKILL leaves no file), its questions, and where rows, feedback and written answers go."""
 
+    name: str
+    autograder: bytes
+    timeout: float
+    out: Path
+    hidden: list
+    feedback: Optional[Path] = None
+    answers: Optional[Path] = None
+    show_hidden: bool = False
+
+    def __post_init__(self):
+        self.sha = hashlib.sha256(self.autograder).hexdigest()
+        self.points, self.manual = question_points(io.BytesIO(self.autograder)), manual_points(self.name)
+        self.columns = columns(self.points, self.manual)
+
+    def grade(self, s: Submission) -> dict:
+        """One submission's record; one submission's failure is its own record, and the class goes on."""
+        if s.refused:
+            return {"refused": s.refused}
+        try:
+            return grade_one(self.name, self.autograder, s.path, self.timeout, self.hidden)
+        except AssignmentError as e:
+            return {"error": str(e)}
+        except Exception as e:  # noqa: BLE001 - one submission's failure is its own row; the class goes on
+            if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):  # a full temporary folder
+                raise AssignmentError(  # would fail every other submission too: it stops the class
+                    f"no space left in the temporary folder {tempfile.gettempdir()} while grading {s.key}: free "
+                    f"some, or point TMPDIR at a folder with room; the rows graded so far are kept in {self.out}, "
+                    f"and the same command grades the rest") from None
+            return {"error": f"{s.path} could not be graded ({type(e).__name__}: {e})"}
+
+    def row(self, s: Submission, rec: dict, old: Optional[dict]) -> dict:
+        """The sheet's row for a record, keeping the hand-entered points of `old`."""
+        return keep_manual(row(s.key, rec, self.points, self.manual, self.name, self.sha), old, self.manual)
+
+    def write_feedback(self, s: Submission, rec: dict, r: dict) -> None:
+        """The feedback file and the written answers of one submission (after its row is in the sheet)."""
+        if self.feedback is not None:
+            write_text(Path(self.feedback) / feedback_name(s.key),
+                       feedback_text(s.key, rec, r, self.points, self.manual, self.show_hidden))
+        if self.answers is not None and self.manual and not s.refused:
+            try:
+                nb = notebook_bytes(s.path, self.name)
+            except (AssignmentError, OSError):
+                nb = b""
+            write_text(Path(self.answers) / feedback_name(s.key, ".md"), written_answers(nb, s.key, self.manual))
+
+
+def _check_outputs(out: Path, feedback: Optional[Path], answers: Optional[Path]) -> None:
+    """Everything the grading writes, and the jail it needs, checked before the first submission."""
     from . import jail
     from ..errors import OutputError
 
-    name = full_name(name)
-    timeout = timeout or DEFAULT_TIMEOUT.get(name, 600)
-    out = Path(out)
-    subs = find_submissions(paths, base=Path(os.path.abspath(out)).parent)
     try:
         check_writable(out, "give another --out")
     except OutputError as e:
@@ -278,74 +331,59 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
         jail.ensure_user()
     except jail.JailUnavailable as e:
         raise AssignmentError(f"cannot grade here: {e}") from None
+
+
+def _in_threads(items: Sequence, work: Callable, done: Callable, jobs: int) -> None:
+    """work(item) for every item, `jobs` at a time, done(item, result) in order; on an exception or a Ctrl-C every
+    worker process running now is killed before it propagates."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max(1, jobs))
+    try:
+        futures = [(s, pool.submit(work, s)) for s in items]
+        for s, f in futures:
+            done(s, result(f))  # woken twice a second: a Ctrl-C that lands in a grading thread is answered
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        with _LIVE_LOCK:
+            live = list(LIVE)
+        for p in live:
+            _kill(p)
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[Path] = None,
+               timeout: Optional[float] = None, dist: Path = DIST_DIR, on_row: Optional[Callable[[dict], None]] = None,
+               jobs: int = 1, show_hidden: bool = False, answers: Optional[Path] = None) -> list[dict]:
+    """Grade every submission under `paths` that `out` has no row for (or a row whose status is an error), `jobs` at
+    a time; returns all rows. The sheet is locked while grading; everything is checked before the first submission."""
+    name = full_name(name)
+    out = Path(out)
+    subs = find_submissions(paths, base=Path(os.path.abspath(out)).parent)
+    _check_outputs(out, feedback, answers)
     folders = {Path(p).resolve() if Path(p).is_dir() else Path(p).resolve().parent for p in paths}
     hidden = [*folders, *(Path(x).resolve() for x in (feedback, answers, dist) if x is not None), out.resolve()]
-    # a private copy, in memory: regenerating dist/ meanwhile changes nothing here, and a SIGKILL leaves no file
-    zip_path = ensure_autograder(name, dist).read_bytes()
-    sha = hashlib.sha256(zip_path).hexdigest()
-    points, manual = question_points(io.BytesIO(zip_path)), manual_points(name)
-    cols = columns(points, manual)
+    g = ClassGrading(name, ensure_autograder(name, dist).read_bytes(), timeout or DEFAULT_TIMEOUT.get(name, 600), out,
+                     hidden, feedback, answers, show_hidden)
     with locked(out, wait=False):
-        rows = {r["submission"]: r for r in read_sheet(out, cols, name)}
-        order = list(rows)
-        todo = to_grade(subs, rows, sha, timeout, out)
-        for s in subs:
-            if s.key not in order:
-                order.append(s.key)
-
-        def work(s: Submission) -> dict:
-            if s.refused:
-                return {"refused": s.refused}
-            try:
-                return grade_one(name, zip_path, s.path, timeout, hidden)
-            except AssignmentError as e:
-                return {"error": str(e)}
-            except Exception as e:  # noqa: BLE001 - one submission's failure is its own row; the class goes on
-                if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):  # a full temporary folder
-                    raise AssignmentError(  # would fail every other submission too: it stops the class
-                        f"no space left in the temporary folder {tempfile.gettempdir()} while grading {s.key}: free "
-                        f"some, or point TMPDIR at a folder with room; the rows graded so far are kept in {out}, and "
-                        f"the same command grades the rest") from None
-                return {"error": f"{s.path} could not be graded ({type(e).__name__}: {e})"}
+        rows = {r["submission"]: r for r in read_sheet(out, g.columns, name)}
+        order = list(dict.fromkeys([*rows, *(s.key for s in subs)]))
 
         def done(s: Submission, rec: dict) -> None:
-            r = keep_manual(row(s.key, rec, points, manual, name, sha), rows.get(s.key), manual)
-            rows[s.key] = r
-            write_sheet(out, cols, [rows[k] for k in order if k in rows])
+            rows[s.key] = r = g.row(s, rec, rows.get(s.key))
+            write_sheet(out, g.columns, [rows[k] for k in order if k in rows])
             try:
-                write_feedback(s, rec, r)
+                g.write_feedback(s, rec, r)
             except Exception as e:  # noqa: BLE001 - the row is in the sheet; say what is missing
                 print(f"warning: the feedback of {s.key} was not written ({type(e).__name__}: {e})", file=sys.stderr)
             if on_row:
                 on_row(r)
 
-        def write_feedback(s: Submission, rec: dict, r: dict) -> None:
-            if feedback is not None:
-                write_text(Path(feedback) / feedback_name(s.key),
-                           feedback_text(s.key, rec, r, points, manual, show_hidden))
-            if answers is not None and manual and not s.refused:
-                try:
-                    nb = notebook_bytes(s.path, name)
-                except (AssignmentError, OSError):
-                    nb = b""
-                write_text(Path(answers) / feedback_name(s.key, ".md"), written_answers(nb, s.key, manual))
-
-        pool = ThreadPoolExecutor(max(1, jobs))
-        try:
-            futures = [(s, pool.submit(work, s)) for s in todo]
-            for s, f in futures:
-                done(s, result(f))  # woken twice a second: a Ctrl-C that lands in a grading thread is answered
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            with _LIVE_LOCK:
-                live = list(LIVE)
-            for p in live:
-                _kill(p)
-            pool.shutdown(wait=True)
-            raise
-        pool.shutdown(wait=True)
+        _in_threads(to_grade(subs, rows, g.sha, g.timeout, out), g.grade, done, jobs)
         if not out.exists():
-            write_sheet(out, cols, [])
+            write_sheet(out, g.columns, [])
     return [rows[k] for k in order if k in rows]
 
 
