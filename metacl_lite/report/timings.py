@@ -5,7 +5,6 @@ the current table of contents.
 """
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -49,12 +48,6 @@ def duration(s: float) -> str:
 #: another (a device copy of a working tree reports its base commit with the tree's changes as uncommitted):
 #: {"commit": "977ad48", "why": "..."} (`ran_commit` reads it).
 RAN_COMMIT_FIELD = "ran_commit"
-#: Files made before that field existed say it in their provenance note, as one sentence ("The code that ran is
-#: commit X (why)."): the committed GPU bench files and the GPU check. `ran_commit` reads that sentence into the same
-#: record; nothing writes it any more.
-_LEGACY = re.compile(r"\s*The code that ran is commit (?P<commit>[0-9a-f]{7,40})\b(?:\s*\((?P<why>[^)]*)\))?\.?")
-
-
 def provenance_note(prov: dict) -> str:
     """A file's provenance note: its own, or (a schema-1 file as `store.load` reads it, its one provenance block
     turned into an invocation) the latest invocation's; "" when none."""
@@ -63,23 +56,16 @@ def provenance_note(prov: dict) -> str:
 
 
 def ran_commit(prov: dict) -> dict[str, Any]:
-    """The commit whose code made a file, as data: `commit`, the provenance's `RAN_COMMIT_FIELD` where it has one
-    (or, in a file made before that field, the commit its note names), else git_commit (10 characters); `why`, the
-    reason recorded with it ("" for none); `from_note`, whether it differs from git_commit's record by such a
-    record; `recorded`, what git_commit records; `dirty`, git_dirty; `note_beyond_commit`, what the provenance note
-    says besides (the whole note where the commit is a field)."""
+    """The commit whose code made a file, as data: `commit`, the provenance's `RAN_COMMIT_FIELD` where it has one,
+    else git_commit (10 characters); `why`, the reason recorded with it ("" for none); `from_note`, whether it
+    differs from git_commit's record by such a record; `recorded`, what git_commit records; `dirty`, git_dirty;
+    `note_beyond_commit`, what the provenance note says besides (the whole note)."""
     recorded = (prov.get("git_commit") or "?")[:10]
-    note = provenance_note(prov)
     field = prov.get(RAN_COMMIT_FIELD)
-    if isinstance(field, dict) and field.get("commit"):
-        found, beyond = {"commit": str(field["commit"]), "why": str(field.get("why") or "")}, note
-    else:
-        mo = _LEGACY.search(note)
-        found = {"commit": mo["commit"], "why": mo["why"] or ""} if mo else None
-        beyond = (note[:mo.start()] + note[mo.end():]).strip() if mo else note
-    return {"commit": found["commit"] if found else recorded, "why": found["why"] if found else "",
-            "recorded": recorded, "from_note": found is not None, "dirty": bool(prov.get("git_dirty")),
-            "note_beyond_commit": beyond}
+    found = isinstance(field, dict) and bool(field.get("commit"))
+    return {"commit": str(field["commit"]) if found else recorded, "why": str(field.get("why") or "") if found else "",
+            "recorded": recorded, "from_note": found, "dirty": bool(prov.get("git_dirty")),
+            "note_beyond_commit": provenance_note(prov)}
 
 
 def note_beyond_commit(prov: dict) -> str:
@@ -443,3 +429,4 @@ def timings_table(doc: dict, pages: Optional[Sequence[str]] = None):
                 "untimed": len(order) - len(timed) - sum(len(g) for g in excluded.values()),
                 "n_overlapped": len(overlaps), "note": prov.get("note") or ""}
     return df
+

@@ -20,9 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     # imported here, not with the package: `python -m metacl_lite.tools` imports this package before its __main__,
     # whose guard turns a Ctrl-C in the first moments into one word instead of a traceback
     import argparse
+    from pathlib import Path
 
-    from ..cli.options import (BENCHMARKS, device_option, int_list, method_list, out_path, placement_options,
-                               positive, precision_option)
+    from ..cli.options import BENCHMARKS, placement_options
 
     p = argparse.ArgumentParser(prog="python -m metacl_lite.tools",
                                 description="MetaCL reproduction, the maintainers' tools: pages, README, speed, "
@@ -37,12 +37,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 2 unless the units would train on a GPU; WHO (e.g. 'make reproduce-cub') names what "
                         "needs it in the message")
 
-
     g = sub.add_parser("pages", help="regenerate the book's reproduction pages from the template")
     g.add_argument("--check", action="store_true", help="exit 1 if a page is out of date, write nothing")
 
     m = sub.add_parser("readme", help="regenerate the README's result tables from the results files")
     m.add_argument("--check", action="store_true", help="exit 1 if the README is out of date, write nothing")
+
+    bench_parser(sub)
+
+    mg = sub.add_parser("migrate", help="rewrite results and tuning files of an older format once, numbers unchanged")
+    mg.add_argument("files", nargs="*", type=Path, help="default: every results and tuning file under results/")
+
+    for name, script in (("gpu-check", "gpu_check.py"), ("browser-check", "check_book_browser.py")):
+        sub.add_parser(name, help=f"run data_scripts/{script} (its own options follow; --help shows them)",
+                       add_help=False)
+    return p
+
+
+def bench_parser(sub) -> None:
+    """`bench`: the speed benchmark's options (`lab.bench`)."""
+    from ..cli.options import BENCHMARKS, device_option, int_list, method_list, out_path, positive, precision_option
 
     b = sub.add_parser("bench", help="wall time and peak memory per method and for the whole grid")
     b.add_argument("--suite", default="pmnist", choices=BENCHMARKS,
@@ -76,11 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--measured-seeds", type=positive("--measured-seeds"), default=None,
                    help="--device cuda: time this many of the --grid-seeds and scale to all (each seed is the same "
                         "work; the file says so)")
-
-    for name, script in (("gpu-check", "gpu_check.py"), ("browser-check", "check_book_browser.py")):
-        sub.add_parser(name, help=f"run data_scripts/{script} (its own options follow; --help shows them)",
-                       add_help=False)
-    return p
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -169,10 +169,19 @@ def _script(name: str) -> Callable[[Any], int]:
 
 
 def _migrate(a) -> int:
-    """Rewrite results and tuning files of a format before today's once (`lab.migrate`), numbers unchanged."""
+    """Rewrite results and tuning files (`lab.migrate`), speed-benchmark and GPU-check files
+    (`timing_files`) of a format before today's once, numbers unchanged."""
+    from ..lab.atomic import read_json
     from ..lab.migrate import migrate
+    from ..lab.provenance import relative_to_repo
+    from .timing_files import MIGRATE, migrate_timing_files, timing_kind
 
-    for path, filled in migrate(a.files).items():
+    timing = [p for p in a.files if p.is_file() and timing_kind(read_json(p, "file to migrate"))]
+    rest = [p for p in a.files if p not in timing]
+    done = migrate(rest) if rest or not a.files else {}
+    command = MIGRATE + "".join(f" {relative_to_repo(p)}" for p in a.files)
+    done |= migrate_timing_files(timing if a.files else None, command)
+    for path, filled in done.items():
         print(f"{path}: " + (f"migrated ({', '.join(filled)})" if filled else "already current"))
     return 0
 
