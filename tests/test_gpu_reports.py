@@ -50,18 +50,22 @@ def test_gpu_figures_name_the_commit_whose_code_ran_where_the_note_says_so(tmp_p
     import json
 
     from metacl_lite.lab.store import load
+    from metacl_lite.tools.timing_files import migrate_timing_files
 
     doc = _doc()
-    doc["provenance"] = {**doc["provenance"], "git_commit": _BASE, "git_dirty": True, "note": _NOTE}
+    doc["provenance"] = {**doc["provenance"], "git_commit": _BASE, "git_dirty": True, "note": _NOTE + " N.B."}
     (tmp_path / "bench-cub-cuda.json").write_text(json.dumps(doc))
-    doc = load(tmp_path / "bench-cub-cuda.json", "bench")  # as the pages read it (schema 1 upgraded)
-    check = {"device": "cuda: GPU X", "passed": 1, "failed": 0, "tests": [],
+    check = {"kind": "gpu-check", "device": "cuda: GPU X", "passed": 1, "failed": 0, "tests": [],
              "provenance": {"command": "python data_scripts/gpu_check.py", "git_commit": _BASE, "git_dirty": True,
-                            "note": _NOTE}}
+                            "note": _NOTE + " N.B."}}
+    (tmp_path / "gpu-check.json").write_text(json.dumps(check))
+    migrate_timing_files([tmp_path / "bench-cub-cuda.json", tmp_path / "gpu-check.json"])  # the note's sentence
+    doc = load(tmp_path / "bench-cub-cuda.json", "bench")  # as the pages read it
+    check = json.loads((tmp_path / "gpu-check.json").read_text())
     ran = {"commit": "977ad48", "recorded": "0078ca70e6", "from_note": True, "dirty": True}
     grid, checked = gpu_grid(doc), gpu_check(check).attrs
     assert {k: grid[k] for k in ran} == ran and {k: checked[k] for k in ran} == ran
-    assert grid["note"] == checked["note"] == _NOTE
+    assert grid["note"] == checked["note"] == "N.B."
     # without such a note: the recorded commit, and whether the tree was dirty
     assert ran_commit({"git_commit": _BASE, "git_dirty": True}) == {"commit": "0078ca70e6", "recorded": "0078ca70e6",
                                                                     "from_note": False, "dirty": True, "why": "",

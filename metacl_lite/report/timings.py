@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .commands import relative_command
+from ..keys import RunKey
 from ..findings.paper import paper_table
 from ..data.specs import SPECS
 
@@ -61,7 +62,8 @@ def ran_commit(prov: dict) -> dict[str, Any]:
     differs from git_commit's record by such a record; `recorded`, what git_commit records; `dirty`, git_dirty;
     `note_beyond_commit`, what the provenance note says besides (the whole note)."""
     recorded = (prov.get("git_commit") or "?")[:10]
-    field = prov.get(RAN_COMMIT_FIELD)
+    invs = [i for i in prov.get("invocations") or [] if isinstance(i, dict) and i.get(RAN_COMMIT_FIELD)]
+    field = prov.get(RAN_COMMIT_FIELD) or (invs[-1][RAN_COMMIT_FIELD] if invs else None)  # as `provenance_note`
     found = isinstance(field, dict) and bool(field.get("commit"))
     return {"commit": str(field["commit"]) if found else recorded, "why": str(field.get("why") or "") if found else "",
             "recorded": recorded, "from_note": found, "dirty": bool(prov.get("git_dirty")),
@@ -99,8 +101,8 @@ def gpu_units(doc: dict):
 
     rows = []
     for u in doc["units"]:
-        section, key = u["unit"].split("/", 1)
-        rows.append({"unit": key.rsplit("/", 1)[0] if section == "runs" else section, "wall_s": u["wall_s"],
+        section, _, key = u["unit"].partition("/")  # `keys.unit_name`: a run's key, or a reference's seed
+        rows.append({"unit": RunKey.parse(key).method if section == "runs" else section, "wall_s": u["wall_s"],
                      "peak_gb": u.get("peak_gpu_mb", float("nan")) / 1024})
     df = pd.DataFrame(rows).groupby("unit", sort=False).agg(wall_s=("wall_s", "mean"), peak_gb=("peak_gb", "max"))
     order = [m for m in METHODS if m in df.index] + [k for k in df.index if k not in METHODS]
