@@ -238,7 +238,7 @@ def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Op
         _window_in_protocol(protocol, methods, around, window)
     with_options = [*TUNABLE, *(m for m in methods if m not in TUNABLE)]  # an extension's, only when it is tuned
     hp = H.load() if decided else {}
-    protocol["method_options"] = {m: {**(H.method_options(spec.name, m, hp) if decided else {}),
+    protocol["method_options"] = {m: {**(H.method_options(spec, m, hp) if decided else {}),
                                       **protocol["options"]} for m in with_options}
     if K > spec.val_offset:
         raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
