@@ -208,3 +208,58 @@ def test_table_md_keeps_cells_as_written():
     md = F.table_md(pd.DataFrame({"#": ["{ref}`1 <claim-1>`"], "K": ["020"], "v": ["**refuted** / refuted"]})).data
     assert md.splitlines()[0].split("|")[1:-1] == [" #                  ", " K   ", " v                     "]
     assert "| {ref}`1 <claim-1>` | 020 | **refuted** / refuted |" in md  # no index, "020" not read as a number
+
+
+def test_committed_verdict_tables(committed):
+    """Chapter 7's verdict table per claim, built from the registry: the rows each claim has, and the words the
+    chapter showed in its paragraph under each claim's table before the table replaced it."""
+    ev, rows, heads = committed
+    tables = {c.id: K.verdict_table(c, [r for r in rows if r["claim"] == c.id], heads[c.id], ev.benchmark)
+              for c in C.CLAIMS}
+    cells = {c: dict(zip(t.iloc[:, 0], t.iloc[:, 1])) for c, t in tables.items()}
+    assert [t.columns[0] for t in tables.values()] == [f"Claim {c.id}" for c in C.CLAIMS]
+    base = ["verdict, Holm / raw", "tests counted", "test behind it"]
+    assert {c: list(v)[3:] for c, v in cells.items()} == {
+        "1": ["by K, Holm / raw", "by metric, Holm", "other way, undecided", "not counted"],
+        "2a": ["by metric, Holm", "not counted"],
+        "2b": ["by K, Holm / raw", "by metric, Holm", "paper against it", "not counted"], "3": [],
+        "4": ["other way, undecided", "paper against it"], "5": ["by method pair, Holm"], "6": ["by statistic, Holm"],
+        "7": ["by K, Holm / raw", "by control, Holm", "not counted"]}
+    assert all(list(v)[:3] == base for v in cells.values())
+    assert cells["2a"]["verdict, Holm / raw"] == "**refuted** / refuted"
+    assert cells["7"]["tests counted"] == "19: with Holm 0 confirmed, 14 refuted, 5 inconclusive; raw 0 confirmed, " \
+                                          "17 refuted, 2 inconclusive"
+    assert cells["2a"]["test behind it"] == "EWC-MetaCL-β − EWC, BT, K = 20: −0.77, Holm p 0.002"
+    assert cells["1"]["other way, undecided"] == "MetaCL, w/o reg − Fine tune, ACC at K = 20: −0.40 pts, 3 of 10 seeds " \
+                                                 "for it"
+    assert cells["2b"]["paper against it"] == "BT: PI-MetaCL-λ − PI-MetaCL-β, BT at K = 20: paper's Table 1 " \
+                                              "−1.5 pts, ours −0.13 pts, p(Holm) 1.000"
+    assert cells["1"]["not counted"] == "3 at K = 50, 200, 500, raw 0 confirmed, 3 refuted, 0 inconclusive; stated " \
+                                        "at K = 20"
+    assert cells["7"]["not counted"] == "5 repeated runs (below)"
+
+
+def test_claims_glue_names_every_claim_of_the_registry(committed, monkeypatch):
+    """`claims_glue` glues five names per claim of `claims.CLAIMS`, written out in `CLAIM_GLUE` (the figures are
+    `plots.claim_differences`'s, not drawn here)."""
+    from metacl_lite.report import plots
+
+    ev, rows, heads = committed
+    monkeypatch.setattr(plots, "claim_differences", lambda frame, claim: f"figure {claim}")
+    glued = K.claims_glue(rows, heads, ev.benchmark)
+    assert list(K.CLAIM_GLUE) == [c.id for c in C.CLAIMS]
+    assert list(glued) == [n for names in K.CLAIM_GLUE.values() for n in names]
+    assert glued["fig_claim_2b"] == "figure 2b" and glued["verdict_5"] == S.CONFIRMED
+    assert glued["verdict_table_3"].data.startswith("| Claim 3 ")
+    monkeypatch.setattr(K, "CLAIM_GLUE", {c: v for c, v in K.CLAIM_GLUE.items() if c != "7"})
+    with pytest.raises(ValueError, match="CLAIM_GLUE names claims"):
+        K.claims_glue(rows, heads, ev.benchmark)
+
+
+def test_the_intro_glues_what_it_showed(committed):
+    ev, rows, heads = committed
+    glued = I.findings_glue(heads, K.largest_angles(ev), K.task2_record(ev), I.seeds_of(ev),
+                            I.gaps_to_paper("pmnist", TARGET_ACC_GAP), ev.benchmark, TARGET_ACC_GAP)
+    assert (glued["c2a_behind"], glued["c6_lam"], glued["gap_500"], glued["files_seeds"]) == (
+        "EWC-MetaCL-β − EWC, BT at K = 20: −0.8 pts, p(Holm) 0.002", "89.6", "6.3", 10)
+    assert glued["c7_other_counts"] == "4 of 7 refuted, 3 inconclusive"

@@ -255,7 +255,7 @@ def verdict_table(c, rows: list[dict], head: dict, benchmark: str):
         out["by K, Holm / raw"] = v["by_K"]
     if len(head["parts"]) > 1:
         out[f"by {h['part_kind']}, Holm"] = h["parts_verdicts"]
-    if head["other_way"]:
+    if head["other_way"] and v["verdict"] == _S.INCONCLUSIVE:
         out["other way, undecided"] = "; ".join(f"{o['test']}{o['at_K']}: {o['mean']}, {o['seeds']} seeds for it"
                                                 for o in map(other_way_record, head["other_way"]))
     if head["paper_against"]:

@@ -4,8 +4,7 @@ names the page's Markdown reads, written out in full. Numbers, records and table
 Markdown, and its hidden cells assert the premises they rest on."""
 from __future__ import annotations
 
-from ..report.tables import minus as _minus
-from .formatting import code, table_md
+from .formatting import minus as _minus, table_md
 from .page_running import elapsed_record
 
 

@@ -5,8 +5,7 @@ function returns the glue names the page's Markdown reads, written out in full. 
 page's sentences are its Markdown, and its hidden cells assert the premises they rest on."""
 from __future__ import annotations
 
-from ..report.tables import minus as _minus
-from .formatting import code, markdown
+from .formatting import code, markdown, minus as _minus
 from .page_running import elapsed_record
 
 def setting_record(benchmark: str, K: int) -> dict:
