@@ -23,7 +23,7 @@ def test_the_legacy_path_evaluates_through_advanced_indexing(monkeypatch):
 
 
 def test_summary_of_side_by_side_grids():
-    b = {"provenance": {"command": "python -m metacl_lite bench --K 20", "device": "cpu: X (2 cores)",
+    b = {"provenance": {"command": "python -m metacl_lite.tools bench --K 20", "device": "cpu: X (2 cores)",
                         "git_commit": "0123456789abcdef"},
          "gemm_gflops": 150.0, "eval_tflop_per_run": 1.13, "lower_bound_s_per_run": 7.5,
          "per_method": [{"method": "finetune", "wall_s": 9.0, "peak_mb": 800.0}],

@@ -334,7 +334,7 @@ def _bench(n_methods: int, reduced=True, device="cpu", suite="cub") -> dict:
            for i, m in enumerate(list(PAPER_METHOD_NAMES)[:n_methods])]
     return {"suite": suite, "device": device, "epochs": 1, "n_tasks": 1, "reduced": reduced,
             "grid_s_estimate": 3 * sum(r["full_run_s_estimate"] for r in per), "per_method": per,
-            "provenance": {"command": f"python -m metacl_lite bench --suite cub --out {REPO_ROOT}/results/b.json",
+            "provenance": {"command": f"python -m metacl_lite.tools bench --suite cub --out {REPO_ROOT}/results/b.json",
                            "device": "cpu: Z (2 cores)"}}
 
 
@@ -345,7 +345,7 @@ def test_bench_estimate_scales_to_the_seeds():
     assert (est["reduced"], est["cpu"], est["n_methods"], est["n_table_methods"]) == (True, True, 4, 11)
     assert est["methods"] == list(PAPER_METHOD_NAMES)[:4]
     assert (est["K"], est["max_paper_K"]) == (10, 10)  # CUB: only K = 10
-    # no local path, and the command as it runs today (the file was made before the tools left the users' CLI)
+    # no local path
     assert est["command"] == "python -m metacl_lite.tools bench --suite cub --out results/b.json"
     cifar = Ti.bench_estimate(_bench(11, suite="cifar100"), 3)
     assert (cifar["n_methods"], cifar["K"], cifar["max_paper_K"]) == (11, 20, 500)

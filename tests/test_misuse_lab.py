@@ -15,7 +15,7 @@ import pytest
 from metacl_lite.cli import main
 from metacl_lite.lab.checks import check_options
 from metacl_lite.tools import main as tools_main
-from metacl_lite.errors import ConfigMismatch, UserError
+from metacl_lite.errors import ConfigMismatch, FileFormatError, UserError
 from metacl_lite.lab import bench as B
 from metacl_lite.lab import grid as G
 from metacl_lite.lab.executors import check_plan
@@ -46,6 +46,12 @@ def test_a_cpu_file_records_its_thread_count_and_refuses_another(hparams_file, f
     doc = json.loads(out.read_text())
     del doc["config"]["threads"]  # a file made before the count was recorded: its workers used one thread
     out.write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match="migrate it once with `python -m metacl_lite.tools migrate"):
+        G.run_experiment("pmnist", seeds=[1], methods=["finetune"], out=out, plan=check_plan("local", 1, 1), **TINY)
+    from metacl_lite.lab.migrate import migrate
+
+    migrate([out])  # the one-time migration records the one thread
+    assert json.loads(out.read_text())["config"]["threads"] == 1
     G.run_experiment("pmnist", seeds=[1], methods=["finetune"], out=out, plan=check_plan("local", 1, 1), **TINY)
     assert set(json.loads(out.read_text())["runs"]) == {"finetune/0", "finetune/1"}
 
@@ -277,3 +283,12 @@ def test_redo_oracle_trains_the_joint_units_again_and_keeps_the_runs(hparams_fil
     with pytest.raises(SystemExit) as exit_:
         main(RUN + ["--seeds", "2", "--methods", "finetune", "--redo", "oracles", "--out", str(out)])
     assert exit_.value.code == 2 and "unknown method 'oracles'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tool", ["bench", "pages", "migrate"])
+def test_a_maintainers_tool_asked_of_the_users_command_line_names_the_command_that_runs_it(tool, capsys):
+    """The tools left the users' command line (`python -m metacl_lite bench` ran once): one line with the command."""
+    with pytest.raises(SystemExit) as e:
+        main([tool, "--K", "20"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"run it as `python -m metacl_lite.tools {tool} ...`" in err and "Traceback" not in err

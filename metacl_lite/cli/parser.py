@@ -14,8 +14,22 @@ def redo_list(text: str) -> list[str]:
     return method_list(text, ("oracle",))
 
 
+#: The maintainers' tools, which `python -m metacl_lite.tools` runs (the users' command line ran them once).
+TOOLS = ("bench", "pages", "readme", "where", "gpu-check", "browser-check", "migrate")
+
+
+class Parser(argparse.ArgumentParser):
+    """The users' command line's parser: a maintainers' tool asked of it is refused with the command that runs it."""
+
+    def error(self, message: str):
+        asked = next((t for t in TOOLS if f"invalid choice: '{t}'" in message), None)
+        if asked:
+            message = f"{asked} is a maintainers' tool: run it as `python -m metacl_lite.tools {asked} ...`"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m metacl_lite",
+    p = Parser(prog="python -m metacl_lite",
                                 description="MetaCL (AAAI 2020) reproduction: run, tabulate, tune, decide choices, notebooks, assignments.")
     sub = p.add_subparsers(dest="cmd", required=True)
     for command in (run_parser, table_parser, tune_parser, choices_parser, notebook_parser, dynamics_parser,

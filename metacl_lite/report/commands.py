@@ -19,8 +19,6 @@ from ..data.specs import SPECS
 _ABS_PATH = re.compile(r"(?P<pre>^|[\s=\"'])(?P<path>/[^\s\"']*)")
 
 
-#: A maintainers' tool called through the users' CLI, as files made before `metacl_lite.tools` recorded it.
-_MOVED_TOOL = re.compile(r"(python3? -m metacl_lite) (bench|pages|readme|where)\b")
 #: Modules run with -m that moved since a file recorded them -> where they are today.
 _MOVED_MODULES = {"metacl_lite.report.lambda_story": "metacl_lite.lab.lambda_story"}
 
@@ -29,13 +27,12 @@ def relative_command(command: Optional[str], root: Optional[Path | str] = None) 
     """`command` with every absolute path inside the repository `root` written relative to it, as a reader types it
     from the repository root: ``--out /work/main/results/x.json`` -> ``--out results/x.json`` (also ``--out=...``
     and quoted paths; the root itself becomes ``.``). Paths outside the repository are left as they are. None stays
-    None. A maintainers' tool recorded before it moved out of the users' CLI (`python -m metacl_lite bench ...`) is
-    written as it runs today (`python -m metacl_lite.tools bench ...`), and so is a module run with -m that has moved
-    since (`python -m metacl_lite.report.lambda_story` -> `python -m metacl_lite.lab.lambda_story`)."""
+    None. A module run with -m that has moved since is written as it runs today (`python -m
+    metacl_lite.report.lambda_story` -> `python -m metacl_lite.lab.lambda_story`: results/lambda-story-pmnist.json
+    recorded it so)."""
     if command is None:
         return None
     root = str(Path(REPO_ROOT if root is None else root)).rstrip("/") or "/"
-    command = _MOVED_TOOL.sub(r"\1.tools \2", command)
     for old, new in _MOVED_MODULES.items():
         command = re.sub(rf"(-m ){re.escape(old)}\b", rf"\g<1>{new}", command)
 

@@ -1,11 +1,12 @@
 """The maintainers' tools, apart from the users' command line (`python -m metacl_lite`):
 
-    python -m metacl_lite.tools {pages,readme,bench,where,gpu-check,browser-check} ...
+    python -m metacl_lite.tools {pages,readme,bench,where,gpu-check,browser-check,migrate} ...
 
 `pages` regenerates the book's reproduction pages, `readme` the README's generated blocks, `bench` times the grids,
 `where` says where a grid's units would train (the make targets' GPU check), `gpu-check` runs the GPU tests
 (data_scripts/gpu_check.py) and `browser-check` the built book in headless Chromium
-(data_scripts/check_book_browser.py). Options are checked as the users' commands check theirs, with the same
+(data_scripts/check_book_browser.py); `migrate` rewrites files of an older format once (`lab.migrate`,
+`tools.timing_files`). Options are checked as the users' commands check theirs, with the same
 helpers (`metacl_lite.cli.options`), and a user's error exits 2 without a traceback.
 """
 from __future__ import annotations
