@@ -245,6 +245,13 @@ def estimator(name: str) -> Callable[[type], type]:
     return register
 
 
+def estimator_of(name: str) -> type:
+    """The `Importance` class registered for the vocabulary's regulariser `name` (`estimator`)."""
+    if name not in ESTIMATORS:
+        raise ValueError(f"the regulariser {name!r} has no Importance class: decorate one with @estimator({name!r})")
+    return ESTIMATORS[name]
+
+
 class Importance:
     """One task's Omega, estimated along the training loop: `begin_task(model)` before the first outer step,
     `after_step(model, g1, theta_before)` after each (`model` holds the new parameters, g1 is the task-loss gradient

@@ -30,7 +30,7 @@ from .accel.device import DEVICE_KINDS, benchmark_on, check_precision, determini
 from .balance import BALANCE, flatten, reg_gradient, reg_penalty
 from .data.streams import Benchmark, Experience
 from .errors import UsageError
-from .importance import ESTIMATORS, Importance, accumulate_importance
+from .importance import Importance, accumulate_importance, estimator_of
 from .models import MultiHeadNet, build_model
 from .data.specs import get_spec
 from .reptile import inner_loop
@@ -54,12 +54,10 @@ class Hyperparameters:
     gamma: float = 0.0  # MetaCL-lambda's small constant; chosen per method, see hparams.json
 
 
-#: Appendix B's hyperparameters and one field per option of the method families, with its declared default
-#: (`vocab.OPTION_TABLE`: EWC's Fisher, PI's xi, the choices about Omega the paper leaves open; `importance` cites
-#: where each one comes from).
+#: Appendix B's hyperparameters and one field per option of the method families with its declared default
+#: (`vocab.OPTION_TABLE`: EWC's Fisher, PI's xi, the choices about Omega the paper leaves open).
 FamilyOptions = make_dataclass("FamilyOptions", [(o.name, type(o.default), field(default=o.default))
                                                  for o in OPTION_TABLE], bases=(Hyperparameters,))
-FamilyOptions.__module__ = __name__
 
 
 @dataclass
@@ -153,17 +151,10 @@ COMPILED_TASK_GRADIENT: dict[str, Callable[..., torch.Tensor]] = {
                                                                       cfg.bundle_size, inner_loop),
 }
 
-def _estimator(regulariser: str) -> Callable[[TrainConfig], Importance]:
-    """The `from_config` of the `Importance` class registered for the vocabulary's `regulariser`."""
-    if regulariser not in ESTIMATORS:
-        raise ValueError(f"the regulariser {regulariser!r} has no Importance class: decorate one in importance.py "
-                         f"with @estimator({regulariser!r})")
-    return ESTIMATORS[regulariser].from_config
-
-
 #: Method.regulariser -> a new estimator of one task's Omega (Eq. 2) with the run's options: the class each
 #: regulariser of the vocabulary registered (`importance.estimator`).
-IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {r.name: _estimator(r.name) for r in REGULARISER_TABLE}
+IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {r.name: estimator_of(r.name).from_config
+                                                              for r in REGULARISER_TABLE}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -185,10 +176,7 @@ class Method:
                 or (self.regulariser is not None and self.regulariser not in IMPORTANCE)):
             raise ValueError(f"inconsistent method {self}: a penalty needs a balance, and no balance without one")
 
-    @property
-    def importance(self) -> Optional[str]:
-        """The former name of `regulariser`, for callers not yet moved to it (lab/grid.py's unit_cost, two tests)."""
-        return self.regulariser
+    importance = property(lambda self: self.regulariser)  # its former name (for grid.py's unit_cost, two tests)
 
 
 def _methods() -> dict[str, Method]:

@@ -155,10 +155,10 @@ def check_option(name: str, value: Any) -> None:
 
 
 def options_of(name: str) -> tuple[Option, ...]:
-    """The options a method reads, or a family by its regulariser's name: "pi-metacl-beta" -> PI's xi and the choices
-    about Omega; () for the baselines and the oracle."""
-    r = name if name in REGULARISERS else regulariser_of(name)
-    return tuple(o for o in OPTION_TABLE if r is not None and r in o.applies_to)
+    """The options a method reads (those declared for its family: its regulariser), or a family by its name:
+    "pi-metacl-beta" and "pi" -> PI's xi and the choices about Omega; () for the baselines and the oracle."""
+    family_name = regulariser_of(name) or name
+    return tuple(o for o in OPTION_TABLE if family_name in o.applies_to)
 
 _SEP = "-metacl-"
 

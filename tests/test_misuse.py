@@ -76,7 +76,8 @@ def results_doc(n_tasks=2, epochs=1):
     runs = {f"finetune/{s}": {"acc_matrix": [[80.0 + s, None], [60.0 + s, 70.0 + s]], "wall_s": 1.0} for s in (0, 1)}
     doc = {"schema": store.SCHEMA, "kind": "results",
            "config": {"benchmark": "pmnist", "K": 5, "n_tasks": n_tasks, "seeds": [0, 1], "methods": ["finetune"],
-                      "train": {**TrainConfig().to_dict(), "epochs": epochs}, "data_source": "auto", "model": {}},
+                      "train": {**TrainConfig().to_dict(), "epochs": epochs}, "data_source": "auto", "model": {},
+                      "accelerator": None, "threads": 1},
            "runs": runs, "references": {str(s): {"acc": [75.0, 72.0], "wall_s": 1.0} for s in (0, 1)},
            "oracle": {str(s): {"acc": [70.0, 70.0], "wall_s": 1.0} for s in (0, 1)}}
     from metacl_lite.lab.summary import summarize
