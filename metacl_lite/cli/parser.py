@@ -24,7 +24,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         asked = next((t for t in TOOLS if f"invalid choice: '{t}'" in message), None)
         if asked:
-            message = f"{asked} is a maintainers' tool: run it as `python -m metacl_lite.tools {asked} ...`"
+            message = f"{message}; {asked} is a maintainers' tool: run it as `python -m metacl_lite.tools {asked} ...`"
         super().error(message)
 
 

@@ -382,7 +382,7 @@ class RayExecutor(Executor):
     def stop(self):
         import ray
 
-        for ref in self.refs:
+        for ref in getattr(self, "refs", ()):  # none where Ctrl-C came while they were submitted
             ray.cancel(ref, force=True)
 
 
