@@ -1,4 +1,4 @@
-"""The package's layers, bottom up: the base (errors, paths, progress bars, the vocabulary), the data, the speed paths
+"""The package's layers, bottom up: the base (errors, paths, progress bars, the vocabulary, the units' keys), the data, the speed paths
 (`accel/`), the method (`metacl_lite/*.py`, what chapters 1-6 teach), the lab that runs and records grids (`lab/`),
 the findings (`findings/`: the paper's numbers, its claims and their statistics), the results read into tables,
 frames and figures (`report/`), then two wings side by side, publishing (`publish/`: the book's pages, the README,
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "metacl_lite"
-BASE = {"errors", "paths", "progress", "vocab"}
+BASE = {"errors", "paths", "progress", "vocab", "keys"}
 WINGS = ("data", "accel", "lab", "findings", "report", "publish", "course", "cli", "tools")
 RANK = {"base": 0, "data": 1, "accel": 2, "method": 3, "lab": 4, "findings": 5, "report": 6, "publish": 7,
         "course": 7, "cli": 8}
@@ -108,7 +108,7 @@ def test_the_method_layer_is_what_chapters_one_to_six_teach():
     modules = {m.split(".", 1)[1]: layer(m) for m in import_graph() if m != "metacl_lite"}
     assert {m for m, where in modules.items() if where == "method"} == {
         "models", "balance", "importance", "reptile", "training", "metrics"}
-    assert {m for m, where in modules.items() if where == "base"} <= {"errors", "paths", "progress", "vocab"}
+    assert {m for m, where in modules.items() if where == "base"} <= {"errors", "paths", "progress", "vocab", "keys"}
     assert {"data.specs", "data.datafiles", "data.streams", "data.mnist", "data.cifar100", "data.cub",
             "data.benchmarks"} <= {m for m, where in modules.items() if where == "data"}
     assert {m for m, where in modules.items() if where == "accel"} == {"accel", "accel.device", "accel.compiled"}
@@ -130,10 +130,10 @@ def test_each_wing_holds_one_concern():
 
 def test_only_the_method_and_the_base_sit_at_the_packages_top_level():
     """The package's top level holds the method's modules (what chapters 1-6 teach) and the base (errors, paths,
-    progress bars, the vocabulary); the data, the speed paths, the lab, the wings, the command line and the
+    progress bars, the vocabulary, the units' keys); the data, the speed paths, the lab, the wings, the command line and the
     maintainers' tools are subpackages."""
     modules = {p.stem for p in PACKAGE.glob("*.py")}
-    assert modules <= {"__init__", "__main__", "errors", "paths", "progress", "vocab", "balance", "reptile",
+    assert modules <= {"__init__", "__main__", "errors", "paths", "progress", "vocab", "keys", "balance", "reptile",
                        "importance", "metrics", "models", "training"}
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert subpackages == set(WINGS)
