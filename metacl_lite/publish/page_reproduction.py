@@ -164,12 +164,13 @@ def missing_record(benchmark: str, K: int) -> dict:
 
 
 def head_glue(s: dict, live: bool, run: dict) -> dict:
-    """The head of the page and "A live run": the setting (`setting_record` `s`), whether the live run is on, and
-    what it will train (`live_record` `run`)."""
+    """The head of the page and "A live run": the setting (`setting_record` `s`; "kind", which tables it has, for
+    the runs of `python -m metacl_lite notebook` to read), whether the live run is on, and what it will train
+    (`live_record` `run`)."""
     from IPython.display import Markdown
 
     return {"setting": s["setting"], "paper_source": s["paper_source"], "paper_table": s["paper_table"],
-            "present": "present" if s["present"] else "not present", "live": str(live),
+            "present": "present" if s["present"] else "not present", "kind": s["kind"], "live": str(live),
             "committed_file": Markdown(code(s["committed_file"])),
             "run_yourself": Markdown(f"```text\n{s['run_yourself']}\n```"),
             "run_n_methods": run["n_methods"], "run_labels": run["labels"], "run_seeds": run["seeds"],
