@@ -71,6 +71,11 @@ def unit_name(section: str, key: object) -> str:
     return f"{section}/{key}"
 
 
+def unit_seed(name: str) -> str:
+    """The seed a unit's name (`unit_name`) ends with: "runs/pi/3" -> "3", "references/3" -> "3"."""
+    return str(name).rsplit("/", 1)[-1]
+
+
 def runs_by_key(runs: Mapping[str, V]) -> Iterator[tuple[RunKey, V]]:
     """A results file's "runs" section as (RunKey, run) pairs."""
     for k, r in runs.items():

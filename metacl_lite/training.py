@@ -176,7 +176,6 @@ class Method:
                 or (self.regulariser is not None and self.regulariser not in IMPORTANCE)):
             raise ValueError(f"inconsistent method {self}: a penalty needs a balance, and no balance without one")
 
-    importance = property(lambda self: self.regulariser)  # its former name (for grid.py's unit_cost, two tests)
 
 
 def _methods() -> dict[str, Method]:

@@ -38,6 +38,7 @@ MESSAGES = {
     "lab.store._acc_matrix": "why a results unit is corrupt (a validator's reason, raised as CorruptUnit)",
     "lab.store._accuracies": "why a unit's accuracies are corrupt (a validator's reason, raised as CorruptUnit)",
     "lab.store._tuning_unit": "why a tuning unit is corrupt (a validator's reason, raised as CorruptUnit)",
+    "lab.files.outdated_tuning": "what a tuning file lacks of today's format (in the refusal naming the migration)",
     "lab.bench.time_pmnist": "the `data` field of a GPU bench record (what the timed grid trained on)",
     "lab.bench.time_synthetic": "the `data` field of a GPU bench record (what the timed grid trained on)",
     "lab.dynamics.load_dynamics": "the file kind named in read_json's errors",

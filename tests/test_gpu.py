@@ -197,7 +197,7 @@ def test_an_outer_step_never_waits_for_the_gpu(method):
     reg, gen = training.RegState(), torch.Generator().manual_seed(0)
     m = METHODS[method]
     training.train_experience(model, bench.train_stream[0], m, cfg, reg, gen)  # Omega and the anchor exist
-    importance = training.IMPORTANCE[m.importance](cfg)
+    importance = training.IMPORTANCE[m.regulariser](cfg)
     importance.begin_task(model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr, foreach=True)
     exp = bench.train_stream[1]

@@ -41,8 +41,8 @@ def doc(acc: dict, benchmark="pmnist", K=20, seeds=(0, 1), spread=0.1, config=No
     cfg = {"benchmark": benchmark, "K": K, "n_tasks": 2, "seeds": list(seeds), "methods": methods,
            "train": {"epochs": 5}, "method_hparams": {m: {} for m in methods}}
     cfg.update(config or {})
-    res = {"config": cfg, "runs": runs, "references": refs, "oracle": oracle,
-           "provenance": {"command": "python -m metacl_lite run --benchmark pmnist --K 20"}}
+    res = {"kind": "results", "schema": 2, "config": cfg, "runs": runs, "references": refs, "oracle": oracle,
+           "provenance": {"command": "python -m metacl_lite run --benchmark pmnist --K 20", "invocations": []}}
     res["summary"] = summarize(res)
     return res
 
@@ -535,7 +535,8 @@ def test_targets_per_K_with_known_answers(tmp_path):
     (tmp_path / "pmnist-K5.json").write_text(json.dumps(res5))
     for K, edge in ((20, False), (50, True)):
         (tmp_path / f"tuning-pmnist-K{K}.json").write_text(json.dumps(
-            {"kind": "tuning", "grid": {}, "chosen": {}, "at_edge": {"pi": False, "ewc": edge}}))
+            {"kind": "tuning", "schema": 2, "grid": {}, "chosen": {}, "at_edge": {"pi": False, "ewc": edge},
+             "provenance": {"invocations": []}}))
     rows = {r["K"]: r for r in T.target_rows("pmnist", tmp_path)}
     assert list(rows) == [1, 5, 10, 20, 50, 200, 500]
     paper20 = paper_table("pmnist", 20)

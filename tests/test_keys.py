@@ -31,3 +31,9 @@ def test_runs_of_and_methods_in():
     assert runs_of(runs, "pi") == {0: "a", 1: "b"}
     assert methods_in(runs) == {"pi", "mas"}
     assert unit_name("runs", RunKey("pi", 0)) == "runs/pi/0"
+
+
+def test_unit_seed_reads_the_seed_a_units_name_ends_with():
+    from metacl_lite.keys import unit_seed
+    assert [unit_seed(unit_name(s, k)) for s, k in [("runs", RunKey("pi", 3)), ("references", 4),
+                                                     ("units", TuningKey("pi", "beta", 1.0, 5))]] == ["3", "4", "5"]

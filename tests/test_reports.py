@@ -67,7 +67,8 @@ def test_readme_blocks_are_regenerated_with_relative_commands(tmp_path, monkeypa
     from metacl_lite.publish import readme as reports
 
     res = _fake(1.0)
-    res["provenance"] = {"command": f"python -m metacl_lite run --out {tmp_path}/results/x.json"}
+    res.update(kind="results", schema=2)
+    res["provenance"] = {"command": f"python -m metacl_lite run --out {tmp_path}/results/x.json", "invocations": []}
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "x.json").write_text(json.dumps(res))
     readme = tmp_path / "README.md"

@@ -253,9 +253,9 @@ def textbook_stream(bench, method, cfg, seed):
     gen = torch.Generator().manual_seed(seed)
     reg = training.RegState()
     for exp in bench.train_stream:
-        penalised = method.importance is not None and reg.omega is not None
+        penalised = method.regulariser is not None and reg.omega is not None
         balance = BALANCE[method.balance if penalised else "none"]
-        importance = training.IMPORTANCE[method.importance](cfg) if method.importance else None
+        importance = training.IMPORTANCE[method.regulariser](cfg) if method.regulariser else None
         opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr, foreach=False)
         x_all, y_all = exp.inputs(), exp.y
         if importance is not None:

@@ -139,9 +139,8 @@ def _best(doc: dict, method: str) -> Optional[tuple[float, list[float]]]:
 def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optional[Path] = None) -> dict:
     """{regulariser: {K: {alternative: {"score", "methods": {method: best mean val ACC}, "chosen": {method: value},
     "file"}}}} over the tuning files that exist and are complete."""
-    from .files import grid_of
+    from .files import grid_of, load_tuning
     from .lattice import choose
-    from .store import load
 
     spec = get_spec(benchmark)
     out: dict = {r: {} for r in ORDER}
@@ -157,7 +156,7 @@ def scores(benchmark: str, Ks: Sequence[int] = DECISION_KS, folder_root: Optiona
                     if not f.exists():
                         continue
                     # the grid again from the file's units: an edited grid or `chosen` never reaches a decision
-                    grid = grid_of(load(f, "tuning"))
+                    grid = grid_of(load_tuning(f))
                     b = _best({"grid": grid}, m)
                     if b is not None:
                         best[m], per_seed[m] = b

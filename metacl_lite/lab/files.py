@@ -18,7 +18,7 @@ import numpy as np
 
 from . import hparams as H
 from ..data.specs import BenchmarkSpec, get_spec
-from ..errors import FileFormatError, UserError
+from ..errors import UserError
 from ..keys import RunKey, TuningKey, unit_name
 from ..paths import REPO_ROOT
 from ..training import METHODS, TrainConfig
@@ -28,7 +28,7 @@ from .commands import option_flags, out_flag
 from .lattice import choose
 from .provenance import relative_to_repo
 from .request import RunRequest, TuneRequest
-from .store import DIFFERS, UnitFile, load, load_results
+from .store import DIFFERS, MIGRATE, UnitFile, load, load_results, migrate_advice  # noqa: F401 (MIGRATE read from here)
 from .summary import summarize
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).
@@ -37,17 +37,8 @@ from .summary import summarize
 #: another count).
 COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model", "accelerator", "threads")
 
-#: The one-time migration of a file written before today's format (`lab.migrate`).
-MIGRATE = "python -m metacl_lite.tools migrate"
-
 #: Methods with a strength to tune: every regularised one (`tune --methods`).
 REGULARISED = tuple(m for m in METHODS if H.strength_key(m) is not None)
-
-
-def migrate_advice(path: Path, what: str) -> FileFormatError:
-    """The refusal of a file in a format before today's: what it lacks, and the command that migrates it once."""
-    return FileFormatError(f"{path} was written by an older metacl-lite ({what}): migrate it once with "
-                           f"`{MIGRATE} {relative_to_repo(path)}`, then run again")
 
 
 def outdated_results(config: dict) -> Optional[str]:

@@ -159,7 +159,7 @@ def unit_cost(unit: Unit) -> float:
     if unit.kind != "run":
         return 0.6 if unit.kind == "reference" else 0.55
     m = METHODS[unit.method]
-    return (1.4 if m.update == "metacl" else 1.0) + (0.1 if m.importance else 0.0) + (0.05 if m.balance == "lambda"
+    return (1.4 if m.update == "metacl" else 1.0) + (0.1 if m.regulariser else 0.0) + (0.05 if m.balance == "lambda"
                                                                                      else 0.0)
 
 
@@ -193,7 +193,7 @@ def run_request(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), method
     `command(config, out)` writes the command line that regenerates the file (default: the CLI's `run` command).
     `plan` says where the units run (`executors.check_plan`; default: one after another in this process); `compile`
     is `TrainConfig.compile` (auto / on / off: compiled task gradients, equal to eager within float rounding).
-    `options` sets the choices the paper leaves open (`TrainConfig.omega_accumulate`, `omega_normalise`, `pi_xi`),
+    `options` sets the choices the paper leaves open (`vocab.OMEGA_OPTIONS`, declared in `vocab.OPTION_TABLE`),
     recorded in the config. `gamma` makes a control run of MetaCL-lambda methods (`GAMMA_CONTROLS`): "beta" trains
     each with gamma equal to the tuned beta of its MetaCL-beta counterpart, "0" with gamma = 0; recorded as
     config["gamma_control"] and in method_hparams, written by default to `control_file`.

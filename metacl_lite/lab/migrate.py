@@ -29,7 +29,7 @@ from .atomic import locked, read_json, write_json
 from .files import MIGRATE, outdated_results, outdated_tuning
 from .lattice import BETA_GRID, GAMMA_GRID
 from .provenance import now, relative_to_repo
-from .store import LATEST, SCHEMA, kind_of
+from .store import LATEST, SCHEMA, kind_of, schema1_kind
 
 #: Schema-1 tuning files validated Permuted MNIST on images 400-499 of each class (the embedded subset held 500).
 SCHEMA1_VAL_OFFSET = {"pmnist": 400}
@@ -103,9 +103,14 @@ def _tuning(doc: dict) -> list[str]:
     return filled
 
 
+def _kind(doc: dict) -> Optional[str]:
+    """The kind of a file of today's format or of schema 1 (`store.schema1_kind`); None for anything else."""
+    return kind_of(doc) or schema1_kind(doc)
+
+
 def outdated(doc: dict) -> Optional[str]:
     """What a results or tuning document lacks of today's format (None: nothing, or not such a file)."""
-    got = kind_of(doc)
+    got = _kind(doc)
     if got not in ("results", "tuning"):
         return None
     if "kind" not in doc or "invocations" not in (doc.get("provenance") or {"invocations": []}):
@@ -117,7 +122,7 @@ def migrate_doc(doc: dict, command: str) -> list[str]:
     """Migrate one results or tuning document in place (nothing where it is current); the fields filled in."""
     if outdated(doc) is None:
         return []
-    got = kind_of(doc)
+    got = _kind(doc)
     filled = ([] if "kind" in doc else ["kind"]) + _invocations(doc)
     filled += _results(doc) if got == "results" else _tuning(doc)
     doc["schema"], doc["kind"] = SCHEMA, got
@@ -132,7 +137,7 @@ def migrate_file(path: Path, command: str = MIGRATE) -> list[str]:
     path = Path(path)
     with locked(path):
         doc = read_json(path, "results or tuning file")
-        if kind_of(doc) not in ("results", "tuning"):
+        if _kind(doc) not in ("results", "tuning"):
             raise FileFormatError(f"{path} is neither a results file nor a tuning file: `migrate` rewrites only "
                                   f"those; leave it out")
         filled = migrate_doc(doc, command)
@@ -149,7 +154,7 @@ def committed_files(folder: Optional[Path] = None) -> list[Path]:
             doc = read_json(path, "results-folder file")
         except FileFormatError:
             continue  # not this command's to read: `pages` refuses it with its own message
-        if kind_of(doc) in ("results", "tuning"):
+        if _kind(doc) in ("results", "tuning"):
             out.append(path)
     return out
 

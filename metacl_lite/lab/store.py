@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Optional
 from .atomic import check_writable, jsonable, locked, read_json, write_json
 from ..errors import ConfigMismatch, CorruptUnit, FileFormatError, restore_advice
 from ..accel.device import CPU_KERNEL_KEYS
-from .provenance import invocation, now
+from .provenance import invocation, now, relative_to_repo
 from ..keys import RunKey, unit_name
 from .summary import summarize
 from ..data.specs import SPECS
@@ -31,7 +31,7 @@ DIFFERS = "{}: {!r} in the file, {!r} here"
 
 SCHEMA = 2
 
-#: What each kind of file looks like; `kind_of` recognises files written before the "kind" field existed (schema 1).
+#: The kinds of file the store reads, by their "kind" field (`schema1_kind` recognises those written before it).
 KINDS = {"results": "a results file (python -m metacl_lite run)",
          "tuning": "a tuning file (python -m metacl_lite tune)",
          "bench": "a speed benchmark file (python -m metacl_lite.tools bench)"}
@@ -42,11 +42,15 @@ LATEST = ("git_commit", "git_dirty", "packages", "device", "cpu_kernels", "pytho
 
 
 def kind_of(doc: Any) -> Optional[str]:
-    """'results', 'tuning', 'bench', or None for anything else."""
-    if not isinstance(doc, dict):
+    """'results', 'tuning', 'bench' (the file's "kind" field), or None for anything else."""
+    return doc["kind"] if isinstance(doc, dict) and doc.get("kind") in KINDS else None
+
+
+def schema1_kind(doc: Any) -> Optional[str]:
+    """The kind of a file written before the "kind" field existed (schema 1), recognised by its shape: what the
+    one-time migration (`lab.migrate`) rewrites, and what `load` refuses naming it; None for anything else."""
+    if not isinstance(doc, dict) or "kind" in doc:
         return None
-    if "kind" in doc:  # a file that names its kind is that kind (e.g. "lambda-story"), whatever else it holds
-        return doc["kind"] if doc["kind"] in KINDS else None
     if isinstance(doc.get("config"), dict) and isinstance(doc.get("runs"), dict):
         return "results"
     if "grid" in doc and "chosen" in doc:
@@ -56,9 +60,19 @@ def kind_of(doc: Any) -> Optional[str]:
     return None
 
 
+#: The one-time migration of a file written before today's format (`lab.migrate`).
+MIGRATE = "python -m metacl_lite.tools migrate"
+
+
+def migrate_advice(path: Path, what: str) -> FileFormatError:
+    """The refusal of a file in a format before today's: what it lacks, and the command that migrates it once."""
+    return FileFormatError(f"{path} was written by an older metacl-lite ({what}): migrate it once with "
+                           f"`{MIGRATE} {relative_to_repo(path)}`, then run again")
+
+
 def what_is(doc: Any) -> str:
     """What a file's JSON is, as the refusals name it (`KINDS`, another kind it names, or its shape)."""
-    got = kind_of(doc)
+    got = kind_of(doc) or schema1_kind(doc)
     return (KINDS[got] if got else f"a {doc['kind']!r} file" if isinstance(doc, dict) and "kind" in doc
             else "an empty JSON object" if doc == {} else f"JSON of another shape ({type(doc).__name__})")
 
@@ -70,16 +84,21 @@ def load(path: Path, kind: str, check_units: bool = True) -> dict:
     check_units=False) is a unit no reader could use (`check_file_units`): a CorruptUnit names it and says how to
     remove it."""
     doc = read_json(path, KINDS[kind])
+    if schema1_kind(doc) == kind:
+        raise migrate_advice(path, "schema 1, without a kind field")
     if kind_of(doc) != kind:
         raise FileFormatError(f"{path} is {what_is(doc)}, not {KINDS[kind]}")
     schema = doc.get("schema", 1)  # files written before the field existed are schema 1
     if isinstance(schema, bool) or schema not in range(1, SCHEMA + 1):
-        raise FileFormatError(f"{path} has schema {schema!r}; this version of metacl-lite reads schemas 1 to {SCHEMA} "
-                              f"(a file written by a newer version, or an edited one: update metacl-lite, or "
-                              f"{restore_advice(path)})")
+        raise FileFormatError(f"{path} has schema {schema!r}; this version of metacl-lite reads schema {SCHEMA} (older "
+                              f"ones once migrated with `{MIGRATE}`): a file written by a newer version, or an edited "
+                              f"one: update metacl-lite, or {restore_advice(path)}")
+    prov = doc.get("provenance")  # a bench file has one provenance block by design; the grid's files, invocations
+    if kind != "bench" and (schema < SCHEMA or isinstance(prov, dict) and "invocations" not in prov):
+        raise migrate_advice(path, f"schema {schema}, one provenance block per file")
     if check_units:
         check_file_units(doc, kind, path)
-    return upgrade(doc, kind)
+    return doc
 
 
 def _finite(v: Any) -> bool:
@@ -155,18 +174,6 @@ def check_file_units(doc: dict, kind: str, path: Path) -> None:
             if ref is not None and len(ref["acc"]) != len(run["acc_matrix"]):
                 raise CorruptUnit(path, "runs", key, f"its {len(run['acc_matrix'])} tasks are not the "
                                                      f"{len(ref['acc'])} of references/{seed}")
-
-
-def upgrade(doc: dict, kind: str) -> dict:
-    """Files of schema 1 (one provenance block per file) read as schema 2: that block becomes the one invocation."""
-    prov = doc.get("provenance")
-    if isinstance(prov, dict) and "invocations" not in prov:
-        inv = {k: v for k, v in prov.items() if k not in ("command", "wall_s_total")}
-        inv["wall_s"] = prov.get("wall_s_total")
-        inv["units"] = "all (schema 1)"
-        doc["provenance"] = {**{k: v for k, v in prov.items() if k in LATEST}, "command": prov.get("command"),
-                             "wall_s_total": prov.get("wall_s_total"), "invocations": [inv]}
-    return doc
 
 
 def check_invocations(doc: dict, path: Path) -> None:

@@ -202,12 +202,6 @@ def validation_curves(docs: dict[int, dict]) -> list[dict]:
 
 
 
-def _upgrade_schema1(doc: dict) -> dict:
-    """A tuning file's document as it is: files of schema 1 are migrated once (`lab.migrate`) and refused by
-    `files.load_tuning`; kept only for `choices`, which reads tuning files with it, until it calls `load_tuning`."""
-    return doc
-
-
 def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Optional[int] = None,
                  seeds: Sequence[int] = TUNING_SEEDS, methods: Optional[Sequence[str]] = None,
                  out: Optional[Path] = None, write_hparams: Optional[bool] = None,

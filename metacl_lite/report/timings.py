@@ -276,16 +276,16 @@ def elapsed(doc: dict, name: str) -> dict[str, Any]:
     from datetime import datetime
 
     from ..errors import FileFormatError
-    from ..lab.store import upgrade
+    from ..keys import unit_seed
 
-    invs = [i for i in upgrade(doc, "results").get("provenance", {}).get("invocations", [])
+    invs = [i for i in doc.get("provenance", {}).get("invocations", [])
             if isinstance(i.get("units"), list) and i["units"] and i.get("started") and i.get("finished")]
     if not invs:
         raise FileFormatError(f"{name}: its provenance records no run with its start, end and units (files made "
                               f"before each run was recorded, schema 1, have none)")
     each = [{"span_min": (datetime.fromisoformat(i["finished"]) - datetime.fromisoformat(i["started"])).total_seconds()
              / 60, "unit_min": float(i["wall_s"]) / 60, "units": len(i["units"]),
-             "seeds": len({str(u).rsplit("/", 1)[-1] for u in i["units"]})} for i in invs]
+             "seeds": len({unit_seed(u) for u in i["units"]})} for i in invs]
     return {"file": name, "units": sum(e["units"] for e in each), "span_min": sum(e["span_min"] for e in each),
             "runs": len(invs), "unit_min": sum(e["unit_min"] for e in each), "device": invs[-1]["device"],
             "commit": (invs[-1].get("git_commit") or "?")[:10], "invocations": each}
