@@ -256,9 +256,6 @@ def test_incomplete_rows_are_named_in_the_prose():
     ("run --data-dir /work/main", "run --data-dir ."),
     ("run --out /work/mainline/a.json", "run --out /work/mainline/a.json"),  # not inside /work/main
     ("run --weights /opt/w.pth --out results/a.json", "run --weights /opt/w.pth --out results/a.json"),
-    # a module that moved since the file recorded it (the λ story left report/ for the lab)
-    ("python -m metacl_lite.report.lambda_story --seeds 0,1 --out /work/main/results/l.json",
-     "python -m metacl_lite.lab.lambda_story --seeds 0,1 --out results/l.json"),
 ])
 def test_relative_command(cmd, want):
     assert C.relative_command(cmd, "/work/main") == want

@@ -1,4 +1,7 @@
 """Tables and the numbers of the comparison, on synthetic results with known numbers; incomplete rows are marked."""
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -7,6 +10,8 @@ from metacl_lite.report.tables import comparison_rows, format_table, incomplete_
 from metacl_lite.report.interpret import glue_values, interpretation
 from metacl_lite.lab.summary import summarize
 from metacl_lite.vocab import PAPER_METHOD_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _fake(offset: float, seeds=(0, 1), missing=()) -> dict:
@@ -312,3 +317,20 @@ def test_elapsed_of_a_file_without_a_timed_run_is_a_clear_error(prov):
 
     with pytest.raises(FileFormatError, match="results/t.json: its provenance records no run"):
         Ti.elapsed({"provenance": prov}, "results/t.json")
+
+
+def test_the_lambda_storys_moved_module_is_migrated_once_in_its_file():
+    """The λ story's file recorded `python -m metacl_lite.report.lambda_story` (the module has moved to the lab): the
+    one-time migration writes the command as it runs today and records itself; no reader rewrites it any more."""
+    from metacl_lite.report.commands import relative_command
+    from metacl_lite.tools.timing_files import migrate_timing_doc
+
+    doc = {"kind": "lambda-story", "runs": {"x": 1},
+           "provenance": {"command": "python -m metacl_lite.report.lambda_story --seeds 0,1 --out results/l.json"}}
+    assert migrate_timing_doc(doc, "python -m metacl_lite.tools migrate l.json") == ["provenance.command"]
+    assert doc["provenance"]["command"] == "python -m metacl_lite.lab.lambda_story --seeds 0,1 --out results/l.json"
+    assert migrate_timing_doc(doc, "again") == [] and len(doc["provenance"]["migrations"]) == 1
+    assert doc["runs"] == {"x": 1}
+    committed = json.loads((ROOT / "results" / "lambda-story-pmnist.json").read_text())["provenance"]["command"]
+    assert committed.startswith("python -m metacl_lite.lab.lambda_story ")
+    assert relative_command("python -m metacl_lite.report.lambda_story") == "python -m metacl_lite.report.lambda_story"

@@ -19,22 +19,14 @@ from ..data.specs import SPECS
 _ABS_PATH = re.compile(r"(?P<pre>^|[\s=\"'])(?P<path>/[^\s\"']*)")
 
 
-#: Modules run with -m that moved since a file recorded them -> where they are today.
-_MOVED_MODULES = {"metacl_lite.report.lambda_story": "metacl_lite.lab.lambda_story"}
-
-
 def relative_command(command: Optional[str], root: Optional[Path | str] = None) -> Optional[str]:
     """`command` with every absolute path inside the repository `root` written relative to it, as a reader types it
     from the repository root: ``--out /work/main/results/x.json`` -> ``--out results/x.json`` (also ``--out=...``
     and quoted paths; the root itself becomes ``.``). Paths outside the repository are left as they are. None stays
-    None. A module run with -m that has moved since is written as it runs today (`python -m
-    metacl_lite.report.lambda_story` -> `python -m metacl_lite.lab.lambda_story`: results/lambda-story-pmnist.json
-    recorded it so)."""
+    None."""
     if command is None:
         return None
     root = str(Path(REPO_ROOT if root is None else root)).rstrip("/") or "/"
-    for old, new in _MOVED_MODULES.items():
-        command = re.sub(rf"(-m ){re.escape(old)}\b", rf"\g<1>{new}", command)
 
     def repl(mo: re.Match) -> str:
         path = mo.group("path")

@@ -1,6 +1,7 @@
-"""The one-time migration of the speed-benchmark files (`bench`) and the GPU check's file (data_scripts/gpu_check.py)
-made before today's format, run by ``python -m metacl_lite.tools migrate`` beside the results and tuning files
-(`lab.migrate`): numbers unchanged, each file's provenance recording the migration (`migrations`)."""
+"""The one-time migration of the speed-benchmark files (`bench`), the GPU check's file (data_scripts/gpu_check.py)
+and the λ story's file (`lab.lambda_story`) made before today's format, run by ``python -m metacl_lite.tools
+migrate`` beside the results and tuning files (`lab.migrate`): numbers unchanged, each file's provenance recording
+the migration (`migrations`)."""
 from __future__ import annotations
 
 import re
@@ -14,13 +15,15 @@ from ..report.timings import RAN_COMMIT_FIELD
 _RAN_SENTENCE = re.compile(r"\s*The code that ran is commit (?P<commit>[0-9a-f]{7,40})\b(?:\s*\((?P<why>[^)]*)\))?\.?")
 #: A maintainers' tool recorded as run through the users' command line, before it moved to `metacl_lite.tools`.
 _TOOL_THROUGH_CLI = re.compile(r"(python3? -m metacl_lite) (bench|pages|readme|where)\b")
+#: A module recorded as run with -m that has moved since -> where it runs today.
+_MOVED_MODULE = re.compile(r"(-m )metacl_lite\.report\.lambda_story\b")
 #: The kinds of file this migration rewrites.
-TIMING_KINDS = ("bench", "gpu-check")
+TIMING_KINDS = ("bench", "gpu-check", "lambda-story")
 
 
 def timing_kind(doc: Any) -> Optional[str]:
     """"bench" for a speed-benchmark file (also one made before files named their kind), "gpu-check" for the GPU
-    check's file, None for anything else."""
+    check's file, "lambda-story" for the λ story's, None for anything else."""
     if not isinstance(doc, dict):
         return None
     got = doc["kind"] if "kind" in doc else "bench" if "per_method" in doc else None
@@ -32,8 +35,9 @@ def migrate_timing_doc(doc: dict, command: str) -> list[str]:
     unchanged: its kind where it named none; the commit that ran, where a sentence of the provenance note named it,
     as the field `RAN_COMMIT_FIELD` (the note keeps what it says besides, or goes); a maintainers' tool recorded as
     run through the users' command line (`python -m metacl_lite bench`) as it runs today (`python -m
-    metacl_lite.tools bench`). The provenance records the migration (`migrations`: when, `command`, the fields
-    filled in, as `lab.migrate` records it). Returns the fields filled in ([]: already current)."""
+    metacl_lite.tools bench`), and a moved module as it runs today (`python -m metacl_lite.report.lambda_story` ->
+    `python -m metacl_lite.lab.lambda_story`). The provenance records the migration (`migrations`: when, `command`,
+    the fields filled in, as `lab.migrate` records it). Returns the fields filled in ([]: already current)."""
     from ..lab.provenance import now
 
     filled, prov = [], doc.setdefault("provenance", {})
@@ -51,6 +55,9 @@ def migrate_timing_doc(doc: dict, command: str) -> list[str]:
         filled.append(f"provenance.{RAN_COMMIT_FIELD}")
     if isinstance(prov.get("command"), str) and _TOOL_THROUGH_CLI.search(prov["command"]):
         prov["command"] = _TOOL_THROUGH_CLI.sub(r"\1.tools \2", prov["command"])
+        filled.append("provenance.command")
+    if isinstance(prov.get("command"), str) and _MOVED_MODULE.search(prov["command"]):
+        prov["command"] = _MOVED_MODULE.sub(r"\1metacl_lite.lab.lambda_story", prov["command"])
         filled.append("provenance.command")
     if filled:
         prov.setdefault("migrations", []).append({"when": now(), "command": command, "filled": filled})
