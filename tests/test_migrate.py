@@ -108,3 +108,23 @@ def test_migrate_refuses_other_files_and_missing_ones(tmp_path):
         M.migrate([other])
     with pytest.raises(FileFormatError, match="nope.json not found"):
         M.migrate([tmp_path / "nope.json"])
+
+
+def test_an_invocation_without_cpu_kernels_is_migrated_to_null_and_refused_before(tmp_path):
+    """An invocation made before `cpu_kernels` was recorded: continuing its file is refused naming the migration
+    (no reader takes a missing field for "not recorded"); the migration writes null (not recorded) and says so."""
+    committed = [json.loads(p.read_text()) for p in M.committed_files(ROOT / "results")]
+    assert all("cpu_kernels" in i for d in committed for i in d["provenance"]["invocations"])
+    doc = json.loads((ROOT / "results" / "pmnist-K20.json").read_text())
+    from metacl_lite.accel.device import CPU_KERNEL_KEYS
+    doc["provenance"]["invocations"][0].pop("cpu_kernels")
+    path = _write(tmp_path / "old.json", doc)
+    assert M.outdated(doc) == "1 invocations without cpu_kernels"
+    here = {"packages": {"torch": "2.x"}, "cpu_kernels": {k: "this CPU's" for k in CPU_KERNEL_KEYS}}
+    with pytest.raises(FileFormatError, match=r"provenance.invocations\[0\] without cpu_kernels\): migrate it once"):
+        store.rounds_otherwise(here, doc, path)
+    assert M.migrate_file(path) == ["provenance.invocations.cpu_kernels (null: not recorded)"]
+    after = json.loads(path.read_text())
+    assert after["provenance"]["invocations"][0]["cpu_kernels"] is None
+    assert {k: after[k] for k in NUMBERS if k in after} == {k: doc[k] for k in NUMBERS if k in doc}
+    store.rounds_otherwise(here, after, path)  # read now: null is "not recorded", not compared

@@ -121,7 +121,7 @@ def test_schema_1_files_are_refused_naming_the_migration_which_makes_one_invocat
     doc = store.load(path, "results")
     inv = doc["provenance"]["invocations"][0]
     assert inv == {"git_commit": "7ec79b6e", "git_dirty": False, "device": "cpu: X", "started": prov["started"],
-                   "finished": prov["finished"], "wall_s": 1331.25, "units": "all (schema 1)"}
+                   "finished": prov["finished"], "wall_s": 1331.25, "units": "all (schema 1)", "cpu_kernels": None}
     assert doc["provenance"]["wall_s_total"] == 1331.25 and doc["provenance"]["command"] == prov["command"]
 
 

@@ -10,7 +10,9 @@ A file is rewritten once, under its lock and atomically, to what today's readers
   read so before), and the model (none), accelerator (the CPU) and threads (1) of files made before these were
   recorded;
 * a tuning file of schema 1 (its grid and chosen values only) as units; a protocol without options or per-method
-  options: none, and the file-wide ones for every method, as it was made.
+  options: none, and the file-wide ones for every method, as it was made;
+* an invocation made before `cpu_kernels` was recorded: ``"cpu_kernels": null`` (not recorded, as on a Ray
+  cluster), so that no reader treats a missing field as a format.
 
 The file's provenance records the migration (``migrations``: when, the command, what was filled in). A file already
 in today's format is left as it is.
@@ -115,7 +117,15 @@ def outdated(doc: dict) -> Optional[str]:
         return None
     if "kind" not in doc or "invocations" not in (doc.get("provenance") or {"invocations": []}):
         return "schema 1"
-    return outdated_results(doc.get("config", {})) if got == "results" else outdated_tuning(doc)
+    old = outdated_results(doc.get("config", {})) if got == "results" else outdated_tuning(doc)
+    return old or _without_cpu_kernels(doc)
+
+
+def _without_cpu_kernels(doc: dict) -> Optional[str]:
+    """Whether invocations of the file's provenance do not record `cpu_kernels` (made before they were recorded)."""
+    invs = (doc.get("provenance") or {}).get("invocations", [])
+    n = sum(isinstance(i, dict) and "cpu_kernels" not in i for i in invs)
+    return f"{n} invocations without cpu_kernels" if n else None
 
 
 def migrate_doc(doc: dict, command: str) -> list[str]:
@@ -125,6 +135,10 @@ def migrate_doc(doc: dict, command: str) -> list[str]:
     got = _kind(doc)
     filled = ([] if "kind" in doc else ["kind"]) + _invocations(doc)
     filled += _results(doc) if got == "results" else _tuning(doc)
+    if _without_cpu_kernels(doc):  # not recorded when they ran: said so (null), as a Ray cluster's invocation says it
+        for inv in doc["provenance"]["invocations"]:
+            inv.setdefault("cpu_kernels", None)
+        filled.append("provenance.invocations.cpu_kernels (null: not recorded)")
     doc["schema"], doc["kind"] = SCHEMA, got
     prov = doc.setdefault("provenance", {"invocations": []})
     prov.setdefault("migrations", []).append({"when": now(), "command": command, "filled": filled})

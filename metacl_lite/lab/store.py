@@ -178,8 +178,9 @@ def check_file_units(doc: dict, kind: str, path: Path) -> None:
 
 def check_invocations(doc: dict, path: Path) -> None:
     """The invocations of a file's provenance as the CPU check reads them: a list of objects, each `cpu_kernels` an
-    object or null (not recorded); anything else (a string, a list: an edited file) is a FileFormatError, so the
-    check is never skipped on a file it cannot read."""
+    object or null (not recorded; a missing one is a format before today's, refused naming the migration); anything
+    else (a string, a list: an edited file) is a FileFormatError, so the check is never skipped on a file it cannot
+    read."""
     prov = doc.get("provenance")
     if prov is None:
         return
@@ -188,6 +189,8 @@ def check_invocations(doc: dict, path: Path) -> None:
         raise FileFormatError(f"{path}: provenance.invocations is not a list of invocations; "
                               f"{restore_advice(path)}")
     for i, inv in enumerate(invs):
+        if isinstance(inv, dict) and "cpu_kernels" not in inv:
+            raise migrate_advice(path, f"provenance.invocations[{i}] without cpu_kernels")
         then = inv.get("cpu_kernels") if isinstance(inv, dict) else None
         if not isinstance(inv, dict) or not (then is None or isinstance(then, dict)):
             what = f"cpu_kernels is {then!r}" if isinstance(inv, dict) else f"it is {inv!r}"
