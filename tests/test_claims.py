@@ -25,7 +25,8 @@ def _res(K, mats, seeds=(0, 1, 2), hparams=None):
     [[x, -], [y, z]]. Every reference accuracy is 50, so (metrics.py with n = 2) ACC = (y + z)/2, BT = y - x and
     FA = (x + z)/2 - 50."""
     runs = {f"{m}/{s}": {"acc_matrix": [[x, None], [y, z]]} for m, v in mats.items() for s, (x, y, z) in zip(seeds, v)}
-    return {"config": {"benchmark": "pmnist", "K": K, "n_tasks": 2, "seeds": list(seeds), "methods": list(mats),
+    return {"kind": "results", "schema": 2,
+            "config": {"benchmark": "pmnist", "K": K, "n_tasks": 2, "seeds": list(seeds), "methods": list(mats),
                        "method_hparams": hparams or {}},
             "runs": runs, "references": {str(s): {"acc": [50.0, 50.0]} for s in seeds}, "oracle": {}}
 

@@ -20,7 +20,8 @@ def _res(K, mats, seeds=(0, 1, 2), hparams=None):
     """A results file of a 2-task stream: mats[method][i] = (x, y, z) for seed seeds[i] gives the accuracy matrix
     [[x, -], [y, z]]. Every reference accuracy is 50, so ACC = (y + z)/2, BT = y - x and FA = (x + z)/2 - 50."""
     runs = {f"{m}/{s}": {"acc_matrix": [[x, None], [y, z]]} for m, v in mats.items() for s, (x, y, z) in zip(seeds, v)}
-    return {"config": {"benchmark": "pmnist", "K": K, "n_tasks": 2, "seeds": list(seeds), "methods": list(mats),
+    return {"kind": "results", "schema": 2,
+            "config": {"benchmark": "pmnist", "K": K, "n_tasks": 2, "seeds": list(seeds), "methods": list(mats),
                        "method_hparams": copy.deepcopy(hparams or {})},
             "runs": runs, "references": {str(s): {"acc": [50.0, 50.0]} for s in seeds}, "oracle": {}}
 

@@ -229,8 +229,20 @@ def _digest(paths) -> dict:
     return out
 
 
-def _jail_processes() -> list:
-    """The command lines of the processes that run as a submission (its own uid, or the old shared user)."""
+def _another_graders(proc, mine: Path) -> bool:
+    """Whether `proc` runs a submission of another grading on this machine (a second grader, beside this one): its
+    environment's HOME is the scratch folder of a grading outside this test's TMPDIR `mine`. A process of this
+    grading, whatever it became, keeps the HOME it was started with under `mine`."""
+    try:
+        home = proc.environ().get("HOME", "")
+    except Exception:  # noqa: BLE001 - gone, or unreadable: counted as this grading's
+        return False
+    return "metacl-grade-" in home and not home.startswith(str(mine) + "/")
+
+
+def _jail_processes(mine: Path) -> list:
+    """The command lines of the processes that run as a submission of this grading (its own uid, or the old shared
+    user), leaving out those of another grader's submissions (`_another_graders`)."""
     import psutil
 
     from metacl_lite.course import jail
@@ -238,7 +250,8 @@ def _jail_processes() -> list:
     found = []
     for proc in psutil.process_iter(["username", "uids", "cmdline"]):
         try:
-            if proc.info["username"] == jail.USER or jail.is_submission_uid(proc.info["uids"].real):
+            if ((proc.info["username"] == jail.USER or jail.is_submission_uid(proc.info["uids"].real))
+                    and not _another_graders(proc, mine)):
                 found.append(proc.info["cmdline"])
         except (psutil.Error, TypeError, AttributeError):
             pass
@@ -290,10 +303,10 @@ def attacked(tmp_path_factory):
         r = subprocess.run([sys.executable, "-c", KEYRING_GRADER, str(cwd / "secret.py"), "assignments", "grade",
                             "a1", "subs", "--out", str(sheet), "--feedback", "fb", "--timeout", "60", "--jobs", "2",
                             "--dist", "dist"], capture_output=True, text=True, cwd=cwd, env=env)
-        left = _jail_processes()  # at once: nothing of a submission outlives its row
+        left = _jail_processes(cwd / "tmpdir")  # at once: nothing of a submission outlives its row
         time.sleep(6)  # the daemon's delay: it would have written by now
         after, sheet_text = _digest(watched), sheet.read_text()
-        left += _jail_processes()
+        left += _jail_processes(cwd / "tmpdir")
     finally:
         server.close()
         (SITE / "zz_attack.pth").unlink(missing_ok=True)  # whatever happened, the environment is left as it was
