@@ -7,7 +7,7 @@ own rules for continuing a file (`compatible`, `merge`, `finalize`):
   chosen from it.
 
 A file written before today's format (`store.FORMAT`) is not read: it is refused with one line naming the migration
-command (`MIGRATE`, `lab.migrate`), which rewrites it once, numbers unchanged.
+command (`store.MIGRATE`, `lab.migrate`), which rewrites it once, numbers unchanged.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from .commands import option_flags, out_flag
 from .lattice import choose
 from .provenance import relative_to_repo
 from .request import RunRequest, TuneRequest
-from .store import DIFFERS, MIGRATE, UnitFile, load, load_results, migrate_advice  # noqa: F401 (MIGRATE read from here)
+from .store import DIFFERS, UnitFile, load, load_results, migrate_advice
 from .summary import summarize
 
 #: Config fields that must agree for a results file to be continued (methods and seeds may be added).

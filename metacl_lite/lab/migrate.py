@@ -1,4 +1,4 @@
-"""The one-time migration of results and tuning files written before today's format (`files.MIGRATE`:
+"""The one-time migration of results and tuning files written before today's format (`store.MIGRATE`:
 ``python -m metacl_lite.tools migrate [FILE ...]``, by default every results and tuning file under results/).
 
 A file is rewritten once, under its lock and atomically, to what today's readers require (`files.outdated_results`,
@@ -28,10 +28,10 @@ from ..keys import TuningKey
 from ..paths import REPO_ROOT
 from ..training import TrainConfig
 from .atomic import locked, read_json, write_json
-from .files import MIGRATE, outdated_results, outdated_tuning
+from .files import outdated_results, outdated_tuning
 from .lattice import BETA_GRID, GAMMA_GRID
 from .provenance import now, relative_to_repo
-from .store import LATEST, SCHEMA, kind_of, schema1_kind
+from .store import LATEST, MIGRATE, SCHEMA, kind_of, schema1_kind
 
 #: Schema-1 tuning files validated Permuted MNIST on images 400-499 of each class (the embedded subset held 500).
 SCHEMA1_VAL_OFFSET = {"pmnist": 400}

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..lab.files import MIGRATE
+from ..lab.store import MIGRATE
 from ..report.timings import RAN_COMMIT_FIELD
 
 #: How files made before `RAN_COMMIT_FIELD` named the commit that ran: a sentence of their provenance note.
