@@ -1,25 +1,9 @@
-"""The speed benchmark's wiring (not its timings): the legacy path really is the legacy path, and the figures the book
-shows (`timings.cpu_bench`) are the measured ones."""
+"""The speed benchmark's wiring (not its timings): the figures the book shows (`timings.cpu_bench`) are the measured
+ones, including the legacy path's grid times that the files made before issue 41 keep."""
 import torch
 
 from metacl_lite.lab import bench
 from metacl_lite.report.timings import cpu_bench
-
-
-def test_the_legacy_path_evaluates_through_advanced_indexing(monkeypatch):
-    from metacl_lite.data import streams
-
-    monkeypatch.setattr(streams.Experience, "inputs", streams.Experience.inputs)  # restored after the test
-    seen = []
-    monkeypatch.setattr(torch, "index_select", lambda *a, **k: seen.append("index_select"))
-    threads = torch.get_num_threads()
-    try:
-        bench._legacy(1)
-        e = streams.Experience(0, torch.arange(6.0).view(2, 3), torch.zeros(2), perm=torch.tensor([2, 0, 1]))
-        assert e.inputs().tolist() == [[2.0, 0.0, 1.0], [5.0, 3.0, 4.0]] and seen == []
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(threads)
 
 
 def test_summary_of_side_by_side_grids():
@@ -44,35 +28,35 @@ def test_summary_of_side_by_side_grids():
 
 
 def test_grids_only_and_compiled_today_path_are_wired_and_recorded(monkeypatch, tmp_path):
-    """`--skip-methods --compile auto`: no per-method run, today's grid path gets the compile setting, the legacy path
-    stays eager; the file records the setting and the command that regenerates it, and its summary says so."""
+    """`--skip-methods --compile auto`: no per-method run, the grid gets the compile setting; the file records the
+    setting and the command that regenerates it, and its summary says so (no legacy path: its columns are empty)."""
     calls = []
 
     def fake_child(target, *args):
         calls.append((target.__name__, args))
-        return {"wall_s": 600.0 if args[3] else 300.0, "peak_mb": 1.0}  # args: K, seeds, out, legacy, compile
+        return {"wall_s": 300.0, "peak_mb": 1.0}  # args: K, seeds, out, compile
 
     monkeypatch.setattr(bench, "in_child", fake_child)
     monkeypatch.setattr(bench, "matmul_gflops", lambda repeats=20, threads=None: 100.0)
     monkeypatch.setattr(bench, "REPO_ROOT", tmp_path)
     (tmp_path / "results").mkdir()
     assert bench.bench_pmnist(500, grids=[500], grid_seeds=1, compile="auto", skip_methods=True) == 0
-    assert [(n, a[0], a[3], a[4]) for n, a in calls] == [("_grid", 500, False, "auto"), ("_grid", 500, True, "auto")]
+    assert [(n, a[0], a[1], a[3]) for n, a in calls] == [("_grid", 500, 1, "auto")]
     import json
 
     b = json.loads((tmp_path / "results" / "bench-pmnist-K500.json").read_text())
-    assert b["per_method"] == [] and b["compile"] == "auto" and b["grids"][0]["speedup"] == 2.0
+    assert b["per_method"] == [] and b["compile"] == "auto" and set(b["grids"][0]) == {
+        "K", "seeds", "runs", "references", "oracle", "lower_bound_s", "new"}
     assert b["provenance"]["command"] == ("python -m metacl_lite.tools bench --K 500 --grids 500 --grid-seeds 1 "
                                           "--compile auto --skip-methods")
     f = cpu_bench(b)
     assert f["methods"].empty and f["compile"] == "auto"
-    assert f["grids"].loc[500, ["seeds", "runs", "references", "oracle", "new_min", "legacy_min", "speedup"]].tolist() \
-        == [1, 11, 20, 1, 5.0, 10.0, 2.0]
+    assert f["grids"].loc[500, ["seeds", "runs", "references", "oracle", "new_min"]].tolist() == [1, 11, 20, 1, 5.0]
+    assert f["grids"][["legacy_min", "speedup"]].isna().all().all()
 
 
-def test_the_legacy_grid_ignores_the_compile_setting(monkeypatch, tmp_path):
+def test_the_grid_gets_the_compile_setting_and_one_thread_per_worker(monkeypatch, tmp_path):
     seen = {}
-    monkeypatch.setattr(bench, "_legacy", lambda threads: None)
     import metacl_lite.lab.grid as G
 
     monkeypatch.setattr(G, "run_experiment", lambda *a, **k: seen.update(k))
@@ -81,7 +65,22 @@ def test_the_legacy_grid_ignores_the_compile_setting(monkeypatch, tmp_path):
         def put(self, x):
             pass
 
-    bench._grid(20, 1, str(tmp_path / "g.json"), True, "auto", Q())
-    assert seen["compile"] == "off"
-    bench._grid(20, 1, str(tmp_path / "g.json"), False, "auto", Q())
-    assert seen["compile"] == "auto"
+    for compile in ("auto", "off"):
+        bench._grid(20, 1, str(tmp_path / "g.json"), compile, Q())
+        assert (seen["compile"], seen["plan"].threads) == (compile, 1)
+
+
+def test_the_reference_page_shows_the_legacy_columns_only_for_files_that_timed_it():
+    from metacl_lite.publish.page_reference import cpu_bench_record
+
+    b = {"provenance": {"command": "python -m metacl_lite.tools bench --K 20", "device": "cpu: X (2 cores)",
+                        "git_commit": "0123456789abcdef"},
+         "gemm_gflops": 150.0, "gemm_gflops_1thread": 75.0, "eval_tflop_per_run": 1.13, "lower_bound_s_per_run": 7.5,
+         "lower_bound_s_per_run_1thread": 15.0, "per_method": [],
+         "grids": [{"K": 20, "seeds": 3, "runs": 33, "references": 60, "oracle": 3, "lower_bound_s": 247.5,
+                    "new": {"wall_s": 297.0, "peak_mb": 900.0}}]}
+    today = cpu_bench_record(b)["grids"].data
+    assert "| 5.0 " in today and "legacy" not in today and "speed-up" not in today
+    b["grids"][0] |= {"legacy": {"wall_s": 594.0, "peak_mb": 1000.0}, "speedup": 2.0}
+    before = cpu_bench_record(b)["grids"].data
+    assert "legacy path (min)" in before and "9.9" in before and "2.00×" in before

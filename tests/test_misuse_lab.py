@@ -59,14 +59,25 @@ def test_a_cpu_file_records_its_thread_count_and_refuses_another(hparams_file, f
 def test_a_partial_bench_does_not_replace_a_fuller_file(tmp_path, no_measuring, capsys):
     full = tmp_path / "bench.json"
     full.write_text(json.dumps({"kind": "bench", "per_method": [{"method": m} for m in ("finetune", "metacl")],
-                                "grids": [{"K": 20, "seeds": 3, "legacy": {}}]}))
-    assert tools_main(["bench", "--skip-grid", "--methods", "finetune", "--no-baseline", "--out", str(full)]) == 2
+                                "grids": [{"K": 20, "seeds": 3}]}))
+    assert tools_main(["bench", "--skip-grid", "--methods", "finetune", "--out", str(full)]) == 2
     assert "holds measurements this run would not make again" in capsys.readouterr().err
     assert B.check_bench_out(full, {"per_method": [{"method": "finetune"}, {"method": "metacl"}],
-                                    "grids": [{"K": 20, "seeds": 3, "legacy": 1}]}) == full
-    with pytest.raises(UserError):
-        B.check_bench_out(full, {"per_method": [{"method": "finetune"}, {"method": "metacl"}],
-                                 "grids": [{"K": 20, "seeds": 3}]})  # without the legacy path
+                                    "grids": [{"K": 20, "seeds": 3}]}) == full
+
+
+def test_a_bench_file_with_the_legacy_paths_times_is_never_replaced(tmp_path, capsys):
+    """The legacy path left the benchmark (issue 41); the committed files keep its measured grid times, which no run
+    makes again, so a run into such a file is refused, naming why."""
+    old = tmp_path / "bench.json"
+    old.write_text(json.dumps({"kind": "bench", "per_method": [{"method": "finetune"}],
+                               "grids": [{"K": 20, "seeds": 3, "legacy": {"wall_s": 1.0}}]}))
+    with pytest.raises(UserError, match="legacy path, measured before that path left the benchmark"):
+        B.check_bench_out(old, {"per_method": [{"method": "finetune"}], "grids": [{"K": 20, "seeds": 3}]})
+    with pytest.raises(SystemExit) as e:
+        tools_main(["bench", "--no-baseline"])  # the flag went with the path
+    assert e.value.code == 2
+    assert "unrecognized arguments: --no-baseline" in capsys.readouterr().err
 
 
 def test_bench_beyond_the_embedded_subset_without_raw_data_stops_at_once(tmp_path, monkeypatch, no_measuring, capsys):

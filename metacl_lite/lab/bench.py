@@ -28,7 +28,8 @@ from ..vocab import PAPER_METHOD_NAMES
 
 
 def measures(doc: dict) -> set:
-    """What a speed-benchmark file measured: its methods, and its grids (K, seeds, whether the legacy path too)."""
+    """What a speed-benchmark file measured: its methods, and its grids (K, seeds, and whether the legacy path too: the
+    files made before that path left the benchmark, in issue 41, keep its grid times)."""
     return ({("method", r["method"]) for r in doc.get("per_method", [])}
             | {("grid", g["K"], g["seeds"], "legacy" in g) for g in doc.get("grids", [])}
             | {("gpu grid", m, doc["seeds"]) for m in (doc.get("methods", []) if doc.get("gpu") else [])})
@@ -59,6 +60,9 @@ def check_bench_out(path: Path, planned: dict) -> Path:
                             f"{suite_of(planned)}, which would replace them: give --out a new file (or that "
                             f"suite's own bench file)")
         lost = measures(doc) - measures(planned)
+        if any(m[0] == "grid" and m[3] for m in lost):
+            raise UserError(f"{path} holds grid times of the legacy path, measured before that path left the "
+                            f"benchmark, which no run makes again: write this run elsewhere with --out FILE")
         if lost:
             raise UserError(f"{path} holds measurements this run would not make again ({len(lost)}: e.g. "
                             f"{sorted(map(str, lost))[0]}); write this partial run elsewhere with --out FILE, or run "
@@ -101,19 +105,6 @@ def eval_flops(n_tasks: int = 20, n_test: int = 10000, dims=(784, 256, 256, 10))
     return n_tasks * (n_tasks + 1) / 2 * n_test * per_image
 
 
-def _legacy(threads: int) -> None:
-    """The path before issue 9, in this (child) process: evaluation through permuted copies of the test images,
-    eager task gradients, every core's threads for one run at a time."""
-    from ..data import streams as data
-
-    def inputs(self, rows=None):
-        x = self.x if rows is None else self.x[rows]
-        return x if self.perm is None else x[:, self.perm]  # advanced indexing
-
-    data.Experience.inputs = inputs
-    torch.set_num_threads(threads)
-
-
 def _one(method: str, K: int, compile: str, queue) -> None:
     """One full Permuted MNIST run of `method` (seed 0, tuned beta/gamma and decided options, one thread, today's
     defaults: index_select evaluation, task gradients as `compile` says), in a child process of its own."""
@@ -128,20 +119,16 @@ def _one(method: str, K: int, compile: str, queue) -> None:
     queue.put({"method": method, "wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
 
 
-def _grid(K: int, seeds: int, out: str, legacy: bool, compile: str, queue) -> None:
-    """The whole grid of `K` (all eleven methods x seeds, references, oracle): today's defaults (worker processes, one
-    thread each, task gradients as `compile` says), or the legacy path (one process, all threads, evaluation through
-    `x[:, perm]` copies, eager)."""
+def _grid(K: int, seeds: int, out: str, compile: str, queue) -> None:
+    """The whole grid of `K` (all eleven methods x seeds, references, oracle) with today's defaults: worker processes,
+    one thread each, task gradients as `compile` says."""
     from .executors import check_plan, default_workers
     from .grid import run_experiment
 
-    cores = default_workers()
-    if legacy:
-        _legacy(cores)
-    plan = check_plan("local", 1 if legacy else cores, cores if legacy else 1)
+    plan = check_plan("local", default_workers(), 1)
     t0 = time.perf_counter()
     run_experiment("pmnist", K, seeds=range(seeds), out=Path(out), show_progress=False, plan=plan,
-                   command=lambda c, o: "bench", compile="off" if legacy else compile)
+                   command=lambda c, o: "bench", compile=compile)
     queue.put({"wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
 
 
@@ -226,17 +213,16 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
 
 
 def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid: bool = False,
-                 grids: Sequence[int] = (20,), grid_seeds: int = 3, baseline: bool = True, compile: str = "off",
+                 grids: Sequence[int] = (20,), grid_seeds: int = 3, compile: str = "off",
                  skip_methods: bool = False, out: Optional[Path] = None) -> int:
     """In one run on one machine: the GEMM rate and the evaluation bound, each method's full run at `K` (today's
-    defaults; none with `skip_methods`), and for each K in `grids` the whole grid with today's defaults and (baseline)
-    on the legacy path, with the ratios. `compile` is the task gradients of today's path (the legacy path is eager).
+    defaults; none with `skip_methods`), and for each K in `grids` the whole grid with today's defaults. `compile` is
+    the task gradients of both.
     Every measurement runs in a process of its own; the figures go to results/bench-pmnist-K<K>.json."""
     methods = [] if skip_methods else list(methods or PAPER_METHOD_NAMES)
     out = check_bench_out(REPO_ROOT / "results" / f"bench-pmnist-K{K}.json" if out is None else Path(out),
                           {"per_method": [{"method": m} for m in methods],
-                           "grids": [{"K": g, "seeds": grid_seeds, **({"legacy": 1} if baseline else {})}
-                                     for g in ([] if skip_grid else grids)]})
+                           "grids": [{"K": g, "seeds": grid_seeds} for g in ([] if skip_grid else grids)]})
     from ..data.benchmarks import check_data
 
     for k in {K, *([] if skip_grid else grids)}:
@@ -257,16 +243,12 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
         n_runs = grid_seeds * len(PAPER_METHOD_NAMES)
         row = {"K": Kg, "seeds": grid_seeds, "runs": n_runs, "references": grid_seeds * get_spec("pmnist").n_tasks,
                "oracle": grid_seeds, "lower_bound_s": lb * n_runs}
-        for path in ("new", "legacy") if baseline else ("new",):
-            with tempfile.TemporaryDirectory() as d:
-                g = in_child(_grid, Kg, grid_seeds, f"{d}/grid.json", path == "legacy", compile)
-            row[path] = {"wall_s": g["wall_s"], "peak_mb": g["peak_mb"]}
-            print(f"grid K={Kg} ({n_runs} runs + references + oracles), {path} path: {g['wall_s']:.0f} s "
-                  f"({g['wall_s'] / row['lower_bound_s']:.2f} x the evaluation bound {row['lower_bound_s']:.0f} s)",
-                  flush=True)
-        if baseline:
-            row["speedup"] = row["legacy"]["wall_s"] / row["new"]["wall_s"]
-            print(f"grid K={Kg}: {row['speedup']:.2f} x faster than the legacy path", flush=True)
+        with tempfile.TemporaryDirectory() as d:
+            g = in_child(_grid, Kg, grid_seeds, f"{d}/grid.json", compile)
+        row["new"] = {"wall_s": g["wall_s"], "peak_mb": g["peak_mb"]}
+        print(f"grid K={Kg} ({n_runs} runs + references + oracles): {g['wall_s']:.0f} s "
+              f"({g['wall_s'] / row['lower_bound_s']:.2f} x the evaluation bound {row['lower_bound_s']:.0f} s)",
+              flush=True)
         grid_rows.append(row)
     cmd = f"python -m metacl_lite.tools bench --K {K}"
     if list(grids) != [20]:
@@ -275,10 +257,8 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
         cmd += f" --grid-seeds {grid_seeds}"
     if compile != "off":
         cmd += f" --compile {compile}"
-    prov = provenance(cmd + (" --skip-grid" if skip_grid else "") + (" --skip-methods" if skip_methods else "")
-                      + ("" if baseline else " --no-baseline"))
-    prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + sum(
-        r[p]["wall_s"] for r in grid_rows for p in ("new", "legacy") if p in r)
+    prov = provenance(cmd + (" --skip-grid" if skip_grid else "") + (" --skip-methods" if skip_methods else ""))
+    prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + sum(r["new"]["wall_s"] for r in grid_rows)
     write_json(out,
                {"kind": "bench", "gemm_gflops": rate, "gemm_gflops_1thread": rate1,
                 "eval_tflop_per_run": eval_flops() / 1e12, "lower_bound_s_per_run": lb,
@@ -320,7 +300,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     CIFAR-100 and CUB on synthetic tensors of the exact shapes (`synthetic.py`; the data cannot be had everywhere, and
     the time does not depend on the pixels), beta = 1 and gamma = 0.1. `measured_seeds` < `seeds` times that many
     seeds and scales the wall time to `seeds` (every seed is the same work; the file says so). Writes `out` (default
-    results/bench-<suite>-cuda.json, the file the README and the book read; another file for a variant such as
+    results/bench-<suite>-cuda.json, the file the README and the book read; another file for a setting such as
     `compile` "on", to compare before it replaces the default one) with each unit's own wall time, the device, the
     determinism settings and the targets. `precision`: "float32", or "tf32" (`TrainConfig.precision`: faster, other
     numbers), recorded in the file."""

@@ -54,7 +54,8 @@ def cpu_bench_record(doc: dict) -> dict:
                   "runs + references + oracles": [f"{a} + {f} + {o}" for a, f, o in zip(g.runs, g.references, g.oracle)],
                   "seeds": g.seeds, "today's defaults (min)": g.new_min.map("{:.1f}".format),
                   "× evaluation bound": g.x_bound.map("{:.2f}".format),
-                  "legacy path (min)": g.legacy_min.map("{:.1f}".format), "speed-up": g.speedup.map("{:.2f}×".format)},
+                  **({"legacy path (min)": g.legacy_min.map("{:.1f}".format),  # timed by files made before issue 41
+                      "speed-up": g.speedup.map("{:.2f}×".format)} if g.legacy_min.notna().any() else {})},
                   index=g.index.rename("whole grid, K")), disable_numparse=True)}
         if m is not None and len(m):
             r["methods"] = table_md(index=True, numparse=True, frame=pd.DataFrame({"wall (s)": m.wall_s.map("{:.1f}".format),

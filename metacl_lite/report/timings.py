@@ -114,7 +114,7 @@ def reproduce_runs(benchmark: str, seeds: Optional[int] = None) -> list[dict[str
     step, at the protocol's default grids (a tuning grid extended at an edge adds runs): records {"step", "K", "runs":
     {unit kind: count}}, a unit kind a method, "references" (a seed's references, one unit as a bench file times them)
     or "oracle". Steps: "choices" at each decision K where the validation split can decide the open choices (every
-    variant's full grids at the tuning K; at the others, the plain method of each regulariser for its base variant
+    alternative's full grids at the tuning K; at the others, the plain method of each regulariser for its base alternative
     and at most one candidate, five values around the tuning K's), "tune" at each other K the validation images
     allow (every tunable method's full grid), then per paper K "run" (every method of the paper, `run`'s default, the
     references and the oracle, `seeds` seeds, default `commands.SEEDS`) and "controls" (the paper's MetaCL-λ methods
@@ -236,8 +236,9 @@ def cpu_bench(b: dict) -> dict[str, Any]:
     `x_bound` (wall time over the evaluation bound of one run, on one thread where the file measured that rate), for
     CIFAR-100/CUB `full_run_min` (`extrapolated` from a reduced run); Permuted MNIST's `gemm_gflops` (all cores,
     `gemm_gflops_1thread`), the evaluation's TFLOP and bounds, and `grids`, a DataFrame (index: K) of its whole grids:
-    seeds, runs, references, oracle, `new_min` (today's defaults), `x_bound`, `legacy_min`, `speedup`; CIFAR-100/CUB's
-    `grid_h` (3 seeds, without references and oracle)."""
+    seeds, runs, references, oracle, `new_min` (today's defaults), `x_bound`, `legacy_min`, `speedup` (NaN unless
+    the file timed the legacy path, as those made before issue 41 did); CIFAR-100/CUB's `grid_h` (3 seeds, without
+    references and oracle)."""
     import pandas as pd
 
     prov = b["provenance"]

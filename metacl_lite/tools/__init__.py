@@ -73,9 +73,8 @@ def bench_parser(sub) -> None:
                    help="pmnist: the K of each whole grid to time (default 20; e.g. 20,500)")
     b.add_argument("--grid-seeds", type=positive("--grid-seeds"), default=None,
                    help="seeds per timed grid (default 3; with --device cuda 5, as the targets)")
-    b.add_argument("--no-baseline", action="store_true", help="do not time the legacy path beside today's")
     b.add_argument("--compile", choices=("auto", "on", "off"), default="off",
-                   help="pmnist: today's path with compiled task gradients (the legacy path stays eager)")
+                   help="pmnist: compiled task gradients")
     device_option(b, help="default: the CPU (every --suite, the per-method runs and grids above); cuda, cuda:N or "
                            "auto: the whole grid of --suite at its paper K on a GPU, written to "
                            "results/bench-<suite>-cuda.json (refused where no GPU is usable)")

@@ -122,7 +122,7 @@ def _bench(a) -> int:
 
     if a.device not in (None, "cpu"):
         for flag, given in (("--epochs", a.epochs), ("--n-tasks", a.n_tasks), ("--skip-grid", a.skip_grid),
-                            ("--grids", a.grids is not None), ("--no-baseline", a.no_baseline),
+                            ("--grids", a.grids is not None),
                             ("--K", a.K is not None), ("--skip-methods", a.skip_methods)):
             if given:  # each is a CPU-bench option; the GPU bench would ignore it
                 raise UserError(f"{flag} does not apply with --device {a.device} (the GPU bench times the whole grid "
@@ -144,14 +144,13 @@ def _bench(a) -> int:
             raise UserError("--methods picks the per-method runs, which --skip-methods skips; drop it "
                             "(or --skip-methods)")
         return bench_pmnist(a.K or 20, a.methods, skip_grid=a.skip_grid, grids=a.grids or [20],
-                            grid_seeds=a.grid_seeds or 3,
-                            baseline=not a.no_baseline, compile=a.compile, skip_methods=a.skip_methods, out=a.out)
+                            grid_seeds=a.grid_seeds or 3, compile=a.compile, skip_methods=a.skip_methods, out=a.out)
     for flag, given in (("--skip-methods", a.skip_methods), ("--compile", a.compile != "off")):
         if given:
             raise UserError(f"{flag} applies to --suite pmnist only (the {a.suite} suite times synthetic tensors "
                             f"per method); drop it")
     for flag, given in (("--K", a.K is not None), ("--grids", a.grids is not None), ("--grid-seeds", a.grid_seeds),
-                        ("--skip-grid", a.skip_grid), ("--no-baseline", a.no_baseline)):
+                        ("--skip-grid", a.skip_grid)):
         if given:  # the multi-head CPU bench would ignore each
             raise UserError(f"{flag} does not apply to bench --suite {a.suite} on the CPU (it times each method on "
                             f"synthetic tensors); drop it")
