@@ -84,7 +84,7 @@ def test_story_frame_reads_json_nulls():
         "per_seed": {"0": {**L.story_stats(LOG), "lambda_over_gamma_median": None}}, "final_acc": {"0": 61.0}}}}
     f = L.story_frame(doc)
     r = f.iloc[0]
-    assert (r.regulariser, r.variant, r.K, r.seed, r["final ACC"]) == ("PI", "MetaCL-λ (γ = 0)", 20, 0, 61.0)
+    assert (r.regulariser, r.setting, r.K, r.seed, r["final ACC"]) == ("PI", "MetaCL-λ (γ = 0)", 20, 0, 61.0)
     assert math.isnan(r.lambda_over_gamma_median) and r.frac_increase == 0.25
 
 
@@ -118,12 +118,12 @@ def test_lambda_table_by_hand():
         {"K": 50, "reg.": "MAS", "γ": "0.1", "λ > 0": "0", "λ > γ": "0", "λ/γ": "–"}]  # λ never active: no ratio
 
 
-def test_variant_table_by_hand():
+def test_setting_table_by_hand():
     f = L.story_frame(DOC)
-    assert L.variant_table(f, "frac_increase").to_dict("records") == [
+    assert L.setting_table(f, "frac_increase").to_dict("records") == [
         {"K": 20, "reg.": "PI", "tuned γ": "50", "γ = 0": "100", "MetaCL-β": "12"},
         {"K": 50, "reg.": "MAS", "tuned γ": "0", "γ = 0": "–", "MetaCL-β": "–"}]  # not measured: "–"
-    assert L.variant_table(f, "final ACC", percent=False).iloc[0].tolist() == [20, "PI", "51.0", "40.5", "60.5"]
+    assert L.setting_table(f, "final ACC", percent=False).iloc[0].tolist() == [20, "PI", "51.0", "40.5", "60.5"]
 
 
 def test_hparams_current():
@@ -222,7 +222,7 @@ def test_main_writes_the_file_with_provenance(tmp_path, monkeypatch):
 def test_measure_on_a_tiny_stream(monkeypatch):
     """measure() reads gamma from the hparams it is given (method_config) and sets it to 0 for the control."""
     hp = {"pmnist": {"methods": {"mas-metacl-lambda": {"gamma": 2.5}}}}
-    runs = L.measure({5: 2}, [0], regularisers=("mas",), variants=(("lambda", "tuned"), ("lambda", "zero")), hp=hp)
+    runs = L.measure({5: 2}, [0], regularisers=("mas",), settings=(("lambda", "tuned"), ("lambda", "zero")), hp=hp)
     tuned, zero = runs["mas-metacl-lambda/gamma=tuned/K=5"], runs["mas-metacl-lambda/gamma=zero/K=5"]
     assert (tuned["gamma"], zero["gamma"]) == (2.5, 0.0)
     assert tuned["per_seed"]["0"]["n_steps"] == 5 * 1 - 1  # task 2: 5 epochs of one batch, the first has g2 = 0

@@ -107,7 +107,7 @@ def tune_parser(sub) -> None:
 def choices_parser(sub) -> None:
     """`choices`: the paper's open choices about Ω decided on validation data (`lab.choices`)."""
     c = sub.add_parser("choices", help="decide the paper's open choices about Omega on validation data (tunes every "
-                                       "variant at each K, resumable) and write results/open-choices-<benchmark>.json")
+                                       "alternative at each K, resumable) and write results/open-choices-<benchmark>.json")
     c.add_argument("--benchmark", default="pmnist", choices=BENCHMARKS)
     c.add_argument("--K", type=int_list("--K"), default=None,
                    help="which decision K to run now, in order (default 20,200; the tuning K first); the decision "

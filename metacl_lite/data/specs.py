@@ -1,6 +1,6 @@
 """One specification per benchmark: everything the paper fixes about it (Appendix B and C) and the choices we made,
 in one place. Data loading, models, the grid, tuning, the speed benchmark, the command-line defaults and the
-notebook variants all read these values instead of repeating them.
+parameterised notebooks all read these values instead of repeating them.
 """
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ from ..vocab import PAPER_REGULARISERS, REGULARISER_LABELS, method_name, parse_m
 from ..training import PENALTY_COLUMNS
 
 RESULTS_FILE = REPO_ROOT / "results" / "lambda-story-pmnist.json"
-#: (variant, γ setting): MetaCL-λ with its tuned γ, MetaCL-λ with γ = 0, and MetaCL-β with its tuned β.
+#: The settings, each (variant, γ choice): MetaCL-λ with its tuned γ, MetaCL-λ with γ = 0, and MetaCL-β with its
+#: tuned β. (The file's config keeps the list under its first name, "variants".)
 SETTINGS = (("lambda", "tuned"), ("lambda", "zero"), ("beta", "tuned"))
 #: The committed measurement: K = 20 and 50 on the full 20-task stream; K = 200 on a 3-task stream (K = 500 left out)
 #: to fit a CPU budget of about a quarter of an hour on one core; 2 seeds.
@@ -131,9 +132,9 @@ def run_key(imp: str, variant: str, setting: str, K: int) -> str:
 
 
 def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequence[str] = PAPER_REGULARISERS,
-            variants: Sequence[tuple] = SETTINGS, benchmark: str = "pmnist", show_progress: bool = False,
+            settings: Sequence[tuple] = SETTINGS, benchmark: str = "pmnist", show_progress: bool = False,
             hp: Optional[dict] = None) -> dict:
-    """Train each (regulariser, variant, K, seed) with `record_penalty` (the final row only is evaluated) and return
+    """Train each (regulariser, setting, K, seed) with `record_penalty` (the final row only is evaluated) and return
     {run_key: {"method", "K", "n_tasks", "gamma", "beta", "per_seed": {seed: story_stats}, "mean": summarise,
     "final_acc": {seed: final average accuracy}, "train": the run's TrainConfig, "wall_s"}}. γ (β for MetaCL-β)
     and the regulariser's decided options are those `hparams.method_config` reads from `hp` (default: hparams.json,
@@ -147,7 +148,7 @@ def measure(streams: Mapping[int, int], seeds: Sequence[int], regularisers: Sequ
     for K, n_tasks in streams.items():
         bench = make_benchmark(benchmark, K, n_tasks=n_tasks)  # permutations of seed 0, as in results files
         for imp in regularisers:
-            for variant, setting in variants:
+            for variant, setting in settings:
                 method = method_name(imp, variant)
                 cfg = method_config(benchmark, method, K=K, hp=hp, record_penalty=True)
                 if setting == "zero":
@@ -249,13 +250,13 @@ def hparams_current(doc: Mapping, hp: Optional[dict] = None) -> bool:
         _measured_part(load() if hp is None else hp, methods, regs)
 
 
-#: The variants as tables and plots name them ((variant, γ setting) -> name), in `SETTINGS`' order.
+#: The settings as tables and plots name them ((variant, γ choice) -> name), in `SETTINGS`' order.
 SETTING_NAMES = {("lambda", "tuned"): "MetaCL-λ (tuned γ)", ("lambda", "zero"): "MetaCL-λ (γ = 0)",
                  ("beta", "tuned"): "MetaCL-β (tuned β)"}
 
 
 def story_frame(doc: Mapping):
-    """One row per run and seed: regulariser, variant (`SETTING_NAMES`), K, n_tasks, seed and every `story_stats`
+    """One row per run and seed: regulariser, setting (`SETTING_NAMES`), K, n_tasks, seed and every `story_stats`
     value; for tables and plots."""
     import pandas as pd
 
@@ -265,7 +266,7 @@ def story_frame(doc: Mapping):
         imp, variant = parse_method(r["method"])
         setting = StoryKey.parse(key).setting
         for s, st in r["per_seed"].items():
-            rows.append({"regulariser": REGULARISER_LABELS[imp], "variant": names[(variant, setting)], "K": r["K"],
+            rows.append({"regulariser": REGULARISER_LABELS[imp], "setting": names[(variant, setting)], "K": r["K"],
                          "n_tasks": r["n_tasks"], "gamma": r["gamma"], "beta": r["beta"], "seed": int(s),
                          "final ACC": r["final_acc"][s],
                          **{k: float("nan") if v is None else v for k, v in st.items()}})  # JSON null: NaN
@@ -286,7 +287,7 @@ def lambda_table(frame):
     """MetaCL-λ with its tuned γ, one row per K and regulariser ("reg."), means over seeds as strings for the page:
     γ, the % of penalised steps with λ > 0 ("λ > 0") and with λ > γ ("λ > γ"), and the median λ/γ over the steps
     with λ > 0 ("λ/γ", two significant digits)."""
-    lam = frame[frame.variant == SETTING_NAMES[("lambda", "tuned")]]
+    lam = frame[frame.setting == SETTING_NAMES[("lambda", "tuned")]]
     m = lam.groupby(["K", "regulariser"], sort=False)[["gamma", "frac_lambda_pos", "frac_lambda_gt_gamma",
                                                         "lambda_over_gamma_median"]].mean()
     m = m.sort_index(level="K", sort_remaining=False)
@@ -297,13 +298,13 @@ def lambda_table(frame):
         "lambda_over_gamma_median": "λ/γ"}).reset_index().rename(columns={"regulariser": "reg."})
 
 
-def variant_table(frame, stat: str, percent: bool = True):
-    """One statistic of `story_stats` (or "final ACC") side by side for the three variants: one row per K and
-    regulariser ("reg."), one column per variant (MetaCL-λ with its "tuned γ" and with "γ = 0", "MetaCL-β"), means
+def setting_table(frame, stat: str, percent: bool = True):
+    """One statistic of `story_stats` (or "final ACC") side by side for the three settings: one row per K and
+    regulariser ("reg."), one column per setting (MetaCL-λ with its "tuned γ" and with "γ = 0", "MetaCL-β"), means
     over seeds as strings (whole percentages of the penalised steps if `percent`, else one decimal)."""
     short = {SETTING_NAMES[v]: n for v, n in zip(SETTINGS, ("tuned γ", "γ = 0", "MetaCL-β"))}
-    m = frame.groupby(["K", "regulariser", "variant"], sort=False)[stat].mean().unstack("variant")
-    m = m.sort_index(level="K", sort_remaining=False)[[v for v in short if v in set(frame.variant)]]
+    m = frame.groupby(["K", "regulariser", "setting"], sort=False)[stat].mean().unstack("setting")
+    m = m.sort_index(level="K", sort_remaining=False)[[v for v in short if v in set(frame.setting)]]
     shown = m.apply(lambda c: c.map(_pct if percent else (lambda v: "–" if v != v else f"{v:.1f}")))
     return shown.rename(columns=short).rename_axis(columns=None).reset_index().rename(columns={"regulariser": "reg."})
 

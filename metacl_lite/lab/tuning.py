@@ -358,7 +358,7 @@ def tune(*args, **kwargs) -> dict:
     recorded in the protocol unless "float32" ("tf32" on a GPU only).
 
     Each method trains with the open choices decided for its regulariser (hparams.json "options", see `choices`)
-    overridden by `options`; decided=False starts from the defaults instead (how `choices` tunes its variants). The
+    overridden by `options`; decided=False starts from the defaults instead (how `choices` tunes its alternatives). The
     protocol records both (options, method_options).
 
     reuse: {method: tuning file} whose units of that method were made with exactly this protocol's training

@@ -303,7 +303,7 @@ def story_frames(sf) -> dict:
     """The story frame's three settings: {"tuned": MetaCL-λ with its tuned γ, "zero": γ = 0, "beta": MetaCL-β}."""
     from ..lab import lambda_story as L
 
-    return {k: sf[sf.variant == L.SETTING_NAMES[s]] for k, s in
+    return {k: sf[sf.setting == L.SETTING_NAMES[s]] for k, s in
             (("tuned", ("lambda", "tuned")), ("zero", ("lambda", "zero")), ("beta", ("beta", "tuned")))}
 
 
@@ -377,7 +377,7 @@ def tuned_glue(chosen, edge, paper_Ks) -> dict:
 
 
 def story_tables_glue(sf) -> dict:
-    """The λ story's tables (`lambda_story.lambda_table`, and `variant_table` of the penalty along −g and of the
+    """The λ story's tables (`lambda_story.lambda_table`, and `setting_table` of the penalty along −g and of the
     final ACC)."""
     from IPython.display import Markdown
 
@@ -387,8 +387,8 @@ def story_tables_glue(sf) -> dict:
         return Markdown(markdown(table, ("right", "left") + ("right",) * (len(table.columns) - 2)))
 
     return {"story_lambda_table": md(L.lambda_table(sf)),
-            "story_along_table": md(L.variant_table(sf, "frac_increase_along_g")),
-            "story_acc_table": md(L.variant_table(sf, "final ACC", percent=False))}
+            "story_along_table": md(L.setting_table(sf, "frac_increase_along_g")),
+            "story_acc_table": md(L.setting_table(sf, "final ACC", percent=False))}
 
 
 def story_glue(prov: dict, rec: dict) -> dict:

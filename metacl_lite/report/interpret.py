@@ -104,7 +104,7 @@ def rank_agreement(res: dict) -> dict[str, Any]:
 
 
 def family_orderings(res: dict) -> dict[str, dict[str, Any]]:
-    """For each regulariser with all three variants in our file or in the paper's table: the ACC of plain,
+    """For each regulariser with all three of its methods in our file or in the paper's table: the ACC of plain,
     MetaCL-β and MetaCL-λ (`ours`, `paper`; None where a table lacks one of them) and whether plain < MetaCL-β <
     MetaCL-λ holds strictly (`holds_ours`, `holds_paper`; None where there are no numbers)."""
     summ = _summary(res)

@@ -18,7 +18,7 @@ def paper_settings() -> list[tuple[str, int]]:
 
 
 def page_stem(benchmark: str, K: int) -> str:
-    """The reproduction page of a setting: the template is Permuted MNIST K = 20, the rest are its variants."""
+    """The reproduction page of a setting: the template is Permuted MNIST K = 20, the rest follow it."""
     return "benchmark" if (benchmark, K) == ("pmnist", 20) else f"{benchmark}-K{K}"
 
 

@@ -315,16 +315,16 @@ def plot_gain_by_K(rows: list[dict], Ks: list[int], paper_Ks: list[int]):
 
 def plot_story_steps(frame, stat: str = "frac_increase",
                      ylabel: str = "steps where the penalty rose (%)"):
-    """The λ story (`lambda_story.story_frame`): per K (panel) and regulariser (x), a bar per variant with the mean
+    """The λ story (`lambda_story.story_frame`): per K (panel) and regulariser (x), a bar per setting with the mean
     over seeds of a per-run fraction in percent, its value written on the bar, and a line spanning the seeds.
     Returns the figure."""
     data = frame.assign(pct=100 * frame[stat])
     Ks = sorted(data.K.unique())
     fig, axes = plt.subplots(1, len(Ks), figsize=(COLUMN_IN, 3.4), sharey=True, squeeze=False)
     axes = axes[0]
-    order = list(dict.fromkeys(data.variant))
+    order = list(dict.fromkeys(data.setting))
     for ax, K in zip(axes, Ks):
-        sns.barplot(data=data[data.K == K], x="regulariser", y="pct", hue="variant", hue_order=order,
+        sns.barplot(data=data[data.K == K], x="regulariser", y="pct", hue="setting", hue_order=order,
                     errorbar=("pi", 100), palette="deep", ax=ax, err_kws={"linewidth": 1.2}, legend=ax is axes[0])
         for c in ax.containers:
             ax.bar_label(c, fmt="%.0f", fontsize=MIN_FONT, padding=2, rotation=90)
@@ -339,10 +339,10 @@ def plot_story_steps(frame, stat: str = "frac_increase",
     return fig
 
 
-def plot_story_ratio(frame, variant: str = "MetaCL-λ (tuned γ)"):
+def plot_story_ratio(frame, setting: str = "MetaCL-λ (tuned γ)"):
     """The λ story: per run (dot: one K and seed) the median λ/γ over its steps with λ > 0, by regulariser, on a
     log axis with a line at 1 (above it λ exceeds γ). Returns the figure."""
-    data = frame[frame.variant == variant].copy()
+    data = frame[frame.setting == setting].copy()
     data["K "] = data.K.map(lambda k: f"K = {k}")
     fig, ax = plt.subplots(figsize=(COLUMN_IN, 3.2))
     sns.stripplot(data=data, x="regulariser", y="lambda_over_gamma_median", hue="K ", dodge=True, size=7,
