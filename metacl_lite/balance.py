@@ -1,5 +1,6 @@
 """Balancing current-task learning against forgetting: Eq. 2 (penalty), Alg. 1 (fixed beta), Eqs. 3-5 and Alg. 2
-(dynamic lambda).
+(dynamic lambda), and Eq. 3 with two references (`two_reference_lambdas`: the regulariser's and an episodic memory's,
+an extension).
 
 Gradients are flat 1-D tensors over all parameters (see `flatten`). The penalty gradient is computed in closed
 form, g2 = d/dtheta sum_k Omega_k (theta_k - bar_theta_k)^2 = 2 Omega (theta - bar_theta).
@@ -25,6 +26,29 @@ def reg_penalty(theta: torch.Tensor, anchor: torch.Tensor, omega: torch.Tensor) 
 def reg_gradient(theta: torch.Tensor, anchor: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
     """g2 = d l_reg / d theta = 2 Omega (theta - bar_theta)  (the "gradient for forgetting reducing", Alg. 1/2)."""
     return 2.0 * omega * (theta - anchor)
+
+
+#: The columns of log["penalty"] (`training.TrainConfig.record_penalty`, `penalty_row`), one row per penalised outer
+#: step: the task, lambda (Eq. 5; 0 for the fixed balance), gamma and beta of the run, Eq. 2's l_reg before and after
+#: the optimiser step, <g, g2> (g: the combined gradient handed to Adam), <Delta theta, g2> (Delta theta: the step Adam
+#: actually took), l_reg after a step of Adam's length along -g instead (theta - |Delta theta| g / |g|: what the dual's
+#: guarantee is about), and the norms |g| and |g2|; all in float64.
+PENALTY_COLUMNS = ("task", "lambda", "gamma", "beta", "l_reg_before", "l_reg_after", "g_dot_g2", "step_dot_g2",
+                   "l_reg_after_along_g", "g_norm", "g2_norm")
+
+
+def penalty_row(task, lam: float, gamma: float, beta: float, theta: torch.Tensor, theta_after: torch.Tensor,
+                g: torch.Tensor, g2: torch.Tensor, omega: torch.Tensor, anchor: torch.Tensor) -> list:
+    """One row of log["penalty"] (`PENALTY_COLUMNS`) for the step from theta to theta_after, under the penalty of
+    Omega and bar_theta (`anchor`)."""
+    d = lambda t: t.detach().to(torch.float64)  # noqa: E731
+    omega, anchor, g2d, gd, th = d(omega), d(anchor), d(g2), d(g), d(theta)
+    step = d(theta_after) - th
+    gn = float(gd.norm())
+    along = th - (float(step.norm()) / gn) * gd if gn > 0 else th
+    return [task, float(lam), float(gamma), float(beta), float(reg_penalty(th, anchor, omega)),
+            float(reg_penalty(d(theta_after), anchor, omega)), float(torch.dot(gd, g2d)), float(torch.dot(step, g2d)),
+            float(reg_penalty(along, anchor, omega)), gn, float(g2d.norm())]
 
 
 def fixed_balance(g1: torch.Tensor, g2: torch.Tensor, beta: float) -> torch.Tensor:
@@ -60,6 +84,61 @@ def dynamic_balance(g1: torch.Tensor, g2: torch.Tensor, gamma: float = 0.0) -> t
     return g1 + (lam + gamma).to(g2.dtype) * g2, lam
 
 
+def two_reference_lambdas(g1: torch.Tensor, g2: torch.Tensor, gm: torch.Tensor) -> torch.Tensor:
+    """Eq. 3 with two references, min_g 1/2 ||g - g1||^2 s.t. <g, g2> >= 0 and <g, gm> >= 0 (g2: the regulariser's
+    gradient, gm: an episodic memory's), solved through its two-variable dual in closed form; returns the optimal
+    multipliers (lambda_2, lambda_m) as a float64 tensor of two, on the gradients' device (no number is read on the
+    CPU), and g = g1 + lambda_2 g2 + lambda_m gm.
+
+    The dual. With R = [g2, gm] (columns), the Lagrangian 1/2 ||g - g1||^2 - lambda^T R^T g is stationary at
+    g = g1 + R lambda; put back, the dual (Eq. 4 with two multipliers) is max_{lambda >= 0} -q(lambda) with
+    q(lambda) = 1/2 lambda^T G lambda + c^T lambda, G = R^T R (||g2||^2, <g2, gm>, ||gm||^2) and c = R^T g1
+    (<g1, g2>, <g1, gm>). Its KKT conditions: lambda >= 0, s = G lambda + c >= 0 (s = R^T g, the two constraints),
+    lambda_i s_i = 0.
+
+    Active sets. The minimum of the convex q over lambda >= 0 lies on one of four faces, and on its face it is that
+    face's unconstrained minimiser: none active, lambda = 0 (g = g1); g2's alone, lambda = (-c_2 / ||g2||^2, 0)
+    (Eq. 5); gm's alone, (0, -c_m / ||gm||^2); both, lambda = -G^{-1} c. Each candidate that lies in lambda >= 0 is
+    a dual feasible point, and the one with the least q is the optimum (ties: the first, in that order; every optimum
+    gives the same g, the primal being strictly convex). A reference that is zero constrains nothing: its
+    single-reference candidate is left out and its multiplier stays 0. Parallel or antiparallel references make G
+    singular (det G <= 1e-10 ||g2||^2 ||gm||^2, rounding included): "both" is left out, and a single-reference
+    candidate is an optimum (antiparallel ones leave the hyperplane <g, g2> = 0, on which it lies).
+
+    The dot products are taken in float64 (the float32 gradients widened, their products exact), so that a
+    singular G is seen as one."""
+    a, b, x = g2.double(), gm.double(), g1.double()
+    ab = torch.dot(a, b)
+    G = torch.stack([torch.stack([torch.dot(a, a), ab]), torch.stack([ab, torch.dot(b, b)])])
+    c = torch.stack([torch.dot(x, a), torch.dot(x, b)])
+    det = G[0, 0] * G[1, 1] - ab * ab
+    zero = torch.zeros_like(det)
+
+    def ratio(num: torch.Tensor, den: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+        return torch.where(ok, num / torch.where(ok, den, torch.ones_like(den)), zero)
+
+    ok = torch.stack([torch.ones_like(det, dtype=torch.bool), G[0, 0] > 0, G[1, 1] > 0,
+                      det > 1e-10 * G[0, 0] * G[1, 1]])
+    lams = torch.stack([torch.stack([zero, zero]),
+                        torch.stack([ratio(-c[0], G[0, 0], ok[1]), zero]),
+                        torch.stack([zero, ratio(-c[1], G[1, 1], ok[2])]),
+                        torch.stack([ratio(G[0, 1] * c[1] - G[1, 1] * c[0], det, ok[3]),
+                                     ratio(G[0, 1] * c[0] - G[0, 0] * c[1], det, ok[3])])])
+    q = 0.5 * ((lams @ G) * lams).sum(1) + lams @ c
+    q = torch.where(ok & (lams >= 0).all(1), q, torch.full_like(q, float("inf")))
+    return lams[torch.argmin(q)]
+
+
+def two_reference_balance(g1: torch.Tensor, g2: torch.Tensor, gm: torch.Tensor,
+                          gamma: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """MetaCL-lambda with two references (Alg. 2's step with an episodic memory's gradient gm beside the regulariser's
+    g2): g = g1 + (lambda_2 + gamma) g2 + lambda_m gm with (lambda_2, lambda_m) of `two_reference_lambdas`, and
+    gamma added to the regulariser's multiplier as Alg. 2 adds it. Returns (g, lambda_2): the regulariser's
+    multiplier, as `dynamic_balance` returns its lambda. With gamma = 0, g solves the two-reference problem."""
+    lam = two_reference_lambdas(g1, g2, gm)
+    return g1 + (lam[0] + gamma).to(g2.dtype) * g2 + lam[1].to(gm.dtype) * gm, lam[0]
+
+
 Balance = Callable[[torch.Tensor, Optional[torch.Tensor], float, float], tuple[torch.Tensor, float | torch.Tensor]]
 
 #: Method.balance -> (g1, g2, beta, gamma) -> (g, lambda): the gradient handed to the outer optimiser.
@@ -72,32 +151,37 @@ BALANCE: dict[str, Balance] = {
 }
 
 
-def kkt_residuals(g1: torch.Tensor, g2: torch.Tensor, g: torch.Tensor, lam: float) -> dict[str, float]:
+def kkt_residuals(g1: torch.Tensor, g2: torch.Tensor, g: torch.Tensor, lam) -> dict[str, float]:
     """The KKT conditions of Eq. 3 (Appendix A) at a candidate (g, lambda), as non-negative residuals (all 0 at the
     optimum): stationarity max|g - g1 - lambda g2|, primal violation max(0, -<g, g2>), dual violation max(0, -lambda),
-    complementary slackness |lambda <g, g2>|."""
-    dot = float(torch.dot(g, g2))
-    return {"stationarity": float((g - g1 - lam * g2).abs().max()) if g.numel() else 0.0,
-            "primal": max(0.0, -dot), "dual": max(0.0, -float(lam)), "complementarity": abs(float(lam) * dot)}
+    complementary slackness |lambda <g, g2>|. With several references (`g2` 2-D, one per row, and one multiplier each
+    in `lam`: the two-reference problem of `two_reference_lambdas`) stationarity is max|g - g1 - sum_i lambda_i g2_i|
+    and each other residual the largest over the constraints."""
+    refs, lams = (g2, [float(x) for x in lam]) if g2.dim() == 2 else (g2[None], [float(lam)])
+    dots = [float(torch.dot(g, r)) for r in refs]
+    return {"stationarity": float((g - g1 - sum(x * r for x, r in zip(lams, refs))).abs().max()) if g.numel() else 0.0,
+            "primal": max(0.0, *(-d for d in dots)), "dual": max(0.0, *(-x for x in lams)),
+            "complementarity": max(abs(x * d) for x, d in zip(lams, dots))}
 
 
 def balance_qp_numeric(g1: np.ndarray, g2: np.ndarray, method: str = "slsqp") -> np.ndarray:
-    """Solve Eq. 3, min_g 1/2 ||g - g1||^2 s.t. <g, g2> >= 0, with a generic constrained QP solver.
+    """Solve Eq. 3, min_g 1/2 ||g - g1||^2 s.t. <g, g2> >= 0, with a generic constrained QP solver; `g2` 2-D: one
+    constraint <g, g2_i> >= 0 per row (the two-reference problem of `two_reference_lambdas`, or more).
 
     It knows nothing of the closed form; it is the reference `dynamic_balance` is checked against.
     method="slsqp": SciPy's SLSQP (dense; for small problems). method="osqp": the OSQP solver with a sparse
     identity Hessian (scales to the ~270 000 parameters of the MLP; needs the `osqp` package, in the book extra).
     """
     g1 = np.asarray(g1, dtype=np.float64)
-    g2 = np.asarray(g2, dtype=np.float64)
+    refs = np.atleast_2d(np.asarray(g2, dtype=np.float64))
     if method == "osqp":
         import osqp
         import scipy.sparse as sp
 
         solver = osqp.OSQP()
-        solver.setup(P=sp.identity(len(g1), format="csc"), q=-g1, A=sp.csc_matrix(g2[None, :]),
-                     l=np.array([0.0]), u=np.array([np.inf]), eps_abs=1e-10, eps_rel=1e-10, max_iter=100000,
-                     polishing=True, verbose=False)
+        solver.setup(P=sp.identity(len(g1), format="csc"), q=-g1, A=sp.csc_matrix(refs),
+                     l=np.zeros(len(refs)), u=np.full(len(refs), np.inf), eps_abs=1e-10, eps_rel=1e-10,
+                     max_iter=100000, polishing=True, verbose=False)
         res = solver.solve()
         if res.info.status != "solved":
             raise RuntimeError(f"OSQP failed: {res.info.status}")
@@ -108,7 +192,7 @@ def balance_qp_numeric(g1: np.ndarray, g2: np.ndarray, method: str = "slsqp") ->
 
     res = minimize(
         lambda g: 0.5 * np.sum((g - g1) ** 2), x0=np.zeros_like(g1), jac=lambda g: g - g1,
-        constraints=[{"type": "ineq", "fun": lambda g: g @ g2, "jac": lambda g: g2}],
+        constraints=[{"type": "ineq", "fun": lambda g: refs @ g, "jac": lambda g: refs}],
         method="SLSQP", options={"ftol": 1e-12, "maxiter": 1000},
     )
     if not res.success:

@@ -9,12 +9,14 @@ A method is three choices, each looked up in a small registry by `train_experien
 - `BALANCE[balance]` (balance.py): how g1 and the penalty gradient g2 are combined: `none` (g = g1), `beta` (Eq. 2,
   Alg. 1: g = g1 + beta g2) or `lambda` (Eqs. 3-5, Alg. 2: g_x = g1 + (lambda + gamma) g2).
 The outer update is Adam (eta = 0.001) on the combined gradient, with a new optimiser (empty state) for each task.
+The memory family's methods (A-GEM, ER, ...: extensions, `WITH_MEMORY`) add an episodic memory to one of these; its
+hook (`memory.py`) replaces g1 by ER's replayed loss's gradient, or projects the step onto the memory's half-space.
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, make_dataclass
+from dataclasses import asdict, dataclass, field, make_dataclass, replace
 from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -27,15 +29,16 @@ from torch.nn.utils import parameters_to_vector
 from .accel import compiled
 from .progress import progress
 from .accel.device import DEVICE_KINDS, benchmark_on, check_precision, deterministic, set_precision
-from .balance import BALANCE, flatten, reg_gradient, reg_penalty
+from .balance import BALANCE, PENALTY_COLUMNS, flatten, penalty_row, reg_gradient  # noqa: F401 (PENALTY_COLUMNS)
 from .data.streams import Benchmark, Experience
 from .errors import UsageError
 from .importance import Importance, accumulate_importance, estimator_of
+from .memory import USES, new_memory, state_bytes
 from .models import MultiHeadNet, build_model
 from .data.specs import get_spec
 from .reptile import inner_loop
-from .vocab import (BASELINES, OPTION_TABLE, REGULARISER_TABLE, REGULARISERS, VARIANTS, check_option, family,
-                    method_label)
+from .vocab import (BASELINES, BUDGET_OPTIONS, MEMORY_METHOD_TABLE, OPTION_TABLE, OPTIONS, REGULARISER_TABLE,
+                    REGULARISERS, VARIANTS, check_option, family, method_label)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -84,8 +87,8 @@ class TrainConfig(FamilyOptions):
                                  f"{', '.join(allowed)}")
         check_precision(self.precision, self.device)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_dict(self) -> dict:  # a budget only where set (recorded per method): files recording a config keep theirs
+        return {k: v for k, v in asdict(self).items() if k not in BUDGET_OPTIONS or v != OPTIONS[k].default}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -162,20 +165,24 @@ IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {r.name: estimator_
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Method:
-    """One row of Table 1: keys into `IMPORTANCE` (or None), `TASK_GRADIENT` and `BALANCE`."""
+    """One row of Table 1: keys into `IMPORTANCE` (or None), `TASK_GRADIENT` and `BALANCE`; a method of the memory
+    family (`WITH_MEMORY`) also names its memory and how it uses it (`memory.USES`; "project" replaces the balance)."""
 
     name: str
     label: str  # as in the paper's tables
     regulariser: Optional[str]  # None or one of vocab.REGULARISERS
     update: str  # "plain" | "metacl"
     balance: str  # "none" | "beta" | "lambda"
+    memory: Optional[str] = None  # None or one of vocab.MEMORIES
+    use: Optional[str] = None  # None (no memory) or one of memory.USES
 
     def __post_init__(self):
         if (self.update not in TASK_GRADIENT or self.balance not in BALANCE
                 or (self.regulariser is None) != (self.balance == "none")
-                or (self.regulariser is not None and self.regulariser not in IMPORTANCE)):
+                or (self.regulariser is not None and self.regulariser not in IMPORTANCE)
+                or (self.memory is None) != (self.use is None) or self.use not in (None, *USES)
+                or (self.use == "project" and self.balance == "beta")):
             raise ValueError(f"inconsistent method {self}: a penalty needs a balance, and no balance without one")
-
 
 
 def _methods() -> dict[str, Method]:
@@ -187,14 +194,19 @@ def _methods() -> dict[str, Method]:
     return {x.name: x for x in m}
 
 
-#: Every method: the eleven of Table 1 in the paper's row order (`vocab.PAPER_METHOD_NAMES`), then the extensions.
+#: Every method without a memory: Table 1's eleven in the paper's row order (`vocab.PAPER_METHOD_NAMES`), then L2's.
 METHODS: dict[str, Method] = _methods()
+#: The memory family's methods (`vocab.MEMORY_METHOD_TABLE`, extensions): each its base method with a memory.
+WITH_MEMORY: dict[str, Method] = {m.name: replace(METHODS[m.base], name=m.name, label=m.label, memory=m.memory,
+                                                  use=m.use) for m in MEMORY_METHOD_TABLE}
+#: Every method, those without a memory first (`vocab.METHOD_NAMES`' order).
+ALL_METHODS: dict[str, Method] = {**METHODS, **WITH_MEMORY}
 
 
 def get_method(name: str) -> Method:
-    if name not in METHODS:
-        raise UsageError(f"unknown method {name!r}; choose from: {', '.join(METHODS)}")
-    return METHODS[name]
+    if name not in ALL_METHODS:
+        raise UsageError(f"unknown method {name!r}; choose from: {', '.join(ALL_METHODS)}")
+    return ALL_METHODS[name]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -202,11 +214,12 @@ def get_method(name: str) -> Method:
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass
 class RegState:
-    """What a regularised method carries from task to task (Eq. 2): Omega (summed over tasks) and the anchor
-    bar_theta (the parameters after the latest task)."""
+    """What a method carries from task to task: Omega (summed over tasks) and the anchor bar_theta (the parameters
+    after the latest task) of Eq. 2's penalty, and the episodic memory of the memory family (`memory.py`)."""
 
     omega: Optional[torch.Tensor] = None
     anchor: Optional[torch.Tensor] = None
+    memory: Optional[object] = None
 
 
 #: The most input floats one evaluation batch holds: 2^24 (64 MB). Permuted MNIST's 10 000 test images (784 floats
@@ -300,28 +313,6 @@ class Hooks:
     epoch: list[Callable[[Epoch], None]]
 
 
-#: The columns of log["penalty"] (`TrainConfig.record_penalty`), one row per penalised outer step: the task, lambda
-#: (Eq. 5; 0 for the fixed balance), gamma and beta of the run, Eq. 2's l_reg before and after the optimiser step,
-#: <g, g2> (g: the combined gradient handed to Adam), <Delta theta, g2> (Delta theta: the step Adam actually took),
-#: l_reg after a step of Adam's length along -g instead (theta - |Delta theta| g / |g|: what the dual's guarantee
-#: is about), and the norms |g| and |g2|; all in float64.
-PENALTY_COLUMNS = ("task", "lambda", "gamma", "beta", "l_reg_before", "l_reg_after", "g_dot_g2", "step_dot_g2",
-                   "l_reg_after_along_g", "g_norm", "g2_norm")
-
-
-def _penalty_row(task, lam: float, cfg: "TrainConfig", theta: torch.Tensor, theta_after: torch.Tensor,
-                 g: torch.Tensor, g2: torch.Tensor, reg: "RegState") -> list:
-    """One row of log["penalty"] (`PENALTY_COLUMNS`)."""
-    d = lambda t: t.detach().to(torch.float64)  # noqa: E731
-    omega, anchor, g2d, gd, th = d(reg.omega), d(reg.anchor), d(g2), d(g), d(theta)
-    step = d(theta_after) - th
-    gn = float(gd.norm())
-    along = th - (float(step.norm()) / gn) * gd if gn > 0 else th
-    return [task, float(lam), float(cfg.gamma), float(cfg.beta), float(reg_penalty(th, anchor, omega)),
-            float(reg_penalty(d(theta_after), anchor, omega)), float(torch.dot(gd, g2d)), float(torch.dot(step, g2d)),
-            float(reg_penalty(along, anchor, omega)), gn, float(g2d.norm())]
-
-
 def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
     na, nb = float(a.norm()), float(b.norm())
     return float(torch.dot(a, b)) / (na * nb) if na > 0 and nb > 0 else float("nan")
@@ -338,8 +329,9 @@ def penalty_hook(log: dict) -> Callable[[Step], None]:
     """log["penalty"] (`TrainConfig.record_penalty`): one `PENALTY_COLUMNS` row per penalised outer step."""
     def hook(s: Step) -> None:
         if s.penalised:
-            log.setdefault("penalty", []).append(
-                _penalty_row(s.task, s.lam, s.cfg, s.theta, params_vector(s.model), s.g, s.g2, s.reg))
+            log.setdefault("penalty", []).append(penalty_row(s.task, s.lam, s.cfg.gamma, s.cfg.beta, s.theta,
+                                                             params_vector(s.model), s.g, s.g2, s.reg.omega,
+                                                             s.reg.anchor))
     return hook
 
 
@@ -376,6 +368,8 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
     task_gradient = (COMPILED_TASK_GRADIENT if compile_g1 else TASK_GRADIENT)[method.update]
     penalised = method.regulariser is not None and reg.omega is not None
     balance = BALANCE[method.balance if penalised else "none"]
+    if reg.memory is not None:  # the memory family's hook (memory.py): ER's replayed loss, or A-GEM's projection
+        task_gradient, balance = reg.memory.hook(model, method.use, task_gradient, balance)
     importance = IMPORTANCE[method.regulariser](cfg) if method.regulariser is not None else None
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr, foreach=True)
@@ -408,6 +402,8 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
         omega = importance.end_task(model, exp)
         reg.omega = accumulate_importance(reg.omega, omega, cfg.omega_accumulate, cfg.omega_normalise)
         reg.anchor = params_vector(model)
+    if reg.memory is not None:
+        reg.memory.add(exp)
 
 
 def _new_model(bench: Benchmark, seed: int, device: str = "cpu") -> MultiHeadNet:
@@ -444,7 +440,7 @@ def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: i
     gen = torch.Generator().manual_seed(seed)
     n = bench.n_tasks
     acc = np.full((n, n), np.nan)
-    reg, log = RegState(), {}
+    reg, log = RegState(memory=new_memory(method.memory, cfg, seed)), {}
     compile_g1 = use_compiled(bench, method, cfg, bench.train_stream)
     if evaluate_rows not in ("all", "last"):
         raise ValueError(f"evaluate_rows={evaluate_rows!r}: use 'all' or 'last'")
@@ -454,6 +450,8 @@ def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: i
         if evaluate_rows == "all" or i == n - 1:
             acc[i, : i + 1] = evaluate_tasks(model, bench.test_stream[: i + 1])
     out = {"acc_matrix": acc, "wall_s": time.perf_counter() - t0, "compiled": compile_g1}
+    if reg.memory is not None:  # the memory's cost in bytes beside the regulariser's
+        out["state_bytes"] = state_bytes(model, reg.memory, method.regulariser is not None)
     out.update(log)
     return out
 

@@ -1,14 +1,17 @@
 """The package's vocabulary, in one place and without torch: the regularisers (Eq. 2's importance estimators), MetaCL's
-two balances (Alg. 1 and Alg. 2), the method names built from them, and the options each method family reads (PI's
-xi, EWC's Fisher, the open choices about Omega), with their defaults and checks (`Option`, `OPTION_TABLE`).
+two balances (Alg. 1 and Alg. 2), the method names built from them, the episodic memory's family and its methods (A-GEM,
+ER: extensions, `MEMORY_TABLE`, `MEMORY_METHOD_TABLE`), and the options each method family reads (PI's xi, EWC's
+Fisher, the open choices about Omega, the memory's budget M), with their defaults and checks (`Option`,
+`OPTION_TABLE`).
 
 Everything else derives from these: training's registry of methods and its `TrainConfig` (one field per option), the
 command line's choices and flags (which must answer --help before torch loads), the checks of options wherever they
 come from (`check_option`), the tuning of the open choices (`ALTERNATIVES`), the tables, the figures' colours, the
 chapters, the Makefile and the tests. A regulariser's `Importance` class registers itself under its name
-(`importance.estimator`). A method name is `"{regulariser}-metacl-{variant}"` for MetaCL, the regulariser's own
-name for the plain method, and "finetune" or "metacl" for the two methods without a penalty; `method_name` builds one
-and `parse_method` reads one back.
+(`importance.estimator`), the memory's class under its family's (`memory.memory_family`). A method name is
+`"{regulariser}-metacl-{variant}"` for MetaCL, the regulariser's own name for the plain method, and "finetune" or
+"metacl" for the two methods without a penalty; `method_name` builds one and `parse_method` reads one back. A method
+of the memory family is one of these (its `base`) with the memory added (`MemoryMethod`), named in its table.
 """
 from __future__ import annotations
 
@@ -73,17 +76,34 @@ class FinitePositive(NamedTuple):
             raise ValueError("must be a finite positive number (a results file holds no inf)")
 
 
+class Count(NamedTuple):
+    """An option's check: the value is a whole number >= 1, an int (not a bool, nor a float such as 1.0 or 1.5: a
+    budget is counted)."""
+
+    def __call__(self, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError("must be a whole number >= 1 (an integer, not 1.0 or 1.5)")
+
+
+#: What an option is (`Option.role`): "open", one of the choices the paper leaves open, decided per regulariser on
+#: validation data (hparams.json's "options", `lab/choices`), set on the command line and recorded per method in a
+#: results file (config.method_options); "setting", a setting of the package, recorded in config.train only;
+#: "budget", a resource the method is given (the memory's M): neither open nor tuned, set on the command line,
+#: recorded per method that reads it (config.method_options), one value per results file, and reported.
+ROLES: tuple[str, ...] = ("open", "setting", "budget")
+
+
 class Option(NamedTuple):
     """One option a method family reads. `name`: its `TrainConfig` field, its key in results files and in
     hparams.json's "options", and its flag (--name, with dashes); `default`: its value unless set; `check` raises a
     ValueError saying what the value must be (`check_option`); `label`: its column in the tables; `help`: the
-    command line's; `applies_to`: the families (regularisers) whose training reads it; `open`: one of the choices the
-    paper leaves open, set on the command line, decided per regulariser on validation data (hparams.json's "options",
-    `lab/choices`) and recorded per method in a results file (config.method_options); otherwise a setting of the
-    package, recorded in config.train only.
+    command line's; `applies_to`: the families (regularisers, the memory) whose training reads it; `role`: what it is
+    (`ROLES`: an open choice, a setting of the package, or a budget); `at_most`: a quantity of the run the value may
+    not exceed, checked where the run is known (`check_option`'s `limits`: the memory's M <= K).
 
     A new family declares its options here, one `Option` each, and reads them from the run's `TrainConfig` in its
-    class (`importance.Importance.from_config`); the config, the flags, the checks, the tuning and the tables follow."""
+    class (`importance.Importance.from_config`, `memory.EpisodicMemory.from_config`); the config, the flags, the checks,
+    the tuning and the tables follow."""
 
     name: str
     default: Any
@@ -91,14 +111,20 @@ class Option(NamedTuple):
     label: str
     help: str
     applies_to: tuple[str, ...]
-    open: bool = True
+    role: str = "open"
+    at_most: Optional[str] = None
+
+    @property
+    def open(self) -> bool:
+        """Whether the option is one of the choices the paper leaves open (role "open")."""
+        return self.role == "open"
 
 
 #: Every option of the method families, in the order of `TrainConfig`'s fields.
 OPTION_TABLE: tuple[Option, ...] = (
     Option("fisher", "empirical", OneOf(FISHER_KINDS), "EWC's Fisher",
            "EWC's Fisher: per sample with the observed labels (empirical), or the true one over all classes "
-           "(expected, about ten times slower)", ("ewc",), open=False),
+           "(expected, about ten times slower)", ("ewc",), role="setting"),
     Option("pi_xi", 0.1, FinitePositive(), "PI's ξ",
            "PI's damping xi: 0.1 as Zenke et al. on Permuted MNIST; A-GEM's code uses 1e-3", ("pi",)),
     Option("omega_accumulate", "sum", OneOf(OMEGA_ACCUMULATE), "Ω accumulated",
@@ -107,12 +133,19 @@ OPTION_TABLE: tuple[Option, ...] = (
     Option("omega_normalise", "none", OneOf(OMEGA_NORMALISE), "Ω normalised",
            "each task's Omega: as is, divided by its maximum, or min-max scaled to [0, 1] (A-GEM's code for EWC)",
            REGULARISERS),
+    Option("memory", 1, Count(), "M",
+           "examples per class of each past task kept in the episodic memory (the memory's methods: A-GEM, ER, ...), "
+           "1 <= M <= K", ("episodic",), role="budget", at_most="K"),
 )
 OPTIONS: dict[str, Option] = {o.name: o for o in OPTION_TABLE}
 #: The open choices (`Option.open`) in the order of the flags, the tables and a results file's method_options: the
 #: choices about Omega that every regulariser reads first, then a family's own (PI's xi).
 OMEGA_OPTIONS: tuple[str, ...] = tuple(o.name for o in sorted((o for o in OPTION_TABLE if o.open),
                                                                key=lambda o: -len(o.applies_to)))
+#: The budgets (role "budget": the memory's M), after the open choices in a results file's method_options.
+BUDGET_OPTIONS: tuple[str, ...] = tuple(o.name for o in OPTION_TABLE if o.role == "budget")
+#: The options `run` takes on its command line and records per method: the open choices, then the budgets.
+RUN_OPTIONS: tuple[str, ...] = (*OMEGA_OPTIONS, *BUDGET_OPTIONS)
 
 
 class Alternative(NamedTuple):
@@ -145,20 +178,36 @@ ALTERNATIVES: tuple[Alternative, ...] = (
 )
 
 
-def check_option(name: str, value: Any) -> None:
+def check_option(name: str, value: Any, limits: Optional[dict] = None) -> None:
     """A ValueError "name=value must be ..." (or "... is not an option; choose one of ...") where `value` is not one
-    the declared option `name` takes; nothing for a good value."""
+    the declared option `name` takes, or exceeds the run's quantity its declaration names (`Option.at_most`, looked up
+    in `limits`, e.g. {"K": 20}: "memory=30 must be at most K=20"); nothing for a good value."""
+    o = OPTIONS[name]
     try:
-        OPTIONS[name].check(value)
+        o.check(value)
     except ValueError as e:
         raise ValueError(f"{name}={value!r} {e}") from None
+    top = (limits or {}).get(o.at_most)
+    if top is not None and value > top:
+        raise ValueError(f"{name}={value!r} must be at most {o.at_most}={top}")
+
+
+def families_of(name: str) -> tuple[str, ...]:
+    """The families a method belongs to, or a family by its name: its regulariser and its memory ("pi-metacl-lambda"
+    -> ("pi",), "agem" -> ("episodic",), "mas-metacl-lambda-mem" -> ("mas", "episodic")); () for the baselines and the
+    oracle."""
+    if name in REGULARISERS or name in MEMORIES:
+        return (name,)
+    memory = MEMORY_METHODS[name].memory if name in MEMORY_METHODS else None
+    return tuple(f for f in (regulariser_of(name), memory) if f is not None)
 
 
 def options_of(name: str) -> tuple[Option, ...]:
-    """The options a method reads (those declared for its family: its regulariser), or a family by its name:
-    "pi-metacl-beta" and "pi" -> PI's xi and the choices about Omega; () for the baselines and the oracle."""
-    family_name = regulariser_of(name) or name
-    return tuple(o for o in OPTION_TABLE if family_name in o.applies_to)
+    """The options a method reads (those declared for its families: its regulariser, its memory), or a family by its
+    name: "pi-metacl-beta" and "pi" -> PI's xi and the choices about Omega, "agem" -> the memory's M; () for the
+    baselines and the oracle."""
+    families = families_of(name)
+    return tuple(o for o in OPTION_TABLE if set(families) & set(o.applies_to))
 
 _SEP = "-metacl-"
 
@@ -177,9 +226,13 @@ def method_name(regulariser: str, variant: Optional[str] = None) -> str:
 
 def parse_method(name: str) -> tuple[Optional[str], Optional[str]]:
     """(regulariser, variant) of a method name, the inverse of `method_name`: "pi-metacl-lambda" -> ("pi",
-    "lambda"), "pi" -> ("pi", None), "finetune" and "metacl" -> (None, None). A ValueError for any other name."""
+    "lambda"), "pi" -> ("pi", None), "finetune" and "metacl" -> (None, None); a method of the memory family reads as
+    its base method ("mas-metacl-lambda-mem" -> ("mas", "lambda"), "agem" -> (None, None); `memory_of` says which
+    memory it adds). A ValueError for any other name."""
     if name in BASELINES:
         return None, None
+    if name in MEMORY_METHODS:
+        return parse_method(MEMORY_METHODS[name].base)
     regulariser, sep, variant = name.partition(_SEP)
     if regulariser in REGULARISERS and (not sep or variant in VARIANTS):
         return regulariser, (variant if sep else None)
@@ -202,16 +255,64 @@ def family(regulariser: str) -> tuple[str, ...]:
 
 
 def method_label(name: str) -> str:
-    """The label of the paper's tables: "PI-MetaCL-λ", "PI", "Fine tune"."""
+    """The label of the paper's tables: "PI-MetaCL-λ", "PI", "Fine tune"; a memory method's own ("A-GEM")."""
     if name in BASELINES:
         return BASELINES[name]
+    if name in MEMORY_METHODS:
+        return MEMORY_METHODS[name].label
     regulariser, variant = parse_method(name)
     label = REGULARISER_LABELS[regulariser]
     return label if variant is None else f"{label}-{VARIANTS[variant]}"
 
 
-#: Every method name, in the paper's row order: the two baselines, then each regulariser's family.
-METHOD_NAMES: tuple[str, ...] = (*BASELINES, *(m for r in REGULARISERS for m in family(r)))
+class Memory(NamedTuple):
+    """A family of methods that keep an episodic memory of past tasks' training images: its name (its options'
+    `applies_to`, its class's registration, `memory.memory_family`) and its label. None is in the paper."""
+
+    name: str
+    label: str
+    in_paper: bool
+
+
+#: The memory families: the episodic memory of A-GEM and ER (M examples per class of each past task; option "memory").
+MEMORY_TABLE: tuple[Memory, ...] = (Memory("episodic", "episodic memory", False),)
+MEMORIES: tuple[str, ...] = tuple(m.name for m in MEMORY_TABLE)
+
+
+class MemoryMethod(NamedTuple):
+    """A method of a memory family (an extension: never in the paper's tables, claims or verdicts): its name, label,
+    the method it adds the memory to (`base`: its update, regulariser and balance) and how the memory enters (`use`):
+    "project", the step is projected onto the memory gradient's half-space as well (A-GEM: Eq. 3 with the memory's
+    gradient for g2; with a regulariser, both references); "replay", the memory's batch joins the current one's loss
+    (ER)."""
+
+    name: str
+    label: str
+    base: str
+    use: str
+    memory: str = "episodic"
+
+
+#: The memory family's methods: A-GEM (Chaudhry et al., ICLR 2019), experience replay (Chaudhry et al. 2019, "On Tiny
+#: Episodic Memories in Continual Learning"), MetaCL's Reptile gradient (Alg. 2) projected as A-GEM projects, and
+#: MetaCL-λ of the paper's regularisers with both references, the regulariser's and the memory's.
+MEMORY_METHOD_TABLE: tuple[MemoryMethod, ...] = (
+    MemoryMethod("agem", "A-GEM", "finetune", "project"),
+    MemoryMethod("er", "ER", "finetune", "replay"),
+    MemoryMethod("metacl-agem", "MetaCL-A-GEM", "metacl", "project"),
+    *(MemoryMethod(method_name(r, "lambda") + "-mem", f"{REGULARISER_LABELS[r]}-{VARIANTS['lambda']}-mem",
+                   method_name(r, "lambda"), "project") for r in PAPER_REGULARISERS),
+)
+MEMORY_METHODS: dict[str, MemoryMethod] = {m.name: m for m in MEMORY_METHOD_TABLE}
+
+
+def memory_of(name: str) -> Optional[MemoryMethod]:
+    """The memory a method adds to its base method (`MemoryMethod`), None for a method without one."""
+    return MEMORY_METHODS.get(name)
+
+
+#: Every method name, in the paper's row order: the two baselines, then each regulariser's family, then the memory's.
+METHOD_NAMES: tuple[str, ...] = (*BASELINES, *(m for r in REGULARISERS for m in family(r)), *MEMORY_METHODS)
 #: The paper's eleven methods (Table 1), the default of `run`: the two baselines and the paper's regularisers' families.
 PAPER_METHOD_NAMES: tuple[str, ...] = (*BASELINES, *(m for r in PAPER_REGULARISERS for m in family(r)))
 
@@ -226,7 +327,7 @@ if __name__ == "__main__":  # the Makefile's lists: python -m metacl_lite.vocab 
 
     what = sys.argv[1] if len(sys.argv) > 1 else "methods"
     lists = {"regularisers": REGULARISERS, "paper-regularisers": PAPER_REGULARISERS, "methods": METHOD_NAMES,
-             "paper-methods": PAPER_METHOD_NAMES,
+             "paper-methods": PAPER_METHOD_NAMES, "memory-methods": tuple(MEMORY_METHODS),
              "lambdas": tuple(method_name(r, "lambda") for r in PAPER_REGULARISERS)}
     if what not in lists:
         sys.exit(f"python -m metacl_lite.vocab: unknown list {what!r}; one of {', '.join(lists)}")

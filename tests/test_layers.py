@@ -107,7 +107,7 @@ def test_every_import_points_downward_and_none_closes_a_circle():
 def test_the_method_layer_is_what_chapters_one_to_six_teach():
     modules = {m.split(".", 1)[1]: layer(m) for m in import_graph() if m != "metacl_lite"}
     assert {m for m, where in modules.items() if where == "method"} == {
-        "models", "balance", "importance", "reptile", "training", "metrics"}
+        "models", "balance", "importance", "reptile", "training", "metrics", "memory"}
     assert {m for m, where in modules.items() if where == "base"} <= {"errors", "paths", "progress", "vocab", "keys"}
     assert {"data.specs", "data.datafiles", "data.streams", "data.mnist", "data.cifar100", "data.cub",
             "data.benchmarks"} <= {m for m, where in modules.items() if where == "data"}
@@ -134,7 +134,7 @@ def test_only_the_method_and_the_base_sit_at_the_packages_top_level():
     maintainers' tools are subpackages."""
     modules = {p.stem for p in PACKAGE.glob("*.py")}
     assert modules <= {"__init__", "__main__", "errors", "paths", "progress", "vocab", "keys", "balance", "reptile",
-                       "importance", "metrics", "models", "training"}
+                       "importance", "metrics", "models", "training", "memory"}
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert subpackages == set(WINGS)
 

@@ -16,9 +16,10 @@ def test_method_names_are_built_and_read_back():
     assert vocab.method_name("pi", "lambda") == "pi-metacl-lambda" and vocab.method_name("pi") == "pi"
     assert vocab.parse_method("pi-metacl-lambda") == ("pi", "lambda") and vocab.parse_method("ewc") == ("ewc", None)
     assert vocab.parse_method("finetune") == (None, None) and vocab.parse_method("metacl") == (None, None)
-    for name in vocab.METHOD_NAMES:  # the pair is an inverse on every method
+    for name in vocab.METHOD_NAMES:  # the pair is an inverse on every method (a memory's: on its base method)
         r, v = vocab.parse_method(name)
-        assert r is None or vocab.method_name(r, v) == name
+        memory = vocab.memory_of(name)
+        assert r is None or vocab.method_name(r, v) == (memory.base if memory else name)
     for bad in ("sgd", "pi-metacl-sigma", "si-metacl-beta", "pi-metacl-", "joint"):
         with pytest.raises(ValueError, match="unknown method"):
             vocab.parse_method(bad)
@@ -36,10 +37,10 @@ def test_labels_are_the_papers():
 
 def test_the_papers_methods_are_its_table_and_l2_is_an_extension():
     """The paper's eleven (run's default) are the rows of its Table 1 as findings.paper holds them; L2's family comes
-    after them and is not in the paper."""
+    after them and is not in the paper, then the memory family's methods, not in the paper either."""
     table1 = [m for m in PAPER_TABLES[("pmnist", 20)] if m != vocab.ORACLE]
     assert list(vocab.PAPER_METHOD_NAMES) == table1
-    assert vocab.METHOD_NAMES == (*table1, "l2", "l2-metacl-beta", "l2-metacl-lambda")
+    assert vocab.METHOD_NAMES == (*table1, "l2", "l2-metacl-beta", "l2-metacl-lambda", *vocab.MEMORY_METHODS)
     assert "l2" in vocab.REGULARISERS and "l2" not in vocab.PAPER_REGULARISERS
     assert vocab.in_paper("joint") and vocab.in_paper("pi") and not vocab.in_paper("l2-metacl-beta")
 

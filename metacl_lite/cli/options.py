@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..data.specs import BENCHMARKS, MAX_SEEDS, get_spec
 from ..errors import UserError
-from ..vocab import METHOD_NAMES, OMEGA_OPTIONS, OPTIONS, FinitePositive, OneOf, Option
+from ..vocab import METHOD_NAMES, OMEGA_OPTIONS, OPTIONS, RUN_OPTIONS, FinitePositive, OneOf, Option
 
 
 #: `device.PRECISIONS`, spelled out: importing device.py would load torch before every command (a test keeps the two
@@ -182,8 +182,8 @@ def choice_options(p: argparse.ArgumentParser) -> None:
 
 
 def omega_options_of(a) -> dict:
-    """The open choices given on the command line."""
-    return {k: getattr(a, k) for k in OMEGA_OPTIONS if getattr(a, k) is not None}
+    """The open choices given on the command line, and the budgets (`vocab.RUN_OPTIONS`; `run`'s flags only)."""
+    return {k: getattr(a, k) for k in RUN_OPTIONS if getattr(a, k, None) is not None}
 
 
 def where_of(a) -> str:

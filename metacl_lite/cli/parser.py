@@ -4,14 +4,29 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..vocab import BUDGET_OPTIONS, OPTIONS, Count
 from .options import (BENCHMARKS, choice_options, executor_options, float_list, int_list, items_of, method_list,
-                      out_path, positive, seed_count, seed_list)
+                      option_flag, out_path, positive, seed_count, seed_list)
 
 
 def redo_list(text: str) -> list[str]:
     """--redo: methods (or 'oracle'), checked as a list under its own name first."""
     items_of(text, "--redo")
     return method_list(text, ("oracle",))
+
+
+#: How the command line reads a budget's value, by the kind of its declared check: a `Count` as a positive integer
+#: (1.5, 1.0 and 0 refused, naming the flag).
+BUDGET_TYPE = {Count: positive}
+
+
+def budget_options(p: argparse.ArgumentParser) -> None:
+    """One flag per budget of the vocabulary (`vocab.BUDGET_OPTIONS`: the memory's M), with its declared help; None
+    here: a budget not given is its declared default, and one given to a run none of whose methods reads it is refused
+    (`lab.checks.check_options`)."""
+    for name in BUDGET_OPTIONS:
+        o, flag = OPTIONS[name], option_flag(OPTIONS[name])
+        p.add_argument(flag, type=BUDGET_TYPE[type(o.check)](flag), default=None, help=f"{o.help} (default {o.default})")
 
 
 #: The maintainers' tools, which `python -m metacl_lite.tools` runs (the users' command line ran them once).
@@ -61,6 +76,7 @@ def run_parser(sub) -> None:
                         "or gamma = 0 (the pure projection); default out results/<benchmark>-K<K>-control-gamma-<X>.json")
     r.add_argument("--no-progress", action="store_true", help="no progress bars (papermill, CI)")
     choice_options(r)
+    budget_options(r)
     executor_options(r)
 
 

@@ -1,15 +1,16 @@
 """The checks of a grid's options, before any work (`grid.run_experiment` and `tuning.tune` call them): seeds,
-methods, task and epoch counts, the open choices (the options `vocab.OPTION_TABLE` declares open), the gamma controls of
-MetaCL-lambda (claim 7 of the book) and the model's options; each bad value raises `UsageError` naming it."""
+methods, task and epoch counts, the open choices and the budgets (the options `vocab.OPTION_TABLE` declares open, and
+the memory's M), the gamma controls of MetaCL-lambda (claim 7 of the book) and the model's options; each bad value
+raises `UsageError` naming it."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
 from ..data.specs import BenchmarkSpec, get_spec
 from ..errors import UsageError
-from ..vocab import (OMEGA_OPTIONS, OPTIONS, PAPER_METHOD_NAMES, PAPER_REGULARISERS, check_option, method_name,
-                     parse_method)
-from ..training import METHODS
+from ..vocab import (BUDGET_OPTIONS, OMEGA_OPTIONS, OPTIONS, PAPER_METHOD_NAMES, PAPER_REGULARISERS, RUN_OPTIONS,
+                     check_option, method_name, options_of, parse_method, regulariser_of)
+from ..training import ALL_METHODS, METHODS
 
 #: The largest seed plus one (torch.manual_seed and torch.Generator take seeds below 2^64; numpy's below 2^128).
 MAX_SEED = 2 ** 63
@@ -25,7 +26,7 @@ def check_gamma_control(gamma: Optional[str], methods: Sequence[str]) -> None:
         return
     if gamma not in GAMMA_CONTROLS:
         raise UsageError(f"--gamma {gamma!r}: choose beta (gamma = the MetaCL-beta counterpart's beta) or 0")
-    bad = [m for m in methods if m not in METHODS or parse_method(m)[1] != "lambda"]
+    bad = [m for m in methods if m not in METHODS or parse_method(m)[1] != "lambda"]  # METHODS: without a memory
     if bad:
         raise UsageError(f"--gamma {gamma} applies to MetaCL-lambda methods only, not {', '.join(bad)}; e.g. "
                          f"--methods {','.join(method_name(r, 'lambda') for r in PAPER_REGULARISERS)}")
@@ -63,8 +64,8 @@ def check_methods(methods: Optional[Sequence[str]], allowed: Optional[Sequence[s
         return [m for m in PAPER_METHOD_NAMES if allowed is None or m in allowed]
 
     def check(m):
-        if m not in METHODS:
-            raise UsageError(f"unknown method {m!r}; choose from: {', '.join(METHODS)}")
+        if m not in ALL_METHODS:
+            raise UsageError(f"unknown method {m!r}; choose from: {', '.join(ALL_METHODS)}")
         if allowed is not None and m not in allowed:
             raise UsageError(f"method {m!r} is not allowed here; choose from {', '.join(allowed)}")
 
@@ -90,23 +91,51 @@ def check_epochs(epochs: Optional[int]) -> None:
         raise UsageError(f"epochs={epochs!r} must be a positive integer")
 
 
-def check_options(options: Optional[dict]) -> dict:
-    """Only the open choices (`vocab.OMEGA_OPTIONS`), each with a value its declaration takes (`vocab.check_option`)."""
+def check_options(options: Optional[dict], methods: Optional[Sequence[str]] = None,
+                  limits: Optional[dict] = None) -> dict:
+    """Only the options a run sets (`vocab.RUN_OPTIONS`: the open choices, the budgets), each with a value its
+    declaration takes (`vocab.check_option`; within `limits`, e.g. {"K": 20}: the memory's M <= K). A budget is
+    recorded only for the methods that read it (`recorded_options`), so one given to a run of `methods` none of which
+    reads it is refused (an open choice is the file's, recorded in config.train whatever its methods)."""
     options = dict(options or {})
-    bad = sorted(set(options) - set(OMEGA_OPTIONS))
+    bad = sorted(set(options) - set(RUN_OPTIONS))
     if bad:
-        raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OMEGA_OPTIONS)}")
+        raise UsageError(f"unknown option(s) {', '.join(bad)}; the open choices are {', '.join(OMEGA_OPTIONS)} and the "
+                         f"budgets {', '.join(BUDGET_OPTIONS)}")
     for name, value in options.items():
         try:
-            check_option(name, value)
+            check_option(name, value, limits)
         except ValueError as e:
             raise UsageError(str(e)) from None
+        readers = [m for m in ALL_METHODS if name in recorded_options(m)]
+        if name in BUDGET_OPTIONS and methods is not None and not set(methods) & set(readers):
+            raise UsageError(f"{name}={value!r} applies only to the methods that read it ({', '.join(readers)}); none "
+                             f"of {', '.join(methods)} does: leave it out")
     return options
 
 
 def option_values(train: dict) -> dict:
     """The open choices of a TrainConfig dict (their declared defaults filled in)."""
     return {k: train.get(k, OPTIONS[k].default) for k in OMEGA_OPTIONS}
+
+
+def recorded_options(method: str) -> tuple[str, ...]:
+    """The options a results file records for `method` (config.method_options): every open choice for a regularised
+    method (as files always have, PI's xi beside EWC included), then the budgets its families read (the memory's M);
+    () for the methods without a regulariser or a memory."""
+    read = {o.name for o in options_of(method)}
+    return (*(OMEGA_OPTIONS if regulariser_of(method) else ()), *(k for k in BUDGET_OPTIONS if k in read))
+
+
+def method_option_values(train: dict, method: str) -> dict:
+    """What a results file records for `method` in config.method_options, from its TrainConfig dict
+    (`recorded_options`, declared defaults filled in)."""
+    return {k: train.get(k, OPTIONS[k].default) for k in recorded_options(method)}
+
+
+def run_options(options: dict, method: str) -> dict:
+    """The options of a run (`check_options`) that `method` trains with: the open choices, and the budgets it reads."""
+    return {k: v for k, v in options.items() if k not in BUDGET_OPTIONS or k in recorded_options(method)}
 
 
 def effective_options(config: dict, method: str) -> dict:

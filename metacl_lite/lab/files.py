@@ -21,9 +21,9 @@ from ..data.specs import BenchmarkSpec, get_spec
 from ..errors import UserError
 from ..keys import RunKey, TuningKey, unit_name
 from ..paths import REPO_ROOT
-from ..training import METHODS, TrainConfig
-from ..vocab import PAPER_METHOD_NAMES
-from .checks import effective_options
+from ..training import ALL_METHODS, TrainConfig
+from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_METHOD_NAMES
+from .checks import effective_options, recorded_options
 from .commands import option_flags, out_flag
 from .lattice import choose
 from .provenance import relative_to_repo
@@ -38,15 +38,16 @@ from .summary import summarize
 COMPAT_KEYS = ("benchmark", "K", "n_tasks", "train", "data_source", "model", "accelerator", "threads")
 
 #: Methods with a strength to tune: every regularised one (`tune --methods`).
-REGULARISED = tuple(m for m in METHODS if H.strength_key(m) is not None)
+REGULARISED = tuple(m for m in ALL_METHODS if H.strength_key(m) is not None)
 
 
 def outdated_results(config: dict) -> Optional[str]:
     """What a results file's config lacks of today's format (None when it has it all): the fields of `COMPAT_KEYS`,
-    and every field of `TrainConfig` in its training configuration."""
+    and every field of `TrainConfig` in its training configuration but the budgets (recorded per method)."""
     missing = [k for k in COMPAT_KEYS if k not in config]
     train = config.get("train")
-    missing += [f"train.{f}" for f in TrainConfig().to_dict() if isinstance(train, dict) and f not in train]
+    missing += [f"train.{f}" for f in TrainConfig().to_dict()
+                if isinstance(train, dict) and f not in train and f not in BUDGET_OPTIONS]
     return f"its config has no {', '.join(missing)}" if missing else None
 
 
@@ -94,7 +95,7 @@ def run_command(config: dict, out: Path, spec: Optional[BenchmarkSpec] = None) -
         cmd += f" --n-tasks {config['n_tasks']}"
     if train["epochs"] != spec.epochs:
         cmd += f" --epochs {train['epochs']}"
-    cmd += option_flags(train)
+    cmd += option_flags(train) + budget_flags(config)
     if train.get("compile", "off") != "off":  # a file made compiled refuses eager units, and vice versa
         cmd += f" --compile {train['compile']}"
     if train.get("device", "cpu") != spec.device:  # a file made on a GPU refuses CPU units, and vice versa
@@ -108,6 +109,19 @@ def run_command(config: dict, out: Path, spec: Optional[BenchmarkSpec] = None) -
     if (config.get("model") or {}).get("random_init"):
         cmd += " --random-init"
     return cmd + out_flag(out, default_out(b, config["K"], config.get("gamma_control")))
+
+
+def budgets(config: dict) -> dict[str, set]:
+    """The values of each budget (`vocab.BUDGET_OPTIONS`: the memory's M) a results file's config records for its
+    methods (config.method_options); one per file, or none where no method reads it."""
+    per = config.get("method_options", {})
+    return {k: {per[m][k] for m in config.get("methods", []) if k in per.get(m, {})} for k in BUDGET_OPTIONS}
+
+
+def budget_flags(config: dict) -> str:
+    """The flags of a results file's budgets where they differ from the declared default (' --memory 2')."""
+    return "".join(f" --{k.replace('_', '-')} {v}" for k, vs in budgets(config).items() for v in sorted(vs)
+                   if v != OPTIONS[k].default)
 
 
 def compat_diff(old_config: dict, config: dict) -> list[str]:
@@ -172,17 +186,20 @@ class ResultsFile(UnitFile):
                  if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
         diff += [f"method_options[{m}]" for m in config["method_options"]
                  if m in oc.get("methods", []) and effective_options(oc, m) != config["method_options"][m]]
+        old_b, new_b = budgets(oc), budgets(config)  # one budget per file: a file mixing them is refused
+        diff += [DIFFERS.format(k, sorted(old_b[k]), sorted(new_b[k])) for k in BUDGET_OPTIONS
+                 if old_b[k] and new_b[k] and old_b[k] != new_b[k]]
         return diff
 
     def merge(self, doc: dict) -> None:
         old, config = doc.get("config", {}), self.req.config
         merged = dict(config)
-        merged["methods"] = [m for m in METHODS if m in set(old.get("methods", [])) | set(config["methods"])]
+        merged["methods"] = [m for m in ALL_METHODS if m in set(old.get("methods", [])) | set(config["methods"])]
         merged["seeds"] = sorted(set(old.get("seeds", [])) | set(config["seeds"]))
         merged["method_hparams"] = {**old.get("method_hparams", {}), **config["method_hparams"]}
         merged["hparams_source"] = {**old.get("hparams_source", {}), **config["hparams_source"]}
         merged["method_options"] = {**{m: effective_options(old, m) for m in old.get("methods", [])
-                                       if H.regulariser(m)}, **config["method_options"]}
+                                       if recorded_options(m)}, **config["method_options"]}
         doc["config"] = merged
 
     def finalize(self, doc: dict) -> None:

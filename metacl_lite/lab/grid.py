@@ -20,7 +20,7 @@ from .atomic import check_writable
 from ..accel.device import accelerator, cpu_name, deterministic, kind
 from ..errors import UnitsFailed, UsageError
 from .checks import (check_epochs, check_gamma_control, check_methods, check_n_tasks, check_options, check_seeds,
-                     model_options, option_values)
+                     method_option_values, model_options, recorded_options, run_options)
 from .executors import Plan, check_plan, locate, run_all
 from .files import ResultsFile, control_file, default_out, run_command  # noqa: F401 (read from here too)
 from .request import RunRequest
@@ -28,7 +28,8 @@ from .summary import summarize
 from ..data.specs import BenchmarkSpec, get_spec
 from ..keys import RunKey, unit_name
 from ..progress import progress
-from ..training import METHODS, TrainConfig, run_stream, train_joint, train_reference
+from ..training import TrainConfig, get_method, run_stream, train_joint, train_reference
+from ..vocab import BUDGET_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ def execute_unit(unit: Unit, bench, cfg: TrainConfig, evaluate_rows: str = "all"
     else:
         r = run_stream(bench, unit.method, cfg, unit.seed, show_progress=False, evaluate_rows=evaluate_rows)
         out = {"acc_matrix": r["acc_matrix"], "wall_s": r["wall_s"]}  # the stream's own time, as files always had
+        out.update({k: r[k] for k in ("state_bytes",) if k in r})  # a memory's cost beside the regulariser's
     out.setdefault("wall_s", time.perf_counter() - t0)
     if gpu:
         out["peak_gpu_mb"] = torch.cuda.max_memory_reserved() / 2 ** 20
@@ -155,12 +157,12 @@ def unit_cost(unit: Unit) -> float:
     """A unit's wall time relative to a fine-tune run, for scheduling only (never for results). Measured in one
     Permuted MNIST K = 500 grid (two workers of one thread, compile auto, a 2-core AMD EPYC): fine-tune 41 s, MetaCL
     59 s, a plain regulariser 46-47 s, a MetaCL-beta/lambda one 52-63 s, a seed's twenty references 25 s, the oracle
-    22 s."""
+    22 s; a memory's gradient per step counts as 0.3 more (a guess)."""
     if unit.kind != "run":
         return 0.6 if unit.kind == "reference" else 0.55
-    m = METHODS[unit.method]
-    return (1.4 if m.update == "metacl" else 1.0) + (0.1 if m.regulariser else 0.0) + (0.05 if m.balance == "lambda"
-                                                                                     else 0.0)
+    m = get_method(unit.method)
+    return ((1.4 if m.update == "metacl" else 1.0) + (0.1 if m.regulariser else 0.0)
+            + (0.05 if m.balance == "lambda" else 0.0) + (0.3 if m.memory else 0.0))
 
 
 def longest_first(items: Sequence, unit: Callable = lambda x: x) -> list:
@@ -194,7 +196,9 @@ def run_request(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), method
     `plan` says where the units run (`executors.check_plan`; default: one after another in this process); `compile`
     is `TrainConfig.compile` (auto / on / off: compiled task gradients, equal to eager within float rounding).
     `options` sets the choices the paper leaves open (`vocab.OMEGA_OPTIONS`, declared in `vocab.OPTION_TABLE`),
-    recorded in the config. `gamma` makes a control run of MetaCL-lambda methods (`GAMMA_CONTROLS`): "beta" trains
+    recorded in the config, and the budgets (`vocab.BUDGET_OPTIONS`: the memory's M, 1 <= M <= K, for the methods
+    that read it, refused for a run none of whose methods does), recorded per method in config.method_options, one
+    value per file. `gamma` makes a control run of MetaCL-lambda methods (`GAMMA_CONTROLS`): "beta" trains
     each with gamma equal to the tuned beta of its MetaCL-beta counterpart, "0" with gamma = 0; recorded as
     config["gamma_control"] and in method_hparams, written by default to `control_file`.
     `device`: auto, cpu, cuda or cuda:N (default: the benchmark's, `BenchmarkSpec.device`), resolved here; its kind
@@ -233,16 +237,18 @@ def results_config(req: RunRequest) -> RunRequest:
     configuration and fine-tune's, and the file's `config`."""
     spec, K, methods, gamma = req.spec, req.K, list(req.methods), req.gamma
     hp = H.load()
-    needed = [m.replace("-lambda", "-beta") for m in methods] if gamma == "beta" else methods
+    tuned = [H.tuned_method(spec, m, K, hp) for m in methods]  # a memory's MetaCL-lambda may read its base's gamma
+    needed = [m.replace("-lambda", "-beta") for m in methods] if gamma == "beta" else tuned
     absent = H.missing(spec, needed if gamma != "0" else [], K, hp)
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {spec.name} (K={K}) in "
                                f"{H.HPARAMS_FILE}", absent)
     if H.sources_checked():  # each value's tuning file is there and chose it: no run on a value of unknown origin
         H.check_sources(hp, spec, needed if gamma != "0" else [], K)
-    options = {**check_options(req.options), "device": req.device_kind, "precision": req.precision}
+    options = {**check_options(req.options, methods, {"K": K}), "device": req.device_kind, "precision": req.precision}
     if gamma is None:
-        cfgs = {m: H.method_config(spec, m, req.epochs, K, hp, compile=req.compile, **options) for m in methods}
+        cfgs = {m: H.method_config(spec, m, req.epochs, K, hp, compile=req.compile, **run_options(options, m))
+                for m in methods}
         method_hp = {m: H.method_hparams(spec, m, K, hp) for m in methods}
         hp_source = H.hparams_source(spec, methods, K, hp)
     else:
@@ -255,10 +261,11 @@ def results_config(req: RunRequest) -> RunRequest:
         src = H.hparams_source(spec, list(beta_m.values()), K, hp) if gamma == "beta" else {}
         hp_source = {m: f"gamma=beta control: {beta_m[m]}'s beta, {src[beta_m[m]]}" if gamma == "beta"
                      else "gamma=0 control" for m in methods}
-    base_cfg = H.method_config(spec, "finetune", req.epochs, compile=req.compile, **options)
+    base_cfg = H.method_config(spec, "finetune", req.epochs, compile=req.compile, **run_options(options, "finetune"))
     config = {"benchmark": spec.name, "K": K, "n_tasks": req.n_tasks, "seeds": list(req.seeds), "methods": methods,
-              "train": base_cfg.to_dict(), "method_hparams": method_hp, "hparams_source": hp_source,
-              "method_options": {m: option_values(cfgs[m].to_dict()) for m in methods if H.regulariser(m)},
+              "train": {k: v for k, v in base_cfg.to_dict().items() if k not in BUDGET_OPTIONS},
+              "method_hparams": method_hp, "hparams_source": hp_source,
+              "method_options": {m: method_option_values(cfgs[m].to_dict(), m) for m in methods if recorded_options(m)},
               "data_source": req.source, "model": req.model, "accelerator": req.loc.accelerator,
               "threads": req.plan.threads if req.device_kind == "cpu" else None}
     if gamma is not None:

@@ -28,8 +28,8 @@ from typing import Optional, Sequence, Union
 from .atomic import locked, read_json, write_json
 from ..errors import HparamsError
 from ..data.specs import SPECS, BenchmarkSpec, get_spec
-from ..vocab import OMEGA_OPTIONS, REGULARISERS, check_option
-from ..training import METHODS, TrainConfig, get_method
+from ..vocab import OMEGA_OPTIONS, REGULARISERS, check_option, memory_of
+from ..training import ALL_METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
 #: The package's own hparams.json, whose tuning files are those of results/ in its checkout (`check_sources`).
@@ -61,8 +61,9 @@ def _check_methods(methods, where: str, path: Path) -> None:
     if not isinstance(methods, dict):
         raise HparamsError(f"{path}: {where}.methods must be an object")
     for m, vals in methods.items():
-        if m not in METHODS:
-            raise HparamsError(f"{path}: unknown method {m!r} in {where}.methods; choose from {', '.join(METHODS)}")
+        if m not in ALL_METHODS:
+            raise HparamsError(f"{path}: unknown method {m!r} in {where}.methods; choose from "
+                               f"{', '.join(ALL_METHODS)}")
         key = strength_key(m)
         if key is None:
             raise HparamsError(f"{path}: {where}.methods.{m}: {m} has no beta/gamma; remove it")
@@ -158,6 +159,17 @@ def _entry(hp: dict, benchmark: str, method: str, K: Optional[int]) -> tuple[dic
     return entry, "default"
 
 
+def tuned_method(benchmark: Bench, method: str, K: Optional[int] = None, hp: Optional[dict] = None) -> str:
+    """The method whose tuned beta/gamma `method` trains with: its own; for a method of the memory family with none
+    of its own in hparams.json, its base method's (`vocab.memory_of`): MetaCL-lambda with both references takes
+    MetaCL-lambda's gamma, as Alg. 2 adds it (`balance.two_reference_balance`), recorded in hparams_source."""
+    memory = memory_of(method)
+    if memory is None or strength_key(method) is None:
+        return method
+    hp = load() if hp is None else hp
+    return method if method in _entry(hp, get_spec(benchmark).name, method, K)[0].get("methods", {}) else memory.base
+
+
 def tuned_at(benchmark: Bench, K: int, hp: Optional[dict] = None) -> dict[str, dict]:
     """The values tuned at exactly this K ({method: {"beta" or "gamma": value}}): by_K's entry for K, or the top-level
     entry when K is the benchmark's tuning K; {} when nothing was tuned at K (no fallback to another K)."""
@@ -176,29 +188,34 @@ def method_hparams(benchmark: Bench, method: str, K: Optional[int] = None, hp: O
     if strength_key(method) is None:
         return {}
     hp = load() if hp is None else hp
-    values = _entry(hp, benchmark, method, K)[0].get("methods", {})
-    if method not in values:
-        raise MissingHparams(f"no tuned beta/gamma for {method} on {benchmark} in {HPARAMS_FILE}", [method])
-    return dict(values[method])
+    tuned = tuned_method(benchmark, method, K, hp)
+    values = _entry(hp, benchmark, tuned, K)[0].get("methods", {})
+    if tuned not in values:
+        raise MissingHparams(f"no tuned beta/gamma for {tuned} on {benchmark} in {HPARAMS_FILE}", [tuned])
+    return dict(values[tuned])
 
 
 def missing(benchmark: Bench, methods: Sequence[str], K: Optional[int] = None, hp: Optional[dict] = None) -> list[str]:
     """The methods that need beta/gamma and have none in hparams.json (`hp`: the file, already loaded)."""
     benchmark = get_spec(benchmark).name
     hp = load() if hp is None else hp
-    return [m for m in methods if strength_key(m) is not None
-            and m not in _entry(hp, benchmark, m, K)[0].get("methods", {})]
+    tuned = {m: tuned_method(benchmark, m, K, hp) for m in methods}
+    return [t for t in tuned.values() if strength_key(t) is not None
+            and t not in _entry(hp, benchmark, t, K)[0].get("methods", {})]
 
 
 def hparams_source(benchmark: Bench, methods: Sequence[str], K: Optional[int] = None,
                    hp: Optional[dict] = None) -> dict[str, str]:
-    """Where each method's beta/gamma come from: 'K=200: <tuning file>' or 'default: <tuning file>'."""
+    """Where each method's beta/gamma come from: 'K=200: <tuning file>' or 'default: <tuning file>'; for a value
+    read from another method (`tuned_method`), "<that method>'s gamma, " before it."""
     benchmark = get_spec(benchmark).name
     hp, out = (load() if hp is None else hp), {}
     for m in methods:
         if strength_key(m) is not None:
-            entry, which = _entry(hp, benchmark, m, K)
-            out[m] = f"{which}: {entry.get('sources', {}).get(m, entry).get('source', '?')}"
+            t = tuned_method(benchmark, m, K, hp)
+            entry, which = _entry(hp, benchmark, t, K)
+            out[m] = (f"{t}'s {strength_key(t)}, " if t != m else "") + \
+                f"{which}: {entry.get('sources', {}).get(t, entry).get('source', '?')}"
     return out
 
 
