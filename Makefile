@@ -38,9 +38,15 @@ test-fast: $(STAMP) mnist-raw
 
 # The execution cache keys a page on its own cells: a build made with other package code is removed first, so that
 # every page runs again with the code as it is (data_scripts/book_code_stamp.py).
+# REPOSITORY=OWNER/NAME (the book's GitHub repository; else repository.url in book/_config.yml) shows the repository,
+# issue and edit links and the launch buttons on every page, JUPYTERHUB=URL adds a JupyterHub's; without them, none
+# (book/_ext/repository_links.py).
+REPOSITORY ?=
+JUPYTERHUB ?=
 book: $(STAMP)
 	$(PY) data_scripts/book_code_stamp.py
-	$(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder html
+	BOOK_REPOSITORY="$(REPOSITORY)" BOOK_JUPYTERHUB="$(JUPYTERHUB)" \
+	  $(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder html
 	@echo "open book/_build/html/index.html"
 
 # Course assignments: run every test against the solutions, write dist/assignments/ (and the student kit there) and
