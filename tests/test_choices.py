@@ -102,7 +102,8 @@ def test_undecided_while_files_are_missing_and_k200_needs_k20_first(folder):
 
 def test_summary_only_writes_the_decision_file_and_the_decided_options(folder, hparams_file, capsys, monkeypatch):
     tuned = []  # the canonical K=20 tuning that apply() makes from the winners' units (tuning.tune's own test: reuse)
-    monkeypatch.setattr("metacl_lite.lab.tuning.tune", lambda b, K, **kw: tuned.append((b, K, kw)) or {"K": K})
+    monkeypatch.setattr("metacl_lite.lab.tuning.tune_request", lambda b, K, **kw: (b, K, kw))
+    monkeypatch.setattr("metacl_lite.lab.tuning.tune_grid", lambda req: tuned.append(req) or {"K": req[1]})
     _write_all({"latest": 1.0}, {"latest": 1.0})
     CH.alternative_file("pmnist", 200, "latest", "mas").unlink()  # undecided: hparams.json is left alone
     before = CH.H.HPARAMS_FILE.read_bytes()
@@ -141,7 +142,8 @@ def test_running_only_k20_never_decides_on_k20_alone(folder, hparams_file, monke
 
 
 def test_the_decision_table_holds_scores_candidates_and_decisions(folder, hparams_file, monkeypatch):
-    monkeypatch.setattr("metacl_lite.lab.tuning.tune", lambda b, K, **kw: {"K": K})
+    monkeypatch.setattr("metacl_lite.lab.tuning.tune_request", lambda b, K, **kw: K)
+    monkeypatch.setattr("metacl_lite.lab.tuning.tune_grid", lambda K: {"K": K})
     _write_all({"max": 3.0}, {"max": 0.2}, spread200={"max": 0.5})
     CH.alternative_file("pmnist", 200, "latest", "ewc").unlink()  # not a candidate: not run at K=200
     assert main(["choices", "--summary-only"]) == 0
@@ -192,3 +194,18 @@ def _scored(fake):
             out["acc"] = [50.0 - abs(math.log10(value))] * len(out["acc"])
         return out
     return unit
+
+
+def test_every_tuning_run_of_a_decision_k_is_checked_before_the_first_trains(folder, monkeypatch):
+    """`execute` builds each run's request (`tuning.tune_request`) first: a bad one stops it before anything trains."""
+    trained = []
+    monkeypatch.setattr("metacl_lite.lab.tuning.tune_grid", lambda req: trained.append(req))
+    good = CH.Run("base", 20, ("mas",), None, folder / "a.json")
+    bad = CH.Run("base", 20, ("mas",), (0.1, -1.0), folder / "b.json")  # a negative beta: refused by its request
+    monkeypatch.setattr(CH, "plan", lambda b, K: [good, bad])
+    with pytest.raises(UsageError, match="beta grid"):
+        CH.execute("pmnist", 20, log=lambda line: None)
+    assert trained == []
+    monkeypatch.setattr(CH, "plan", lambda b, K: [good])
+    CH.execute("pmnist", 20, log=lambda line: None)
+    assert [(r.methods, r.out) for r in trained] == [(("mas",), folder / "a.json")]

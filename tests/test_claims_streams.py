@@ -13,7 +13,7 @@ import jupytext
 import pytest
 
 from metacl_lite.paths import REPO_ROOT
-from metacl_lite.errors import ConfigMismatch
+from metacl_lite.errors import ConfigMismatch, UserError
 from metacl_lite.lab import dynamics as D
 from metacl_lite.findings import claims as C, evidence as E, stats as S
 from metacl_lite.publish.notebooks import declared_parameters
@@ -204,6 +204,24 @@ def test_dynamics_file_is_written_per_unit_and_resumes(tmp_path, fake_training):
     with pytest.raises(ConfigMismatch, match="speed n_tasks 10 vs 3"):
         D.measure([0], {**D.STREAMS, "speed": {**D.STREAMS["speed"], "n_tasks": 3}}, out=out)
     assert json.loads(out.read_text())["config"]["seeds"] == [0, 1]  # refused: nothing changed
+
+
+def test_a_dynamics_request_is_checked_once_before_any_unit(tmp_path, fake_training):
+    """`measure` is `measure_request(dynamics_request(...))`: the seeds, the threads and the file are checked where
+    the request is built, before any unit trains; the request is frozen and carries the streams' configurations."""
+    from dataclasses import FrozenInstanceError
+
+    for bad in ({"seeds": [-1]}, {"seeds": [0], "threads": 0}, {"seeds": [0], "out": tmp_path}):
+        with pytest.raises(UserError):
+            D.measure(**bad)
+    assert fake_training == []
+    req = D.dynamics_request([1, 0], out=tmp_path / "d.json", threads=1)
+    assert (req.seeds, set(req.streams), req.threads) == ((1, 0), set(D.STREAMS), 1)
+    assert req.streams["angles"]["train"]["pi-metacl-lambda"]["record_angles"] is True
+    with pytest.raises(FrozenInstanceError):
+        req.force = True
+    D.measure_request(req)
+    assert sorted(D.load_dynamics(tmp_path / "d.json")["config"]["seeds"]) == [0, 1]
 
 
 def test_live_logs_change_only_what_is_given(tmp_path, fake_training):

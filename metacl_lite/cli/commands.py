@@ -111,8 +111,8 @@ def _choices(a) -> int:
         resolve(a.device)
 
     for flag, given in (("--compile", a.compile != "off"), ("--precision", a.precision != "float32")):
-        if given:  # its variants and their tunings train eagerly in float32, as the files they are compared with
-            raise UserError(f"{flag} does not apply to choices (its variants train eagerly in float32, like the "
+        if given:  # its alternatives and their tunings train eagerly in float32, as the files they are compared with
+            raise UserError(f"{flag} does not apply to choices (its alternatives train eagerly in float32, like the "
                             f"tunings they are compared with); drop it")
     Ks = a.K or list(CH.DECISION_KS)
     bad = [K for K in Ks if K not in CH.DECISION_KS]
@@ -133,7 +133,7 @@ def _choices(a) -> int:
         t = CH.apply(a.benchmark, doc, plan_of(a), show_progress=False if a.no_progress else None, device=a.device)
         if t is not None:
             print(f"hparams.json: the decided options, and the K={t['K']} values of its canonical tuning file "
-                  f"(made from the winning variants' units, nothing trained again)")
+                  f"(made from the winning alternatives' units, nothing trained again)")
     return 0
 
 
@@ -145,11 +145,11 @@ def _notebook(a) -> int:
 
 
 def _dynamics(a) -> int:
-    from ..lab.dynamics import default_file, measure
+    from ..lab.dynamics import default_file, dynamics_request, measure_request
     out = a.out or default_file()
     seeds = a.seed_list if a.seed_list is not None else list(range(a.seeds))
-    measure(seeds, {"speed": a.speed, "angles": a.angles}, out=out, force=a.force, show_progress=True,
-            threads=a.threads)
+    measure_request(dynamics_request(seeds, {"speed": a.speed, "angles": a.angles}, out=out, force=a.force,
+                                     show_progress=True, threads=a.threads))
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

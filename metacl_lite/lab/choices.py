@@ -117,14 +117,18 @@ def candidate(per_alternative: dict) -> str:
 def execute(benchmark: str, K: int, tune_plan=None, show_progress: Optional[bool] = None,
             log: Callable[[str], None] = print, device: Optional[str] = None) -> None:
     """Run (or resume) every tuning run of `plan` at K, one after another, each over the workers of `tune_plan`, on
-    `device` (`tune`'s)."""
-    from .tuning import tune
+    `device` (`tune`'s). Every run's request (`tuning.tune_request`) is built, and so checked, before the first
+    trains."""
+    from .tuning import tune_grid, tune_request
 
-    for r in plan(benchmark, K):
+    runs = plan(benchmark, K)
+    requests = [tune_request(benchmark, K, methods=list(r.methods), out=r.out, write_hparams=False,
+                             show_progress=show_progress, plan=tune_plan, options=CANDIDATES[r.alternative].options,
+                             decided=False, device=device, **({} if r.beta_grid is None else {"beta_grid": r.beta_grid}))
+                for r in runs]
+    for r, req in zip(runs, requests):
         log(f"{r.alternative} K={K} {','.join(r.methods)} -> {relative_to_repo(r.out)}")
-        kw = {} if r.beta_grid is None else {"beta_grid": r.beta_grid}
-        tune(benchmark, K, methods=list(r.methods), out=r.out, write_hparams=False, show_progress=show_progress,
-             plan=tune_plan, options=CANDIDATES[r.alternative].options, decided=False, device=device, **kw)
+        tune_grid(req)
 
 
 def _best(doc: dict, method: str) -> Optional[tuple[float, list[float]]]:
@@ -230,7 +234,7 @@ def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[boo
     """Once every regulariser is decided: record the decisions in hparams.json and make the canonical tuning file of
     the tuning K (with the decided options) from the winning alternatives' units (nothing is trained again). Returns the
     tuning document, or None while something is undecided."""
-    from .tuning import TUNABLE, tune
+    from .tuning import TUNABLE, tune_grid, tune_request
 
     decisions = doc["decisions"]
     if any(d["decision"] == "undecided" for d in decisions.values()):
@@ -247,7 +251,8 @@ def apply(benchmark: str, doc: dict, tune_plan=None, show_progress: Optional[boo
             return doc  # already applied: nothing to rewrite
     H.store_options(benchmark, options, relative_to_repo(summary_file(benchmark)))
     reuse = {m: alternative_file(benchmark, K, decisions[H.regulariser(m)]["decision"]) for m in TUNABLE}
-    return tune(benchmark, K, reuse=reuse, plan=tune_plan, show_progress=show_progress, force=True, device=device)
+    return tune_grid(tune_request(benchmark, K, reuse=reuse, plan=tune_plan, show_progress=show_progress, force=True,
+                                  device=device))
 
 
 def choices_table(doc: dict):

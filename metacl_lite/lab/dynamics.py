@@ -14,6 +14,7 @@ method settings is refused unless the command starts over (`--force`). `provenan
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
@@ -186,34 +187,63 @@ def _save(out: Path, fresh: bool, cfg: dict, inv: dict, kind: str, key: RunKey, 
     return doc
 
 
-def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = None, benchmark: str = "pmnist",
-            out: Optional[Path] = None, force: bool = False, show_progress: bool = False,
-            threads: Optional[int] = None) -> dict:
-    """Train every (stream, method, seed) not yet in `out` and return the whole document. With `out` (a file) each
-    finished run is written at once under a lock (resumable; a file made with other settings raises ConfigMismatch
-    unless `force`); without it (a page's live run) nothing is written. `threads`: torch's intra-op threads (None:
-    as they are). The seeds and threads are checked first (UsageError), before any work."""
+@dataclass(frozen=True)
+class DynamicsRequest:
+    """What `dynamics` is asked, checked once by `dynamics_request` before any work: the benchmark, the seeds, each
+    stream's configuration (`streams_config`: K, tasks, methods, what is recorded, their TrainConfigs, read from
+    hparams.json once), the file (`out`; None: a page's live run, nothing written), whether it starts over
+    (`force`), progress lines, and torch's intra-op threads (None: as they are)."""
+
+    benchmark: str
+    seeds: tuple[int, ...]
+    streams: dict
+    out: Optional[Path] = None
+    force: bool = False
+    show_progress: bool = False
+    threads: Optional[int] = None
+
+
+def dynamics_request(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = None,
+                     benchmark: str = "pmnist", out: Optional[Path] = None, force: bool = False,
+                     show_progress: bool = False, threads: Optional[int] = None) -> DynamicsRequest:
+    """The request of `measure`: the seeds and threads checked (UsageError), the file writable, the streams'
+    configurations read."""
+    from .checks import check_seeds
+    from .executors import check_plan
+    from .hparams import load
+
+    seeds = tuple(check_seeds(seeds))  # the cheap checks first: nothing is read before they pass
+    threads = None if threads is None else check_plan(threads=threads).threads
+    out = None if out is None else check_writable(Path(out))
+    return DynamicsRequest(benchmark, seeds, streams_config(streams or STREAMS, benchmark, load()), out, force,
+                           show_progress, threads)
+
+
+def measure(*args, **kwargs) -> dict:
+    """Train every (stream, method, seed) not yet in the file and return the whole document:
+    `measure_request(dynamics_request(...))`."""
+    return measure_request(dynamics_request(*args, **kwargs))
+
+
+def measure_request(req: DynamicsRequest) -> dict:
+    """Train every (stream, method, seed) of `req` not yet in `req.out` and return the whole document. With a file
+    each finished run is written at once under a lock (resumable; a file made with other settings raises
+    ConfigMismatch unless `req.force`); without one (a page's live run) nothing is written."""
     import sys
 
     import torch
 
     from ..data.benchmarks import make_benchmark
-    from .checks import check_seeds
-    from .executors import check_plan
-    from .hparams import load
     from .provenance import invocation, now
     from .store import LATEST
 
-    seeds = check_seeds(seeds)
-    if threads is not None:
-        torch.set_num_threads(check_plan(threads=threads).threads)
-    cfg = {"benchmark": benchmark, "seeds": list(seeds),
-           "streams": streams_config(streams or STREAMS, benchmark, load()), "threads": torch.get_num_threads()}
+    if req.threads is not None:
+        torch.set_num_threads(req.threads)
+    out, seeds = req.out, list(req.seeds)
+    cfg = {"benchmark": req.benchmark, "seeds": seeds, "streams": req.streams, "threads": torch.get_num_threads()}
     inv = {"id": uuid.uuid4().hex[:12], **invocation(threads=cfg["threads"]), "units": [], "wall_s": 0.0}
-    if out is not None:
-        out = check_writable(Path(out))
-    doc = _merged(None if out is None or force or not out.exists() else load_dynamics(out), cfg, inv, out)
-    fresh, benches = force, {}
+    doc = _merged(None if out is None or req.force or not out.exists() else load_dynamics(out), cfg, inv, out)
+    fresh, benches = req.force, {}
     for seed in seeds:  # seed by seed: an interrupted file holds whole seeds of both streams
         for kind, s in cfg["streams"].items():
             for m in s["methods"]:
@@ -221,9 +251,9 @@ def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = Non
                 if str(key) in doc["runs"][kind]:
                     continue
                 if kind not in benches:
-                    benches[kind] = make_benchmark(benchmark, s["K"], n_tasks=s["n_tasks"])
-                unit = train_unit(benchmark, kind, s, m, seed, benches[kind])
-                if show_progress:
+                    benches[kind] = make_benchmark(req.benchmark, s["K"], n_tasks=s["n_tasks"])
+                unit = train_unit(req.benchmark, kind, s, m, seed, benches[kind])
+                if req.show_progress:
                     print(f"{kind} {key}: {unit['wall_s']:.0f} s", file=sys.stderr, flush=True)
                 inv["units"].append(unit_name(kind, key))
                 inv["wall_s"] += unit["wall_s"]
@@ -234,6 +264,6 @@ def measure(seeds: Sequence[int], streams: Optional[Mapping[str, Mapping]] = Non
                     doc, fresh = _save(out, fresh, cfg, inv, kind, key, unit), False
     if out is None:
         doc["provenance"] = {**{k: inv[k] for k in LATEST},
-                             "command": command(seeds, cfg["streams"], default_file(benchmark), benchmark),
+                             "command": command(seeds, cfg["streams"], default_file(req.benchmark), req.benchmark),
                              "invocations": [inv], "wall_s_total": inv["wall_s"], "live": True}
     return jsonable(doc)
