@@ -1,0 +1,227 @@
+"""The episodic memory of the memory family (issue 44, `metacl_lite/memory.py`): what joins it after a task (M
+examples per class, drawn from the run's seed), the batches it gives (A-GEM's reference batch of at most 256, ER's as
+large as the current one), the gradient it gives (each example through its own task's head), and each memory method's
+every outer step checked against a computation from scratch: A-GEM's projection, ER's replayed loss, MetaCL's
+Reptile gradient projected, and MetaCL-lambda with both references. The methods without a memory draw nothing more."""
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from metacl_lite import balance, memory as MEM, vocab
+from metacl_lite.data.mnist import permuted_mnist
+from metacl_lite.data.streams import Experience
+from metacl_lite.models import mlp
+from metacl_lite.training import (ALL_METHODS, METHODS, WITH_MEMORY, RegState, TrainConfig, get_method,
+                                  metacl_gradient, params_vector, plain_gradient, run_stream, train_experience)
+
+CFG = dict(epochs=1, batch_size=10, bundle_size=5, beta=2.0, gamma=0.5, memory=2)
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return permuted_mnist(K=5, n_tasks=3, seed=0, split="val")  # 50 training images per task, 10 classes
+
+
+@pytest.fixture
+def adam(monkeypatch):
+    """torch.optim.Adam recording, at every step, the parameters before it and the gradient it applies."""
+    real, steps = torch.optim.Adam, []
+
+    class SpyAdam(real):
+        def step(self, closure=None):
+            ps = self.param_groups[0]["params"]
+            steps.append({"theta": parameters_to_vector(ps).detach().clone(),
+                          "g": torch.cat([p.grad.reshape(-1) for p in ps]).clone()})
+            return super().step(closure)
+
+    monkeypatch.setattr(torch.optim, "Adam", SpyAdam)
+    return steps
+
+
+def tiny_mlp(seed=0, heads=1):
+    torch.manual_seed(seed)
+    return mlp(784, (8,), 10, heads)
+
+
+def test_the_memory_family_is_data_and_its_class_is_registered_once():
+    """The family, its option and its methods are the vocabulary's (`MEMORY_TABLE`, the option `memory`,
+    `MEMORY_METHOD_TABLE`); training builds each memory method from its base method; the class registered itself."""
+    assert set(MEM.MEMORY_CLASSES) == set(vocab.MEMORIES) and MEM.MEMORY_CLASSES["episodic"] is MEM.EpisodicMemory
+    assert [o.name for o in vocab.options_of("episodic")] == ["memory"] == list(vocab.BUDGET_OPTIONS)
+    assert list(WITH_MEMORY) == list(vocab.MEMORY_METHODS) and list(ALL_METHODS) == list(vocab.METHOD_NAMES)
+    for name, m in vocab.MEMORY_METHODS.items():
+        method, base = WITH_MEMORY[name], METHODS[m.base]
+        assert (method.regulariser, method.update, method.balance) == (base.regulariser, base.update, base.balance)
+        assert (method.memory, method.use, method.label) == ("episodic", m.use, m.label) and not vocab.in_paper(name)
+        assert "memory" in {o.name for o in vocab.options_of(name)}
+    assert [m for m in WITH_MEMORY.values() if m.use == "replay"] == [WITH_MEMORY["er"]]
+    assert all(get_method(m).memory is None and MEM.new_memory(None, TrainConfig(), 0) is None for m in METHODS)
+    with pytest.raises(ValueError, match="'tiny' is not a memory of the vocabulary"):
+        MEM.memory_family("tiny")(type("Tiny", (), {}))
+    with pytest.raises(ValueError, match=r"@memory_family\('episodic'\) is already EpisodicMemory, not Other"):
+        MEM.memory_family("episodic")(type("Other", (), {}))
+    with pytest.raises(ValueError, match="inconsistent method"):  # a projection replaces the balance: not beta's
+        get_method("agem").__class__("x", "x", "mas", "plain", "beta", "episodic", "project")
+
+
+def test_m_examples_per_class_of_each_task_join_the_memory_drawn_from_the_seed(bench):
+    mem = MEM.EpisodicMemory.from_config(TrainConfig(memory=2), seed=0)
+    assert len(mem) == 0 and mem.nbytes == 0
+    for t in range(2):
+        mem.add(bench.train_stream[t])
+    assert len(mem) == 2 * 10 * 2 and mem.task.tolist() == [0] * 20 + [1] * 20
+    for t in range(2):
+        exp, rows = bench.train_stream[t], mem.task == t
+        assert sorted(mem.y[rows].tolist()) == sorted(list(range(10)) * 2)  # two of each class
+        stored = [int(torch.nonzero((exp.x == x).all(1)).flatten()[0]) for x in mem.x[rows]]  # each a training image
+        assert len(set(stored)) == 20 and all(exp.y[i] == y for i, y in zip(stored, mem.y[rows]))
+    again = MEM.EpisodicMemory.from_config(TrainConfig(memory=2), seed=0)
+    other = MEM.EpisodicMemory.from_config(TrainConfig(memory=2), seed=1)
+    for m in (again, other):
+        m.add(bench.train_stream[0])
+    assert torch.equal(again.x, mem.x[:20]) and not torch.equal(other.x, mem.x[:20])
+    assert mem.nbytes == 40 * (784 * 4 + 8 + 8) and mem.x.device == bench.train_stream[0].x.device
+    with pytest.raises(ValueError, match="fewer than memory=6"):
+        MEM.EpisodicMemory.from_config(TrainConfig(memory=6), seed=0).add(bench.train_stream[0])
+
+
+def test_a_reference_batch_is_at_most_256_distinct_examples_or_the_whole_memory():
+    gen = torch.Generator().manual_seed(0)
+    exp = Experience(0, torch.randn(300, 4, generator=gen), torch.arange(30).repeat(10))
+    mem = MEM.EpisodicMemory(9, torch.Generator().manual_seed(1))
+    mem.add(exp)
+    assert len(mem) == 270 and mem.draw(270) is None and mem.draw(MEM.REFERENCE_BATCH) is not None
+    state = mem.gen.get_state()
+    rows = mem.draw(MEM.REFERENCE_BATCH)
+    assert len(rows) == 256 == len(set(rows.tolist())) and int(rows.max()) < 270
+    mem.gen.set_state(state)
+    assert torch.equal(mem.draw(MEM.REFERENCE_BATCH), rows)  # the memory's own generator decides
+
+
+def test_the_memory_gradient_sends_each_example_through_its_own_tasks_head():
+    gen = torch.Generator().manual_seed(0)
+    model = tiny_mlp(heads=2)
+    mem = MEM.EpisodicMemory(3, torch.Generator().manual_seed(2))
+    exps = [Experience(t, torch.randn(40, 784, generator=gen), torch.arange(10).repeat(4)) for t in range(2)]
+    for e in exps:
+        mem.add(e)
+    clone = copy.deepcopy(model)
+    loss = sum(F.cross_entropy(clone(x[None], int(t)), y[None]) for x, y, t in zip(mem.x, mem.y, mem.task))
+    (loss / len(mem)).backward()
+    want = torch.cat([p.grad.reshape(-1) for p in clone.parameters()])
+    torch.testing.assert_close(mem.gradient(model, None), want, rtol=1e-5, atol=1e-7)
+    x, y = exps[1].x[:10], exps[1].y[:10]  # ER: the current batch (task 1) and as many memory examples, together
+    state = mem.gen.get_state()
+    got = mem.replay_gradient(model, x, y, 1)
+    mem.gen.set_state(state)
+    rows = torch.randperm(len(mem), generator=mem.gen)[:10]
+    clone = copy.deepcopy(model)
+    xs, ys, ts = torch.cat([x, mem.x[rows]]), torch.cat([y, mem.y[rows]]), [1] * 10 + mem.task[rows].tolist()
+    (sum(F.cross_entropy(clone(a[None], t), b[None]) for a, b, t in zip(xs, ys, ts)) / 20).backward()
+    torch.testing.assert_close(got, torch.cat([p.grad.reshape(-1) for p in clone.parameters()]), rtol=1e-5, atol=1e-7)
+
+
+def test_a_projection_is_the_balances_own_function():
+    """A-GEM's projection is `balance.dynamic_balance` with gamma = 0 and the two references'
+    `balance.two_reference_balance`: the same functions, not copies."""
+    assert MEM.dynamic_balance is balance.dynamic_balance
+    assert MEM.two_reference_balance is balance.two_reference_balance
+
+
+def test_while_the_memory_is_empty_a_memory_method_trains_as_its_base_bit_for_bit(bench):
+    """The stream's first task: the hook changes nothing, the memory draws nothing while it trains, and the task
+    joins the memory after it, as it would join a new one."""
+    cfg = TrainConfig(**CFG)
+    for name in WITH_MEMORY:
+        finals, regs = [], []
+        for method in (get_method(name), get_method(vocab.MEMORY_METHODS[name].base)):
+            model, reg = tiny_mlp(), RegState(memory=MEM.new_memory(method.memory, cfg, 0))
+            train_experience(model, bench.train_stream[0], method, cfg, reg, torch.Generator().manual_seed(3))
+            finals.append(params_vector(model))
+            regs.append(reg)
+        assert torch.equal(finals[0], finals[1]) and regs[1].memory is None, name
+        fresh = MEM.new_memory("episodic", cfg, 0)
+        fresh.add(bench.train_stream[0])
+        assert torch.equal(regs[0].memory.x, fresh.x) and torch.equal(regs[0].memory.gen.get_state(),
+                                                                      fresh.gen.get_state())
+
+
+def _by_hand(model, theta, fn):
+    """fn(clone) on a copy of the model with parameters theta."""
+    clone = copy.deepcopy(model)
+    vector_to_parameters(theta.clone(), clone.parameters())
+    return fn(clone)
+
+
+def _batches(exp, cfg, gen_state):
+    gen = torch.Generator()
+    gen.set_state(gen_state)
+    for _ in range(cfg.epochs):
+        order = torch.randperm(len(exp.y), generator=gen)
+        for s in range(0, len(exp.y), cfg.batch_size):
+            yield exp.x[order[s: s + cfg.batch_size]], exp.y[order[s: s + cfg.batch_size]]
+
+
+@pytest.mark.parametrize("name", list(WITH_MEMORY))
+def test_every_step_of_a_memory_method_is_the_update_it_promises(bench, adam, name):
+    """Task 2 with task 1 in the memory (and, for MetaCL-lambda with both references, an Omega and anchor): each
+    update Adam applies is, from scratch, A-GEM's g1 + max(0, -<g1, gm>) / ||gm||^2 gm (agem: the mini-batch
+    gradient; metacl-agem: Eqs. 8-9), ER's gradient of the loss on the mini-batch and as many memory examples, or the
+    two-reference step (g = g1 + (lambda_2 + gamma) g2 + lambda_m gm, meeting both constraints up to gamma g2)."""
+    cfg, method = TrainConfig(**CFG), get_method(name)
+    model, gen = tiny_mlp(), torch.Generator().manual_seed(5)
+    mem = MEM.new_memory(method.memory, cfg, 0)
+    mem.add(bench.train_stream[0])
+    theta0 = params_vector(model)
+    omega, anchor = torch.rand(theta0.shape, generator=gen), theta0 + 0.05 * torch.randn(theta0.shape, generator=gen)
+    reg = RegState(omega.clone(), anchor.clone(), mem) if method.regulariser else RegState(memory=mem)
+    exp, order, mem_state = bench.train_stream[1], torch.Generator().manual_seed(7), mem.gen.get_state()
+    batch_state = order.get_state()
+    train_experience(model, exp, method, cfg, reg, order)
+    replay = torch.Generator()
+    replay.set_state(mem_state)
+    steps = adam[-math.ceil(len(exp) / cfg.batch_size):]
+    lams = []
+    for (x, y), st in zip(_batches(exp, cfg, batch_state), steps):
+        theta = st["theta"]
+        mx, my = reg.memory.x[:20], reg.memory.y[:20]  # task 1's examples (20 <= 256: the whole memory)
+        gm = _by_hand(model, theta, lambda c: plain_gradient(c, mx, my, 0))
+        if method.use == "replay":
+            rows = torch.randperm(20, generator=replay)[: len(y)]
+            want = _by_hand(model, theta, lambda c: plain_gradient(c, torch.cat([x, mx[rows]]),
+                                                                  torch.cat([y, my[rows]]), 0))
+        else:
+            g1 = _by_hand(model, theta, lambda c: plain_gradient(c, x, y, 1) if method.update == "plain" else
+                          metacl_gradient(c, x, y, 1, cfg.inner_lr, cfg.bundle_size))
+            if method.regulariser is None:
+                lam = max(0.0, -float(g1 @ gm)) / float(gm @ gm)
+                want = g1 + lam * gm
+                assert float(st["g"] @ gm) >= -1e-5 * float(g1.norm() * gm.norm())  # A-GEM's guarantee
+            else:
+                g2 = 2 * omega * (theta - anchor)
+                want, _ = balance.two_reference_balance(g1, g2, gm, cfg.gamma)
+                lam = balance.two_reference_lambdas(g1, g2, gm).max()
+                g0 = st["g"] - cfg.gamma * g2  # the projection itself, before gamma g2
+                tol = 1e-4 * float(g1.norm())
+                assert float(g0 @ g2) >= -tol * float(g2.norm()) and float(g0 @ gm) >= -tol * float(gm.norm())
+            lams.append(float(lam))
+        torch.testing.assert_close(st["g"], want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))
+    assert len(steps) == 5 and (method.use == "replay" or max(lams) > 0)  # the projection was met
+    assert len(reg.memory) == 40  # task 2 joined after it
+
+
+def test_the_memorys_cost_stands_beside_the_regularisers(bench, monkeypatch):
+    monkeypatch.setattr("metacl_lite.training.build_model", lambda *a, **k: tiny_mlp(a[3]))
+    cfg = TrainConfig(**CFG)
+    params = sum(p.numel() for p in tiny_mlp().parameters())
+    out = run_stream(bench, "mas-metacl-lambda-mem", cfg, seed=0)
+    assert out["state_bytes"] == {"memory": 3 * 10 * 2 * (784 * 4 + 8 + 8), "regulariser": 2 * params * 4}
+    assert run_stream(bench, "agem", cfg, seed=0)["state_bytes"]["regulariser"] == 0
+    assert "state_bytes" not in run_stream(bench, "mas-metacl-lambda", cfg, seed=0)
+    a = run_stream(bench, "er", cfg, seed=4)["acc_matrix"]
+    torch.testing.assert_close(torch.tensor(a), torch.tensor(run_stream(bench, "er", cfg, seed=4)["acc_matrix"]),
+                               rtol=0, atol=0, equal_nan=True)
