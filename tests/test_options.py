@@ -78,3 +78,56 @@ def test_each_regulariser_registered_its_class_and_a_second_registration_is_refu
     with pytest.raises(ValueError, match=r"@estimator\('pi'\) is already PI, not Other"):
         estimator("pi")(type("Other", (Importance,), {}))
     assert estimator_of("pi").__name__ == "PI"
+
+
+def test_an_option_is_an_open_choice_a_setting_or_a_budget():
+    """`Option.role` (issue 44): the open choices are decided on validation data and recorded per method; EWC's Fisher
+    is a setting of the package (config.train); the memory's M is a budget, neither open nor tuned: a run sets it,
+    a results file records it per method that reads it (`checks.recorded_options`), never in config.train."""
+    from metacl_lite.lab.checks import recorded_options
+
+    assert {o.role for o in vocab.OPTION_TABLE} <= set(vocab.ROLES)
+    assert vocab.OPTIONS["fisher"].role == "setting" and vocab.OPTIONS["memory"].role == "budget"
+    assert vocab.BUDGET_OPTIONS == ("memory",) and vocab.RUN_OPTIONS == (*vocab.OMEGA_OPTIONS, "memory")
+    assert not vocab.OPTIONS["memory"].open and "memory" not in vocab.OMEGA_OPTIONS
+    assert recorded_options("agem") == ("memory",) and recorded_options("finetune") == ()
+    assert recorded_options("pi") == vocab.OMEGA_OPTIONS  # as results files always recorded
+    assert recorded_options("ewc-metacl-lambda-mem") == (*vocab.OMEGA_OPTIONS, "memory")
+    assert "memory" not in TrainConfig().to_dict() and TrainConfig(memory=2).to_dict()["memory"] == 2
+    assert TrainConfig(**TrainConfig(memory=3).to_dict()).memory == 3  # a unit's config carries a budget that is set
+
+
+@pytest.mark.parametrize("value", [1.5, 1.0, "1", True, 0, -2, None])
+def test_a_count_is_a_whole_number_at_least_one_and_at_most_its_limit(value):
+    with pytest.raises(ValueError, match=f"^memory={value!r} must be a whole number >= 1"):
+        vocab.check_option("memory", value)
+    with pytest.raises(UsageError, match=f"^memory={value!r} must be a whole number"):
+        TrainConfig(memory=value)
+    vocab.check_option("memory", 3, {"K": 3})
+    with pytest.raises(ValueError, match=r"^memory=4 must be at most K=3$"):
+        vocab.check_option("memory", 4, {"K": 3})
+
+
+def test_a_budget_is_refused_where_no_method_of_the_run_reads_it_and_an_open_choice_is_not():
+    """A budget given to a run none of whose methods reads it would be recorded nowhere: refused, naming it. An open
+    choice is the file's (config.train), so it is taken whatever the methods (`--pi-xi` beside EWC)."""
+    assert check_options({"memory": 2}, ["finetune", "agem"], {"K": 5}) == {"memory": 2}
+    with pytest.raises(UsageError, match=r"^memory=2 applies only to the methods that read it \(agem, er, "):
+        check_options({"memory": 2}, ["finetune", "mas-metacl-lambda"], {"K": 5})
+    with pytest.raises(UsageError, match=r"^memory=6 must be at most K=5"):
+        check_options({"memory": 6}, ["agem"], {"K": 5})
+    assert check_options({"pi_xi": 0.001}, ["ewc"]) == {"pi_xi": 0.001}
+    assert check_options({"memory": 2}) == {"memory": 2}  # no methods given (a tuning): the value's check only
+
+
+def test_the_budgets_are_flags_of_run_only():
+    from metacl_lite.cli.parser import build_parser
+
+    p = build_parser()
+    a = p.parse_args(["run", "--benchmark", "pmnist", "--K", "5", "--methods", "agem", "--memory", "3"])
+    assert a.memory == 3
+    from metacl_lite.cli.options import omega_options_of
+
+    assert omega_options_of(a) == {"memory": 3}
+    t = p.parse_args(["tune", "--benchmark", "pmnist"])
+    assert omega_options_of(t) == {} and not hasattr(t, "memory")

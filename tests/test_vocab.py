@@ -69,3 +69,26 @@ def test_the_torch_check_sees_torch():
             "print(json.dumps(sorted(m for m in sys.modules if m == 'torch')))")
     assert json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                      check=True).stdout) == ["torch"]
+
+
+def test_the_memory_familys_methods_are_extensions_read_as_their_base_methods():
+    """A method of the memory family (issue 44) names the method it adds the memory to; it reads as that method
+    (`parse_method`), its label is its own, its families are its regulariser's and the memory's, and it is not the
+    paper's."""
+    assert list(vocab.MEMORY_METHODS) == ["agem", "er", "metacl-agem",
+                                          *(vocab.method_name(r, "lambda") + "-mem" for r in vocab.PAPER_REGULARISERS)]
+    assert vocab.parse_method("agem") == vocab.parse_method("er") == vocab.parse_method("metacl-agem") == (None, None)
+    assert vocab.parse_method("pi-metacl-lambda-mem") == ("pi", "lambda") and vocab.memory_of("pi") is None
+    assert vocab.memory_of("pi-metacl-lambda-mem").base == "pi-metacl-lambda"
+    assert [vocab.method_label(m) for m in ("agem", "er", "metacl-agem", "pi-metacl-lambda-mem")] == [
+        "A-GEM", "ER", "MetaCL-A-GEM", "PI-MetaCL-λ-mem"]
+    assert vocab.families_of("pi-metacl-lambda-mem") == ("pi", "episodic") and vocab.families_of("er") == ("episodic",)
+    assert vocab.families_of("finetune") == () and vocab.families_of("episodic") == ("episodic",)
+    assert not any(vocab.in_paper(m) for m in vocab.MEMORY_METHODS)
+    assert not set(vocab.MEMORY_METHODS) & set(vocab.PAPER_METHOD_NAMES)
+    for bad in ("l2-metacl-lambda-mem", "pi-metacl-beta-mem", "agem-mem"):
+        with pytest.raises(ValueError, match="unknown method"):
+            vocab.parse_method(bad)
+    out = subprocess.run([sys.executable, "-m", "metacl_lite.vocab", "memory-methods"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == ",".join(vocab.MEMORY_METHODS)
