@@ -149,3 +149,14 @@ data-check: mnist-raw
 
 clean:
 	rm -rf book/_build dist/assignments
+
+# The memory family's methods (extensions, issue 44: A-GEM, ER, MetaCL-A-GEM, MetaCL-lambda with both references) on
+# Permuted MNIST with M examples per class of each past task (MEMORY=1), ten seeds at K = 20 and 50 (MEMORY_KS), each K
+# into results/pmnist-K<K>-memory-M<M>.json beside the paper's files (never in them); resumable, as every run.
+MEMORY    ?= 1
+MEMORY_KS ?= 20 50
+.PHONY: reproduce-memory
+reproduce-memory: $(STAMP)
+	for K in $(MEMORY_KS); do $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds 10 \
+	  --methods $$($(PY) -m metacl_lite.vocab memory-methods) --memory $(MEMORY) \
+	  --out results/pmnist-K$$K-memory-M$(MEMORY).json $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; done
