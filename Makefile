@@ -49,6 +49,15 @@ book: $(STAMP)
 	  $(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder html
 	@echo "open book/_build/html/index.html"
 
+# The whole book as one PDF (TeX Live: `make system-deps` installs it with Chromium): the pages and execution cache of
+# `make book`, typeset by xelatex into book/_build/latex/book.pdf; a `make book` after it offers the PDF on every page
+# (book/_ext/pdf_download.py).
+.PHONY: pdf
+pdf: $(STAMP) system-deps
+	$(PY) data_scripts/book_code_stamp.py
+	$(VENV)/bin/jupyter-book build book --warningiserror --keep-going --builder pdflatex
+	@echo "book/_build/latex/book.pdf"
+
 # Course assignments: run every test against the solutions, write dist/assignments/ (and the student kit there) and
 # refresh book/assignments/.
 assignments: $(STAMP)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The system packages `make test` needs beyond Python's: Debian's chromium (the headless-browser checks of the built
-# book), g++ (torch.compile's inductor, for the compiled-gradient tests), and the tools of the grading jail
-# (metacl_lite/course/jail.py): unshare, pivot_root and mount (util-linux, mount), ip (iproute2), useradd (passwd).
+# The system packages `make test` and `make pdf` need beyond Python's: Debian's chromium (the headless-browser checks
+# of the built book), TeX Live (the book as one PDF), g++ (torch.compile's inductor, for the compiled-gradient tests),
+# and the tools of the grading jail (metacl_lite/course/jail.py): unshare, pivot_root and mount (util-linux, mount),
+# ip (iproute2), useradd (passwd).
 # Each is installed with apt only when it is missing (as root, or through sudo), so on a machine that has them this
 # does nothing.
 set -euo pipefail
@@ -13,6 +14,12 @@ command -v unshare >/dev/null 2>&1 && PATH="$PATH:/usr/sbin:/sbin" command -v pi
 command -v mount >/dev/null 2>&1 || need+=(mount)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v useradd >/dev/null 2>&1 || need+=(passwd)
+# `make pdf`: TeX Live's xelatex with the LaTeX packages Sphinx's output uses, latexmk, FreeFont (the book's Greek
+# and symbols); and pdftotext, with which the PDF's test reads it (tests/test_book_pdf.py)
+command -v xelatex >/dev/null 2>&1 && kpsewhich fncychap.sty >/dev/null 2>&1 && [ -n "$(fc-list FreeSerif)" ] \
+  || need+=(texlive-xetex texlive-latex-extra texlive-fonts-recommended fonts-freefont-otf)
+command -v latexmk >/dev/null 2>&1 || need+=(latexmk)
+command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then

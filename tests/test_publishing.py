@@ -1,9 +1,10 @@
 """Publishing (issue 42), offline and fast: the two GitHub Actions workflows and Binder's files.
 
-- .github/workflows/book.yml builds the book with the README's `make book` (the repository given, its execution
-  cache kept between runs: the folder Jupyter Book uses and the code digest book_code_stamp keeps beside it), deploys
-  the folder `make book` writes to GitHub Pages with the actions and permissions that takes, and pushes the executed
-  notebooks (the zip the pages offer) to the branch the pages' Colab links open;
+- .github/workflows/book.yml builds the book's PDF (`make pdf`), then the book with the README's `make book` (the
+  repository given, its execution cache kept between runs: the folder Jupyter Book uses and the code digest
+  book_code_stamp keeps beside it), deploys the folder `make book` writes to GitHub Pages with the actions and
+  permissions that takes, and pushes the executed notebooks (the zip the pages offer) to the branch the pages' Colab
+  links open;
 - .github/workflows/test.yml runs .ci/run, that is the README's `make test`;
 - binder/ gives Binder the environment of the pages (pyproject's, jupytext among it) and the setting with which
   JupyterLab opens a MyST page as a notebook, under the name the installed jupytext gives its notebook view.
@@ -81,9 +82,10 @@ def test_the_book_workflow_builds_with_make_book_and_deploys_what_it_writes_to_p
     doc = workflow("book.yml")
     readme = (ROOT / "README.md").read_text()
     assert "make book" in readme
-    assert runs(doc, "build") == ["make book REPOSITORY=${{ github.repository }}"]  # the README's, with the setting
+    # the PDF, then the README's `make book` with the setting (the pages offer the PDF built before them)
+    assert runs(doc, "build") == ["make pdf", "make book REPOSITORY=${{ github.repository }}"]
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^book: ", makefile, re.M) and "REPOSITORY ?=" in makefile
+    assert re.search(r"^book: ", makefile, re.M) and re.search(r"^pdf: ", makefile, re.M) and "REPOSITORY ?=" in makefile
     out = re.search(r'echo "open (\S+)/index.html"', makefile).group(1)  # where `make book` writes the site
     assert out == "book/_build/html"
     assert step(doc, "build", "actions/upload-pages-artifact")["with"]["path"] == out
@@ -116,7 +118,7 @@ def test_the_execution_cache_is_kept_between_runs():
     assert patterns and all(any(fnmatch.fnmatch(f, p.replace("/**", "/*")) for f in files) for p in patterns), patterns
     assert cache["key"].startswith(cache["restore-keys"])
     names = [s.get("name") or s.get("uses") for s in steps(doc, "build")]
-    assert names.index("Restore the execution cache") < names.index("Build the book")
+    assert names.index("Restore the execution cache") < names.index("Build the book as one PDF")
 
 
 def test_the_executed_notebooks_go_to_the_branch_the_colab_links_open():
