@@ -44,7 +44,8 @@ def cpu_bench_record(doc: dict) -> dict:
 
     b = cpu_bench(doc)
     r = {"command": f"`{b['command']}`", "device": b["device"], "commit": f"`{b['commit']}`",
-         "grids_kind": "grids" in b, "reduced": bool(b.get("reduced"))}
+         "grids_kind": "grids" in b, "reduced": bool(b.get("reduced")),
+         "legacy": "grids" in b and len(b["grids"]) > 0 and bool(b["grids"].legacy_min.notna().all())}
     m = b["methods"]
     if "grids" in b:
         g = b["grids"]
