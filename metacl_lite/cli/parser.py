@@ -26,7 +26,8 @@ def budget_options(p: argparse.ArgumentParser) -> None:
     (`lab.checks.check_options`)."""
     for name in BUDGET_OPTIONS:
         o, flag = OPTIONS[name], option_flag(OPTIONS[name])
-        p.add_argument(flag, type=BUDGET_TYPE[type(o.check)](flag), default=None, help=f"{o.help} (default {o.default})")
+        p.add_argument(flag, type=BUDGET_TYPE[type(o.check)](flag), default=None,
+                       help=f"{o.help} (default {o.default})")
 
 
 #: The maintainers' tools, which `python -m metacl_lite.tools` runs (the users' command line ran them once).
