@@ -33,7 +33,7 @@ from torch.nn.utils import parameters_to_vector
 
 from .balance import flatten
 from .data.streams import Experience
-from .vocab import OMEGA_ACCUMULATE, OMEGA_NORMALISE, REGULARISERS
+from .vocab import OMEGA_ACCUMULATE, OMEGA_NORMALISE, REGULARISERS, registrar
 
 
 def _per_sample(model: nn.Module, exp: Experience, fn: Callable, chunk: int) -> torch.Tensor:
@@ -232,17 +232,10 @@ class PathIntegral:
 ESTIMATORS: dict[str, type] = {}
 
 
-def estimator(name: str) -> Callable[[type], type]:
-    """A class decorator: register an `Importance` class as the estimator of the vocabulary's regulariser `name`."""
-    def register(cls: type) -> type:
-        if name not in REGULARISERS:
-            raise ValueError(f"@estimator({name!r}): {name!r} is not a regulariser of the vocabulary; add its line to "
-                             f"vocab.REGULARISER_TABLE")
-        if ESTIMATORS.get(name, cls).__qualname__ != cls.__qualname__:
-            raise ValueError(f"@estimator({name!r}) is already {ESTIMATORS[name].__qualname__}, not {cls.__qualname__}")
-        ESTIMATORS[name] = cls
-        return cls
-    return register
+#: A class decorator: `@estimator(name)` registers an `Importance` class as the estimator of the vocabulary's
+#: regulariser `name`.
+estimator: Callable[[str], Callable[[type], type]] = registrar(ESTIMATORS, REGULARISERS, "estimator", "a regulariser",
+                                                               "REGULARISER_TABLE")
 
 
 def estimator_of(name: str) -> type:

@@ -34,7 +34,7 @@ from torch import nn
 
 from .balance import dynamic_balance, flatten, two_reference_balance
 from .data.streams import Experience
-from .vocab import MEMORIES
+from .vocab import MEMORIES, registrar
 
 #: A-GEM's reference batch: at most 256 examples of the memory (A-GEM's code, `eps_mem_batch`).
 REFERENCE_BATCH = 256
@@ -46,18 +46,9 @@ USES = ("project", "replay")
 MEMORY_CLASSES: dict[str, type] = {}
 
 
-def memory_family(name: str) -> Callable[[type], type]:
-    """A class decorator: register a memory class as the one of the vocabulary's memory family `name`."""
-    def register(cls: type) -> type:
-        if name not in MEMORIES:
-            raise ValueError(f"@memory_family({name!r}): {name!r} is not a memory of the vocabulary; add its line to "
-                             f"vocab.MEMORY_TABLE")
-        if MEMORY_CLASSES.get(name, cls).__qualname__ != cls.__qualname__:
-            raise ValueError(f"@memory_family({name!r}) is already {MEMORY_CLASSES[name].__qualname__}, not "
-                             f"{cls.__qualname__}")
-        MEMORY_CLASSES[name] = cls
-        return cls
-    return register
+#: A class decorator: `@memory_family(name)` registers a memory class as the one of the vocabulary's memory family.
+memory_family: Callable[[str], Callable[[type], type]] = registrar(MEMORY_CLASSES, MEMORIES, "memory_family",
+                                                                   "a memory", "MEMORY_TABLE")
 
 
 def memory_generator(seed: int) -> torch.Generator:

@@ -178,6 +178,25 @@ ALTERNATIVES: tuple[Alternative, ...] = (
 )
 
 
+def registrar(registry: dict, known: tuple[str, ...], decorator: str, what: str,
+              table: str) -> Callable[[str], Callable[[type], type]]:
+    """The class decorator `@decorator(name)` with which a class registers itself in `registry` under `name`, a name of
+    the vocabulary's `table` (`what`: "a regulariser", "a memory"); another class under a taken name is refused.
+    `importance.estimator` and `memory.memory_family` are two."""
+    def decorate(name: str) -> Callable[[type], type]:
+        def register(cls: type) -> type:
+            if name not in known:
+                raise ValueError(f"@{decorator}({name!r}): {name!r} is not {what} of the vocabulary; add its line to "
+                                 f"vocab.{table}")
+            if registry.get(name, cls).__qualname__ != cls.__qualname__:
+                raise ValueError(f"@{decorator}({name!r}) is already {registry[name].__qualname__}, not "
+                                 f"{cls.__qualname__}")
+            registry[name] = cls
+            return cls
+        return register
+    return decorate
+
+
 def check_option(name: str, value: Any, limits: Optional[dict] = None) -> None:
     """A ValueError "name=value must be ..." (or "... is not an option; choose one of ...") where `value` is not one
     the declared option `name` takes, or exceeds the run's quantity its declaration names (`Option.at_most`, looked up
