@@ -131,3 +131,15 @@ def test_the_budgets_are_flags_of_run_only():
     assert omega_options_of(a) == {"memory": 3}
     t = p.parse_args(["tune", "--benchmark", "pmnist"])
     assert omega_options_of(t) == {} and not hasattr(t, "memory")
+
+
+def test_a_tuning_request_checks_a_budget_as_a_run_does():
+    """`tune_request` hands its methods and K to `check_options`: a memory budget for methods none of which reads
+    it, or one above K, is refused before any work."""
+    from metacl_lite.errors import UsageError
+    from metacl_lite.lab.tuning import tune_request
+
+    with pytest.raises(UsageError, match="applies only to the methods that read it"):
+        tune_request("pmnist", 20, methods=["mas"], options={"memory": 1})
+    with pytest.raises(UsageError, match="memory=6 must be at most K=5"):
+        tune_request("pmnist", 5, methods=["mas-metacl-lambda-mem"], options={"memory": 6})

@@ -222,7 +222,7 @@ def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Op
     protocol = {"benchmark": spec.name, "K": K, "n_tasks": n, "epochs": epochs or spec.epochs, "seeds": seeds,
                 "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
                 "val_offset": spec.val_offset, "val_per_class": spec.val_per_class,
-                "options": check_options(options)}
+                "options": check_options(options, methods, {"K": K})}  # a budget: read by a method, M <= K
     if compile != "off":
         protocol["compile"] = compile
     plan = plan or check_plan()
