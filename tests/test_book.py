@@ -317,8 +317,8 @@ def test_a_build_made_with_other_package_code_is_removed_before_the_next(tmp_pat
 
 
 def test_make_book_checks_the_code_stamp_right_before_the_build():
-    recipe = (ROOT / "Makefile").read_text().split("\nbook: ")[1].split("\n\n")[0].splitlines()
-    steps = [line.strip() for line in recipe[1:]]
+    recipe = (ROOT / "Makefile").read_text().split("\nbook: ")[1].split("\n\n")[0].replace("\\\n", " ").splitlines()
+    steps = [line.strip() for line in recipe[1:]]  # one step per command, its continued lines joined
     build = next(i for i, line in enumerate(steps) if "jupyter-book build book" in line)
     assert steps[build - 1].endswith("data_scripts/book_code_stamp.py")
     assert not any("book_code_stamp" in line for line in steps[build:])
