@@ -428,6 +428,8 @@ class PoolExecutor(Executor):
         self.pending = set(self.futures)
 
     def running(self):
+        if self.pressed:  # a press whose KeyboardInterrupt was lost where it landed (a finaliser ignores exceptions)
+            raise KeyboardInterrupt  # ends the grid all the same, within POLL_S
         return bool(self.pending)
 
     def ended(self, timeout):
