@@ -398,10 +398,8 @@ class PoolExecutor(Executor):
         self.pressed: list = []
 
     def first_press(self, signum, frame):
-        """The SIGINT handler while the units run: the first press ends the grid (KeyboardInterrupt); the handler,
-        not the code that catches it, makes every later press do nothing, so no press can land between the two (a
-        second KeyboardInterrupt there would skip `_stop_pool` and leave the workers training, the exit hanging in
-        their join)."""
+        """The SIGINT handler while the units run: the first press ends the grid (KeyboardInterrupt; `running` too);
+        the handler makes every later press do nothing, so none lands between the two (`_stop_pool` skipped)."""
         if self.pressed:
             return
         self.pressed.append(signum)
@@ -429,7 +427,7 @@ class PoolExecutor(Executor):
 
     def running(self):
         if self.pressed:  # a press whose KeyboardInterrupt was lost where it landed (a finaliser ignores exceptions)
-            raise KeyboardInterrupt  # ends the grid all the same, within POLL_S
+            raise KeyboardInterrupt
         return bool(self.pending)
 
     def ended(self, timeout):
