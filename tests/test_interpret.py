@@ -590,6 +590,6 @@ def test_the_make_target_steps_follow_the_makefile():
         assert head.strip() == f"gpu-precheck-{target.split('-')[1]}"  # before installing anything
         assert "$(NEED_GPU)" in steps[:fetch]  # the check comes before the download
     assert "$(WHERE_OPTS) --need-gpu" in make.split("\nNEED_GPU")[1].split("\n")[0]  # a Ray cluster's GPUs, with EXEC
-    assert all("$(WHERE_OPTS)" in line for line in make.splitlines()  # EXEC reaches every step of the targets
+    assert all("$(WHERE_OPTS)" in line for line in make.replace("\\\n", " ").splitlines()  # EXEC reaches every step
                if re.search(r"metacl_lite (choices|tune|run) ", line))
     assert C.make_target_steps("pmnist") is None
