@@ -95,12 +95,10 @@ def test_l2_tunes_then_trains_and_shows_as_an_extension(hparams_file, tmp_path, 
     assert text.index("Fine tune") < text.index("Joint training") < text.index("L2 (not in the paper)")
 
 
-def test_the_claims_and_their_holm_families_ignore_an_extension():
-    """Files that also hold L2's runs give the claims exactly the rows (tests, families, verdicts) they give without
-    them: the claims are about the paper's regularisers (vocab.PAPER_REGULARISERS), whatever the package trains."""
+def files_with_and_without(extension) -> tuple[dict, dict]:
+    """Hand-made results files of K = 20 and 50 ({K: file}) with the paper's methods, and the same files with the
+    `extension` methods' runs added: the claims must read both the same."""
     import random
-
-    from metacl_lite.findings import claims as C, evidence as E
 
     rng = random.Random(0)
 
@@ -112,8 +110,17 @@ def test_the_claims_and_their_holm_families_ignore_an_extension():
                 "runs": runs, "references": {str(s): {"acc": [50.0, 50.0]} for s in range(3)}, "oracle": {}}
 
     paper = {K: res(K, vocab.PAPER_METHOD_NAMES) for K in (20, 50)}
-    extended = {K: {**r, "config": {**r["config"], "methods": [*r["config"]["methods"], *L2_FAMILY]},
-                    "runs": {**r["runs"], **res(K, L2_FAMILY)["runs"]}} for K, r in paper.items()}
+    extended = {K: {**r, "config": {**r["config"], "methods": [*r["config"]["methods"], *extension]},
+                    "runs": {**r["runs"], **res(K, extension)["runs"]}} for K, r in paper.items()}
+    return paper, extended
+
+
+def test_the_claims_and_their_holm_families_ignore_an_extension():
+    """Files that also hold L2's runs give the claims exactly the rows (tests, families, verdicts) they give without
+    them: the claims are about the paper's regularisers (vocab.PAPER_REGULARISERS), whatever the package trains."""
+    from metacl_lite.findings import claims as C, evidence as E
+
+    paper, extended = files_with_and_without(L2_FAMILY)
     for claim in C.CLAIMS[1:5]:  # 2a, 2b, 3, 4: the claims about the regularisers' families
         a = claim.evaluate(E.Evidence((20, 50), paper))
         b = claim.evaluate(E.Evidence((20, 50), extended))

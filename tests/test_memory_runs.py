@@ -162,22 +162,10 @@ def test_the_same_numbers_whatever_the_executor_the_workers_or_the_threads(hpara
 
 def test_the_claims_ignore_the_memory_methods():
     """Files that also hold the memory methods' runs give the claims exactly the rows they give without them."""
-    import random
-
     from metacl_lite.findings import claims as C, evidence as E
+    from tests.test_l2 import files_with_and_without
 
-    rng = random.Random(0)
-
-    def res(K, methods):
-        runs = {f"{m}/{s}": {"acc_matrix": [[rng.uniform(40, 70), None], [rng.uniform(40, 70), rng.uniform(40, 70)]]}
-                for m in methods for s in range(3)}
-        return {"config": {"benchmark": "pmnist", "K": K, "n_tasks": 2, "seeds": [0, 1, 2], "methods": list(methods),
-                           "method_hparams": {}},
-                "runs": runs, "references": {str(s): {"acc": [50.0, 50.0]} for s in range(3)}, "oracle": {}}
-
-    paper = {K: res(K, vocab.PAPER_METHOD_NAMES) for K in (20, 50)}
-    extended = {K: {**r, "config": {**r["config"], "methods": [*r["config"]["methods"], *vocab.MEMORY_METHODS]},
-                    "runs": {**r["runs"], **res(K, vocab.MEMORY_METHODS)["runs"]}} for K, r in paper.items()}
+    paper, extended = files_with_and_without(vocab.MEMORY_METHODS)
     for claim in C.CLAIMS[:5]:  # 1, 2a, 2b, 3, 4: the claims about results files (5-7 read other files)
         a = claim.evaluate(E.Evidence((20, 50), paper))
         b = claim.evaluate(E.Evidence((20, 50), extended))
