@@ -162,10 +162,14 @@ def test_a_full_disk_while_run_saves_a_unit_stops_with_a_message_and_keeps_the_f
 def test_two_ctrl_c_during_a_grid_of_two_workers_end_it_at_once_without_tracebacks(tmp_path):
     """Ctrl-C in a terminal reaches the whole process group: the parent and both workers. The workers leave it to the
     parent, which ends them at once (their units would train on for minutes) with a second press ignored meanwhile;
-    before, the second press hung the exit in concurrent.futures' atexit join and printed tracebacks."""
+    before, the second press hung the exit in concurrent.futures' atexit join and printed tracebacks.
+
+    The script takes Ctrl-C as a terminal's foreground job does: a test runner started in the background (CI) passes
+    on an ignored SIGINT, which Python keeps and `run_all` rightly leaves alone; the presses then did nothing and the
+    grid slept on (the CI's hang, twice; test_misuse_round5 had the same fix)."""
     started = tmp_path / "started"
     script = textwrap.dedent(f"""
-        import os, sys, time
+        import os, signal, sys, time
         from metacl_lite.lab.executors import Plan, run_all
         def unit(job):
             open({str(started)!r} + str(job), "w").close()
@@ -173,6 +177,7 @@ def test_two_ctrl_c_during_a_grid_of_two_workers_end_it_at_once_without_tracebac
         if __name__ == "__main__":
             import faulthandler
             faulthandler.dump_traceback_later(120, exit=True)  # a hang shows where it hangs, then ends
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (see the docstring)
             try:
                 run_all(unit, [0, 1], lambda job, result: None, Plan(workers=2))
             except KeyboardInterrupt:
