@@ -155,11 +155,14 @@ def test_written_answers_are_exported_per_question():
     assert "(the question's cell is missing)" in S.written_answers(b"{}", "x", {"q4": 2.0})
 
 
-def test_without_root_the_grader_says_why_it_cannot_build_the_jail(monkeypatch):
-    from metacl_lite.course import jail
+def test_without_root_on_a_machine_that_refuses_user_namespaces_the_grader_says_what_to_do(monkeypatch):
+    """Issue 42 (5): without root the jail is built in a user namespace; where the machine refuses a mount there,
+    the grader says why and what to do (tests/test_grading_rootless.py: the whole command, exit 2)."""
+    from metacl_lite.course import jail, userns
 
     monkeypatch.setattr(jail.os, "geteuid", lambda: 1000)
-    with pytest.raises(jail.JailUnavailable, match="needs root"):
+    monkeypatch.setattr(userns, "probe", lambda: "unshare: unshare failed: Operation not permitted")
+    with pytest.raises(jail.JailUnavailable, match="Operation not permitted.*or run the grader as root"):
         jail.check_available()
 
 

@@ -170,9 +170,11 @@ def _worker_conf(tmp: Path, notebook: Path, uid: int, gid: int, timeout: float, 
     env.setdefault("LANG", "C.UTF-8")
     hide = [str(Path(p).resolve()) for p in (*hidden, DIST_DIR, SOURCE_DIR, PACKAGE_DIR, REPO_ROOT / ".git",
                                               REPO_ROOT / "dist", private, Path.home(), "/root")]
+    ids = {"uid": 0, "gid": 0, "rootless": True, "inner_uid": os.getuid(), "inner_gid": os.getgid()} \
+        if jail.rootless() else {"uid": uid, "gid": gid}  # without root: the scratch is the namespace root's
     return {"notebook": str(notebook), "autograder": str(private / "autograder.zip"),
             "result": str(private / "result.json"), "private": str(private), "cwd": str(scratch),
-            "root": str(tmp / "root"), "uid": uid, "gid": gid, "env": env, "binds_rw": [str(scratch)],
+            "root": str(tmp / "root"), **ids, "env": env, "binds_rw": [str(scratch)],
             "binds_ro": keep_ro, "hidden": sorted(set(hide)), "cpu_seconds": int(min(timeout * 4, MAX_TIMEOUT)) + 10}
 
 
@@ -181,7 +183,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
     runs in a jail (`jail`); its record (`questions` and `cell_errors`, or `error` / `crashed` / `timeout`)."""
     from . import jail
 
-    uid, gid = jail.submission_uid(), jail.ensure_user()[1]
+    uid, gid = (os.getuid(), os.getgid()) if jail.rootless() else (jail.submission_uid(), jail.ensure_user()[1])
     tmp = Path(tempfile.mkdtemp(prefix="metacl-grade-"))
     try:
         os.chmod(tmp, 0o711)
@@ -195,7 +197,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
             return {"error": f"not a Jupyter notebook ({e})"}
         notebook = scratch / f"{name}.ipynb"
         notebook.write_text(json.dumps(doc))
-        for p in (scratch, notebook):
+        for p in (scratch, notebook) if not jail.rootless() else ():
             os.chown(p, uid, gid)
         _package_copy(pkg, name)
         if isinstance(zip_path, bytes):  # the grader's private copy, held in memory
@@ -230,7 +232,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         why = last[-1][:160] if last else f"exit status {proc.returncode}"
         return {"error": f"the grader's worker ended without a result ({why}); graded again on a rerun"}
     finally:
-        jail.end_processes(uid)  # nothing of the submission runs once its row is written
+        jail.end_jail(tmp / "private", uid)  # nothing of the submission runs once its row is written
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -328,7 +330,8 @@ def _check_outputs(out: Path, feedback: Optional[Path], answers: Optional[Path])
     _check_folder(answers, "--answers")
     try:
         jail.check_available()
-        jail.ensure_user()
+        if not jail.rootless():
+            jail.ensure_user()
     except jail.JailUnavailable as e:
         raise AssignmentError(f"cannot grade here: {e}") from None
 
@@ -401,7 +404,8 @@ def add_parser(ssub) -> None:
     sr = ssub.add_parser("grade", help="the autograder: visible and hidden tests on submissions, a grade sheet",
                          description="grade ASSIGNMENT PATH... (a1..a4 or the full name; notebooks, folders, otter "
                                      "zips) into a CSV grade sheet; or grade NOTEBOOK for one notebook's score. "
-                                     "Each submission's code runs in a jail, the tests outside it (needs root).")
+                                     "Each submission's code runs in a jail, the tests outside it (as root, or "
+                                     "without root in a user namespace).")
     sr.add_argument("args", nargs="+", metavar="ASSIGNMENT PATH", help="the assignment, then the submissions")
     sr.add_argument("--out", type=str, default="grades.csv", help="the grade sheet (default grades.csv); "
                     "rows already in it are kept and not graded again (rows whose status is an error are)")

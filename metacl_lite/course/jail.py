@@ -20,6 +20,11 @@
   submission, so one submission's processes never count against another's limit, nor another grader's) in the
   group `metacl-grader` (created when missing), and execs `jail_runner`; init reaps, and ends when that process ends.
 
+Grading without root (`userns`): a grader that is not root builds the same jail in an unprivileged user namespace
+(`unshare --user --map-root-user`: root there, its own uid on the machine), and the submission's process enters a
+nested user namespace instead of taking a uid of its own (`userns.nest`: the grader's uid, no capability, no
+namespace of its own; its process limit counts that namespace's processes, one submission's budget).
+
 Everything in the jail lives in one PID namespace, and the kernel kills every process in it when its init dies.
 Init is root and never changes its credentials, so it keeps the parent-death signal `unshare --kill-child` gives it
 (a `setuid` would clear it): it dies when `unshare` dies, which dies when the grader's worker dies (PR_SET_PDEATHSIG
@@ -39,6 +44,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import userns  # here, not where it is used: the jail's process loses the package's source at its pivot
+
 USER = "metacl-grader"
 #: limits inside the jail: address space, processes of the submission's uid, file size; the sizes of its writable
 #: places (each a tmpfs of its own: what a submission writes never reaches the grading machine's disk)
@@ -48,6 +55,10 @@ LIMITS = {"as_bytes": 16 * 2 ** 30, "nproc": 512, "fsize_bytes": 2 * 2 ** 30, "t
 #: thread lives), far above the users and systemd's dynamic and container ranges' starts
 UID_BASE = 0x70000000
 UID_SPAN = 1 << 24
+
+
+#: the file of the worker's private folder where the jail writes its PID namespace (`end_jail` reads it)
+PIDNS = "jail.pidns"
 
 
 def submission_uid() -> int:
@@ -85,6 +96,17 @@ def end_processes(uid: int, wait_s: float = 60.0) -> int:
     return len(seen)
 
 
+def end_jail(private: Path, uid: int) -> None:
+    """Return once no process of a submission graded in `private` runs: none in its jail's PID namespace (which the
+    jail wrote there before the submission started) and, as root, none running as its uid (`end_processes`)."""
+    try:
+        userns.end_namespace(int((Path(private) / PIDNS).read_text()))
+    except (OSError, ValueError):
+        pass  # no jail was started, so nothing of the submission ran
+    if not rootless():
+        end_processes(uid)
+
+
 class JailUnavailable(RuntimeError):
     """The machine cannot build the jail (not root, no unshare, namespaces refused)."""
 
@@ -116,8 +138,8 @@ def python_dirs(repo_root: Path) -> list[Path]:
     """The folders this Python runs from, as the jail binds them read-only: its prefix and base prefix (as named and
     resolved: a virtual environment's `python` may be a link into another) and the folders its installation adds to
     its path (a `.pth` file's), but not the working folder or the script's (the path's first entry), nothing in the
-    temporary folder and nothing inside the checkout other than the environment itself (the jail's package copy
-    stands in for the source)."""
+    temporary folder and nothing inside the checkout other than an environment's site-packages (the jail's package
+    copy stands in for the source)."""
     out = []
     for p in (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent):
         out += [p.absolute(), p.resolve()]
@@ -127,22 +149,31 @@ def python_dirs(repo_root: Path) -> list[Path]:
         p = Path(entry).resolve() if entry else None
         if p is None or any(p == q or q in p.parents for q in prefixes):
             continue
-        if any(p == q or q in p.parents or p in q.parents for q in away):
+        site = p.name in ("site-packages", "dist-packages")  # an environment's, named by a `.pth` file
+        if any(p == q or q in p.parents or p in q.parents for q in away) and not site:
             continue
         out.append(p)
     out = [p for p in dict.fromkeys(out) if p.is_dir() and p != Path("/")]
     return [p for p in out if not any(q in p.parents for q in out)]  # a folder inside another is bound with it
 
 
+def rootless() -> bool:
+    """Whether the jail is built without root (`userns`): the grader is not root."""
+    return os.geteuid() != 0
+
+
 def check_available() -> None:
-    """Raise JailUnavailable (saying why and what to do) unless this machine can build the jail."""
-    if os.geteuid() != 0:
-        raise JailUnavailable("grading runs each submission in a jail (namespaces, read-only mounts, an unprivileged "
-                              "user), which needs root: run the grader as root (sudo), as on the course's grading "
-                              "machine and in CI")
+    """Raise JailUnavailable (saying why and what to do) unless this machine can build the jail: as root, new
+    namespaces; without root, a mount in a new user namespace (`userns.probe`)."""
     for tool in ("unshare", "mount", "pivot_root", "ip"):
         if not _which(tool):
             raise JailUnavailable(f"the jail needs `{tool}` (util-linux / iproute2): run data_scripts/system_deps.sh")
+    if rootless():
+        why = userns.probe()
+        if why:
+            raise JailUnavailable(f"grading without root builds the jail in a user namespace, and this machine "
+                                  f"refuses a mount there ({why}): {userns.remedies()}")
+        return
     r = subprocess.run(["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", "true"],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -153,7 +184,7 @@ def check_available() -> None:
 
 def command(config: Path) -> list[str]:
     """The command line that starts the jail on a config file (`main`'s argument)."""
-    return ["unshare", "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc",
+    return ["unshare", *(["--user", "--map-root-user"] if rootless() else []), "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc",
             "--propagation", "private", sys.executable, "-I", "-m", "metacl_lite.course.jail", str(config)]
 
 
@@ -259,8 +290,9 @@ def build_root(new: str, conf: dict) -> None:
             _mount("--bind", "/dev/null", new + p)
 
 
-def pivot(new: str) -> None:
-    """Make `new` the root of this mount namespace and let go of the old one (no path leads back to it)."""
+def pivot(new: str, rootless: bool = False) -> None:
+    """Make `new` the root of this mount namespace and let go of the old one (no path leads back to it); read-only
+    (in a user namespace, as a mount: its file system cannot be remounted there)."""
     os.chdir(new)
     r = subprocess.run([_which("pivot_root") or "pivot_root", ".", "."], capture_output=True, text=True)
     if r.returncode != 0:
@@ -268,7 +300,7 @@ def pivot(new: str) -> None:
     if ctypes.CDLL(None, use_errno=True).umount2(b".", 2) != 0:  # MNT_DETACH: the old root, stacked on the new
         raise JailUnavailable(f"cannot let go of the old root: {os.strerror(ctypes.get_errno())}")
     os.chdir("/")
-    _mount("-o", "remount,ro,nosuid,nodev", "/")
+    _mount("-o", "remount,bind,ro,nosuid,nodev" if rootless else "remount,ro,nosuid,nodev", "/")
 
 
 #: the keyring system calls (add_key, request_key, keyctl) by machine, and the audit architecture of its syscalls
@@ -333,9 +365,12 @@ def become_submission(conf: dict) -> None:
     if conf.get("cpu_seconds"):
         resource.setrlimit(resource.RLIMIT_CPU, (int(conf["cpu_seconds"]),) * 2)
     os.chdir(conf["cwd"])
-    os.setgroups([])
-    os.setgid(conf["gid"])
-    os.setuid(conf["uid"])
+    if conf.get("rootless"):
+        userns.nest(conf["inner_uid"], conf["inner_gid"])
+    else:
+        os.setgroups([])
+        os.setgid(conf["gid"])
+        os.setuid(conf["uid"])
     _no_new_privs()
     deny_keyrings()
 
@@ -370,13 +405,14 @@ def init(conf: dict) -> int:
 def main(argv=None) -> int:
     """Inside the new namespaces, as root: build the jail's root, a new session keyring, then be its init."""
     conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    Path(conf["private"], PIDNS).write_text(str(os.stat("/proc/self/ns/pid").st_ino))  # before any code of it runs
     for mp in _mountpoints():  # everything read-only first: what is bound below inherits it
         if mp.startswith("/proc"):
             continue
         subprocess.run(["mount", "-o", "remount,bind,ro", mp], capture_output=True)
     build_root(conf["root"], conf)
     subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)  # kernels talk over loopback only
-    pivot(conf["root"])
+    pivot(conf["root"], bool(conf.get("rootless")))
     new_session_keyring()
     sys.stdout.flush()
     sys.stderr.flush()
