@@ -147,3 +147,67 @@ def no_measuring(monkeypatch):
     monkeypatch.setattr(bench, "matmul_gflops", boom)
     monkeypatch.setattr(bench, "in_child", boom)
     monkeypatch.setattr(synthetic, "synthetic_benchmark", boom)
+
+
+#: The uid that grading without root runs as when the tests run as root (CI): nobody's (issue 42, point 5).
+UNPRIVILEGED_UID = 65534
+
+
+def _world_reachable(path: Path) -> bool:
+    """Whether every uid can reach `path` (each folder above it searchable, the file itself executable by others)."""
+    p = Path(os.path.realpath(path))
+    return all(os.stat(d).st_mode & 0o001 for d in p.parents) and bool(os.stat(p).st_mode & 0o001)
+
+
+def unprivileged_python(where: Path) -> list[str]:
+    """A command that runs this environment's Python as UNPRIVILEGED_UID (the tests run as root): `setpriv` to that
+    uid, with a virtual environment made under `where` (which it can enter) from this Python, or, where this Python
+    lives where that uid cannot enter (root's home), from the system's own Python of the same version; its `.pth`
+    file adds this environment's site-packages as a site folder (so the editable install's own `.pth` is read)."""
+    import sysconfig
+
+    assert os.geteuid() == 0, "only root runs a command as another uid"
+    assert shutil.which("setpriv"), "grading without root is tested under setpriv (util-linux): install it"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [Path(sys.base_prefix) / "bin" / version, Path("/usr/bin") / version, Path("/usr/local/bin") / version]
+    base = next((p for p in candidates if p.exists() and _world_reachable(p)), None)
+    assert base, f"no {version} that uid {UNPRIVILEGED_UID} can run: {[str(c) for c in candidates]}"
+    env = where / "python"
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(env)], check=True, capture_output=True)
+    site = subprocess.run([str(env / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], check=True, capture_output=True, text=True).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    Path(site, "zz_metacl_environment.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    subprocess.run(["chmod", "-R", "a+rX", str(env)], check=True)
+    cmd = ["setpriv", f"--reuid={UNPRIVILEGED_UID}", f"--regid={UNPRIVILEGED_UID}", "--clear-groups", "--",
+           str(env / "bin" / "python")]
+    r = subprocess.run([*cmd, "-c", "import torch, metacl_lite, otter"], capture_output=True, text=True, cwd="/")
+    assert r.returncode == 0, f"uid {UNPRIVILEGED_UID} cannot run the package with {base}: {r.stderr[-2000:]}"
+    return cmd
+
+
+def give_to_unprivileged(folder: Path) -> None:
+    """Make `folder` (and all below it) UNPRIVILEGED_UID's, and the folders above it searchable, so that a grader
+    run as that uid reads and writes there as an instructor in their own folder."""
+    folder = Path(folder).resolve()
+    for top, dirs, files in os.walk(folder):
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(top, name), UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+    os.chown(folder, UNPRIVILEGED_UID, UNPRIVILEGED_UID)
+    for d in folder.parents:
+        if not os.stat(d).st_mode & 0o001:
+            os.chmod(d, os.stat(d).st_mode | 0o001)
+
+
+@pytest.fixture(scope="session")
+def as_unprivileged():
+    """The command prefix that runs this environment's Python as an unprivileged uid (`unprivileged_python`), in a
+    temporary folder that uid can enter; removed after the session."""
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="metacl-rootless-", dir="/tmp"))
+    os.chmod(where, 0o755)
+    try:
+        yield unprivileged_python(where)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

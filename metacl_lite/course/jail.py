@@ -355,19 +355,25 @@ def new_session_keyring() -> None:
             raise JailUnavailable(f"cannot leave the grader's session keyring: {os.strerror(ctypes.get_errno())}")
 
 
-def become_submission(conf: dict) -> None:
-    """In the submission's process, before its exec: limits, the submission's uid and group, no new privileges, no
-    keyrings."""
+def _limits(conf: dict) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (LIMITS["as_bytes"],) * 2)
     resource.setrlimit(resource.RLIMIT_NPROC, (LIMITS["nproc"],) * 2)
     resource.setrlimit(resource.RLIMIT_FSIZE, (LIMITS["fsize_bytes"],) * 2)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if conf.get("cpu_seconds"):
         resource.setrlimit(resource.RLIMIT_CPU, (int(conf["cpu_seconds"]),) * 2)
+
+
+def become_submission(conf: dict) -> None:
+    """In the submission's process, before its exec: limits, the submission's uid and group (without root: its
+    nested user namespace, entered before the limits, so that the process limit is that namespace's own count of
+    processes, above which the grader's limit stands), no new privileges, no keyrings."""
     os.chdir(conf["cwd"])
     if conf.get("rootless"):
         userns.nest(conf["inner_uid"], conf["inner_gid"])
+        _limits(conf)
     else:
+        _limits(conf)
         os.setgroups([])
         os.setgid(conf["gid"])
         os.setuid(conf["uid"])
