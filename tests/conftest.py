@@ -211,3 +211,17 @@ def as_unprivileged():
         yield unprivileged_python(where)
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+def runs_a_submission(proc) -> bool:
+    """Whether a process (psutil's) runs a submission's code in a jail of a grader run by these tests: as root, as a
+    submission's own uid; without root, as the tests' own uid in a PID namespace other than theirs."""
+    from metacl_lite.course import jail, userns
+
+    try:
+        uid = proc.uids().real
+        if os.geteuid() == 0:
+            return jail.is_submission_uid(uid)
+        return uid == os.getuid() and userns.pid_namespace(str(proc.pid)) not in (0, userns.pid_namespace())
+    except Exception:  # noqa: BLE001 - gone meanwhile
+        return False

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import runs_a_submission
 
 from metacl_lite.course import assignments as A
 from metacl_lite.course import grading as G
@@ -28,7 +29,7 @@ NAME = "a1_dynamic_balance"
 PACKAGE_FILE = ROOT / "metacl_lite" / "balance.py"
 SITE = Path(sysconfig.get_paths()["purelib"])
 #: a world-readable folder outside /tmp, the homes and the checkout (the jail once showed all of the machine but those)
-PLANTED = Path("/srv") / f"metacl-attack-{os.getpid()}"
+PLANTED = Path("/srv" if os.access("/srv", os.W_OK) else "/var/tmp") / f"metacl-attack-{os.getpid()}"  # (no root)
 
 #: attack -> (cell source, or None for a file-level attack, built on the blank or the correct notebook)
 PASSING_TEST = ("OK_FORMAT = False\\nname = \"q1\"\\npoints = 3\\n"
@@ -250,7 +251,7 @@ def _jail_processes(mine: Path) -> list:
     found = []
     for proc in psutil.process_iter(["username", "uids", "cmdline"]):
         try:
-            if ((proc.info["username"] == jail.USER or jail.is_submission_uid(proc.info["uids"].real))
+            if ((proc.info["username"] == jail.USER or runs_a_submission(proc))
                     and not _another_graders(proc, mine)):
                 found.append(proc.info["cmdline"])
         except (psutil.Error, TypeError, AttributeError):

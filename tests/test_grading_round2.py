@@ -17,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import runs_a_submission
 
 from metacl_lite.course import assignments as A
 from metacl_lite.course import channel as C
@@ -24,6 +25,7 @@ from metacl_lite.course import grading as G
 from metacl_lite.course import grading_worker as W
 from metacl_lite.course import jail as J
 from metacl_lite.course import sheet as S
+from metacl_lite.course import userns
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "a1_dynamic_balance"
@@ -259,8 +261,8 @@ def test_sigkill_of_the_worker_leaves_nothing_and_its_row_is_graded_again(tmp_pa
     while uid is None and time.monotonic() < deadline:
         time.sleep(0.5)
         for p in psutil.process_iter(["uids", "cmdline"]):
-            if J.is_submission_uid(p.info["uids"].real) and "sleep" in (p.info["cmdline"] or []):
-                uid = p.info["uids"].real
+            if runs_a_submission(p) and "sleep" in (p.info["cmdline"] or []):
+                uid, ns = p.info["uids"].real, userns.pid_namespace(str(p.pid))
     assert uid is not None, "the submission never started"
     worker = [p for p in psutil.process_iter(["cmdline"]) if "metacl_lite.course.grading_worker" in
               " ".join(p.info["cmdline"] or []) and p.ppid() == os.getpid()]
@@ -268,7 +270,8 @@ def test_sigkill_of_the_worker_leaves_nothing_and_its_row_is_graded_again(tmp_pa
     worker[0].send_signal(signal.SIGKILL)
     t.join(120)
     assert not t.is_alive()
-    left = [p.info["cmdline"] for p in psutil.process_iter(["uids", "cmdline"]) if p.info["uids"].real == uid]
+    left = [p.info["cmdline"] for p in psutil.process_iter(["uids", "cmdline"])  # its jail's, and as root its uid's
+            if userns.pid_namespace(str(p.pid)) == ns or (J.is_submission_uid(uid) and p.info["uids"].real == uid)]
     assert left == [], left
     assert out.get("error", "").startswith("the grader's worker ended without a result"), out
 
