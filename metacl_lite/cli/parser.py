@@ -95,7 +95,9 @@ def tune_parser(sub) -> None:
     u.add_argument("--K", type=positive("K"), default=None,
                    help="default: the benchmark's tuning K (20; cub 10), whose values every K uses; another K stores "
                         "values for that K only")
-    u.add_argument("--methods", type=method_list, default=None, help="regularised methods (default: the paper's nine)")
+    u.add_argument("--methods", type=method_list, default=None,
+                   help="methods with a beta or gamma (default: the paper's nine; with a budget such as --memory, the "
+                        "methods with a gamma that read it)")
     u.add_argument("--n-tasks", type=positive("--n-tasks"), default=None, help="tasks in the tuning stream (default: the benchmark's full stream, 20 for pmnist)")
     u.add_argument("--epochs", type=positive("--epochs"), default=None)
     u.add_argument("--seed-list", type=seed_list, default=None, help="tuning seeds (default 100,101)")
@@ -118,6 +120,7 @@ def tune_parser(sub) -> None:
     w.add_argument("--no-write", action="store_true", help="never update hparams.json")
     u.add_argument("--no-progress", action="store_true")
     choice_options(u)
+    budget_options(u)
     executor_options(u)
 
 

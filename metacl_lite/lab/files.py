@@ -118,6 +118,20 @@ def budgets(config: dict) -> dict[str, set]:
     return {k: {per[m][k] for m in config.get("methods", []) if k in per.get(m, {})} for k in BUDGET_OPTIONS}
 
 
+def budget_tag(values: dict) -> str:
+    """How a file's name says its budgets (`vocab.BUDGET_OPTIONS`), from {name: value} or {name: {values}}: each as
+    "-<name>-<label><value>" ("-memory-M1", as results/pmnist-K20-memory-M1.json), "" without one."""
+    one = {k: (sorted(v) if isinstance(v, (set, list, tuple)) else [v]) for k, v in values.items()}
+    return "".join(f"-{k}-{OPTIONS[k].label}{v}" for k in BUDGET_OPTIONS for v in one.get(k, ()))
+
+
+def protocol_budgets(protocol: dict) -> dict[str, set]:
+    """The values of each budget a tuning protocol records for the methods it trains (protocol.method_options; only
+    the methods that read a budget have it), as `budgets` reads a results file's config."""
+    per = protocol.get("method_options", {})
+    return budgets({"methods": list(per), "method_options": per})
+
+
 def budget_flags(config: dict) -> str:
     """The flags of a results file's budgets where they differ from the declared default (' --memory 2')."""
     return "".join(f" --{k.replace('_', '-')} {v}" for k, vs in budgets(config).items() for v in sorted(vs)
@@ -303,7 +317,10 @@ class TuningFile(UnitFile):
         if outdated:
             raise migrate_advice(self.path, outdated)
         op, protocol = old["protocol"], self.req.protocol
-        return sorted(k for k in set(protocol) | set(op) if op.get(k) != protocol.get(k))
+        diff = sorted(k for k in set(protocol) | set(op) if op.get(k) != protocol.get(k))
+        old_b, new_b = protocol_budgets(op), protocol_budgets(protocol)  # one budget per file, named when they differ
+        return diff + [DIFFERS.format(k, sorted(old_b[k]), sorted(new_b[k])) for k in BUDGET_OPTIONS
+                       if old_b[k] and new_b[k] and old_b[k] != new_b[k]]
 
     def merge(self, doc: dict) -> None:
         protocol = self.req.protocol

@@ -160,9 +160,11 @@ def _entry(hp: dict, benchmark: str, method: str, K: Optional[int]) -> tuple[dic
 
 
 def tuned_method(benchmark: Bench, method: str, K: Optional[int] = None, hp: Optional[dict] = None) -> str:
-    """The method whose tuned beta/gamma `method` trains with: its own; for a method of the memory family with none
-    of its own in hparams.json, its base method's (`vocab.memory_of`): MetaCL-lambda with both references takes
-    MetaCL-lambda's gamma, as Alg. 2 adds it (`balance.two_reference_balance`), recorded in hparams_source."""
+    """The method whose tuned beta/gamma `method` trains with: its own, wherever hparams.json has one (`tune --memory
+    M` chooses it on the validation split, results/tuning-<b>-K<K>-memory-M<M>.json); only for a method of the memory
+    family with none of its own yet, the fallback: its base method's (`vocab.memory_of`), MetaCL-lambda with both
+    references taking MetaCL-lambda's gamma as Alg. 2 adds it (`balance.two_reference_balance`), which
+    `hparams_source` records ("<base>'s gamma, ...")."""
     memory = memory_of(method)
     if memory is None or strength_key(method) is None:
         return method
@@ -331,10 +333,8 @@ def _named_sources(hp: dict, benchmark: Optional[Bench], methods: Optional[Seque
     hparams.json, or with `benchmark` for the values a run of `methods` at K reads (`_entry`)."""
     if benchmark is not None:
         name = get_spec(benchmark).name
-        for m in methods or ():
-            if strength_key(m) is None:
-                continue
-            entry, which = _entry(hp, name, m, K)
+        for m in {tuned_method(name, m, K, hp) for m in methods or () if strength_key(m) is not None}:
+            entry, which = _entry(hp, name, m, K)  # a borrowed value (`tuned_method`): the method it is read from
             if m in entry.get("methods", {}):
                 yield name, (None if which == "default" else K), m, entry["methods"][m], _source(entry, m)
         return

@@ -25,15 +25,17 @@ from ..accel.device import check_precision, kind
 from ..errors import UnitsFailed, UsageError
 from .executors import Plan, check_plan, locate, run_all
 from .lattice import BETA_GRID, GAMMA_GRID, WINDOW, check_grid, choose, extension, window_grid
-from .checks import check_epochs, check_methods, check_n_tasks, check_options, check_seeds, model_options
-from .files import REGULARISED, TuningFile, grid_of, load_tuning, searched_grid  # noqa: F401 (read from here too)
+from .checks import (check_epochs, check_methods, check_n_tasks, check_options, check_seeds, model_options,
+                     recorded_options, run_options)
+from .files import (REGULARISED, TuningFile, budget_tag, grid_of, load_tuning, protocol_budgets,  # noqa: F401
+                    searched_grid)
 from .grid import Job, Unit, checked_units, longest_first, run_job
 from .request import TuneRequest
 from ..data.specs import get_spec
 from ..keys import TuningKey
 from ..progress import progress
-from ..training import TrainConfig
-from ..vocab import in_paper
+from ..training import ALL_METHODS, TrainConfig
+from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_REGULARISERS, in_paper
 
 PROTOCOL = (
     "a stream of n_tasks tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4), training "
@@ -85,6 +87,38 @@ def window_centres(benchmark: str, around: int, hp: Optional[dict] = None,
             if m in values}
 
 
+def budget_methods(budgets: Sequence[str]) -> list[str]:
+    """The methods with a strength to tune that read every budget of `budgets` (`vocab.BUDGET_OPTIONS`: the memory's
+    M -> the three MetaCL-lambda methods with both references): tune's methods when --methods is left out and a
+    budget is given (the paper's nine read none)."""
+    return [m for m in REGULARISED if set(budgets) <= set(recorded_options(m))]
+
+
+def _tuned_methods(methods: Optional[Sequence[str]], options: Optional[dict]) -> list[str]:
+    """The methods a tuning trains: `methods` checked (a method without beta or gamma refused, naming why), or when
+    left out the paper's nine, and with a budget given the methods that read it (`budget_methods`)."""
+    given = [k for k in (options or {}) if k in BUDGET_OPTIONS]
+    if methods is None and given:
+        return budget_methods(given)
+    for m in methods or ():
+        if m in ALL_METHODS and m not in REGULARISED:
+            raise UsageError(f"method {m!r} is not allowed here: {m} has no beta or gamma to choose on validation data "
+                             f"(run it as it is: python -m metacl_lite run --methods {m}); tune takes the methods "
+                             f"with a strength: {', '.join(REGULARISED)}")
+    return check_methods(methods, allowed=REGULARISED)
+
+
+def _method_options(spec, methods: Sequence[str], options: dict, hp: Optional[dict]) -> dict:
+    """{method: the options it trains with} for the paper's nine and each other method tuned: the open choices decided
+    for its regulariser (hparams.json; none where `hp` is None), overridden by those given, and the budgets it reads
+    (given, else their declared default: a tuning file records the budget its units had, one per file)."""
+    out = {}
+    for m in [*TUNABLE, *(m for m in methods if m not in TUNABLE)]:  # an extension's, only when it is tuned
+        budgets = {k: OPTIONS[k].default for k in recorded_options(m) if k in BUDGET_OPTIONS}
+        out[m] = {**(H.method_options(spec, m, hp) if hp is not None else {}), **budgets, **run_options(options, m)}
+    return out
+
+
 def is_default(protocol: dict) -> bool:
     """Whether a protocol is the default one of its benchmark and K (`default_protocol`), searched on the full grid or
     in a window of it; such a file is results/tuning-<b>-K<K>.json and writes hparams.json."""
@@ -93,10 +127,15 @@ def is_default(protocol: dict) -> bool:
     if rest.pop("precision", "float32") != "float32":  # float32 is the default, recorded or not
         return False
     extensions = _extension_options(protocol)  # an extension is in the protocol when it is tuned, with its options
-    if any(o != H.method_options(b, m) for m, o in extensions.items()):
+    if any(_open(o) != H.method_options(b, m) for m, o in extensions.items()):  # a budget is given, never a protocol's
         return False
     rest["method_options"] = {m: o for m, o in rest.get("method_options", {}).items() if m not in extensions}
     return rest == default_protocol(b, K)
+
+
+def _open(options: dict) -> dict:
+    """A method's options without its budgets (`vocab.BUDGET_OPTIONS`)."""
+    return {k: v for k, v in options.items() if k not in BUDGET_OPTIONS}
 
 
 def _extension_options(protocol: dict) -> dict:
@@ -105,8 +144,9 @@ def _extension_options(protocol: dict) -> dict:
 
 
 def extension_regularisers(protocol: dict) -> list[str]:
-    """The regularisers, not the paper's, of the methods a protocol tunes."""
-    return sorted({H.regulariser(m) for m in _extension_options(protocol)})
+    """The regularisers, not the paper's, of the methods a protocol tunes (a memory's method of the paper's
+    regularisers adds none: its file is named by its budget, `budget_tag`)."""
+    return sorted({H.regulariser(m) for m in _extension_options(protocol)} - set(PAPER_REGULARISERS))
 
 
 def protocol_tag(protocol: dict) -> str:
@@ -115,11 +155,12 @@ def protocol_tag(protocol: dict) -> str:
 
 def default_tuning_out(protocol: dict) -> Path:
     """results/tuning-<b>-K<K>.json for the default protocol (results/tuning-<b>-K<K>-<regulariser>.json where it
-    also tunes an extension such as L2: the paper's file stays as it is); runs/tuning-<b>-K<K>-<hash>.json for any
-    other."""
+    also tunes an extension such as L2, results/tuning-<b>-K<K>-memory-M<M>.json where its methods read a budget, as
+    the results files of a budget are named: the paper's file stays as it is); runs/tuning-<b>-K<K>-<hash>.json for
+    any other."""
     b, K = protocol["benchmark"], protocol["K"]
     if is_default(protocol):
-        extensions = "".join(f"-{r}" for r in extension_regularisers(protocol))
+        extensions = "".join(f"-{r}" for r in extension_regularisers(protocol)) + budget_tag(protocol_budgets(protocol))
         return REPO_ROOT / "results" / f"tuning-{b}-K{K}{extensions}.json"
     return REPO_ROOT / "runs" / f"tuning-{b}-K{K}-{protocol_tag(protocol)}.json"
 
@@ -129,8 +170,10 @@ def tune_command(doc: dict, out: Path) -> str:
     p = doc["protocol"]
     d = default_protocol(p["benchmark"], p["K"])
     cmd = f"python -m metacl_lite tune --benchmark {p['benchmark']} --K {p['K']}"
-    if doc["methods"] != list(TUNABLE):
+    given = {k: v for k, v in protocol_budgets(p).items() if v}  # said even at its default: it picks the methods
+    if doc["methods"] != (budget_methods(list(given)) if given else list(TUNABLE)):
         cmd += f" --methods {','.join(doc['methods'])}"
+    cmd += "".join(f" --{k.replace('_', '-')} {v}" for k, vs in given.items() for v in sorted(vs))
     if p["n_tasks"] != d["n_tasks"]:
         cmd += f" --n-tasks {p['n_tasks']}"
     if p["epochs"] != d["epochs"]:
@@ -215,14 +258,14 @@ def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Op
     """The request of a tuning grid, every value checked before any work (see `tune`, which runs it)."""
     spec = get_spec(benchmark)  # looked up once: the checks, the data and the units below get the spec
     K = spec.tuning_K if K is None else K
-    methods = check_methods(methods, allowed=REGULARISED)
+    methods = _tuned_methods(methods, options)
     seeds = check_seeds(list(seeds))
     n = check_n_tasks(spec, n_tasks)
     check_epochs(epochs)
     protocol = {"benchmark": spec.name, "K": K, "n_tasks": n, "epochs": epochs or spec.epochs, "seeds": seeds,
                 "beta_grid": check_grid("beta grid", beta_grid), "gamma_grid": check_grid("gamma grid", gamma_grid),
                 "val_offset": spec.val_offset, "val_per_class": spec.val_per_class,
-                "options": check_options(options, methods, {"K": K})}  # a budget: read by a method, M <= K
+                "options": _open(check_options(options, methods, {"K": K}))}  # a budget: read by a method, M <= K
     if compile != "off":
         protocol["compile"] = compile
     plan = plan or check_plan()
@@ -230,10 +273,7 @@ def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Op
     _where_in_protocol(protocol, plan, loc, precision)
     if around is not None:
         _window_in_protocol(protocol, methods, around, window)
-    with_options = [*TUNABLE, *(m for m in methods if m not in TUNABLE)]  # an extension's, only when it is tuned
-    hp = H.load() if decided else {}
-    protocol["method_options"] = {m: {**(H.method_options(spec, m, hp) if decided else {}),
-                                      **protocol["options"]} for m in with_options}
+    protocol["method_options"] = _method_options(spec, methods, options or {}, H.load() if decided else None)
     if K > spec.val_offset:
         raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
                          f"so tuning needs K <= {spec.val_offset}")
@@ -249,7 +289,7 @@ def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Op
                                            "tuning file only")
     return TuneRequest(spec=spec, K=K, n_tasks=n, methods=tuple(methods), seeds=tuple(seeds), epochs=epochs, out=out,
                        plan=plan, loc=loc, model=model, compile=compile, precision=precision,
-                       options=protocol["options"], force=force, show_progress=show_progress, command=command,
+                       options=dict(options or {}), force=force, show_progress=show_progress, command=command,
                        protocol=protocol, write=write, write_hparams=write_hparams,
                        source=repo_path(out) if write else None, canonical=canonical, reuse=dict(reuse or {}))
 
