@@ -108,24 +108,25 @@ def test_failing_cell_fails_the_build(tmp_path):
 
 
 def test_reproduction_pages_in_the_toc_follow_the_variants():
-    """The parts come in the order of the typed chapter numbers (the method 1-6, claims 7, analysis 8, then the
-    reproductions); the overview of every setting (chapter 9) is the parent of every reproduction page: the live
-    page (benchmark.md) and, after it, every other page in the order of pages.PAGES, so no CIFAR-100 or CUB page
-    sits under Permuted MNIST's. Its sections are visible, so the intro's contents lists them. The templates the
+    """The parts come in the order of the typed chapter numbers (the method 1-6, claims 7, analysis 8, beyond the
+    paper 9, then the reproductions); the overview of every setting (chapter 10) is the parent of every reproduction
+    page: the live page (benchmark.md) and, after it, every other page in the order of pages.PAGES, so no CIFAR-100
+    or CUB page sits under Permuted MNIST's. Its sections are visible, so the intro's contents lists them. The templates the
     pages are made from are not pages: the build excludes them."""
     from metacl_lite.publish.pages import PAGES
 
     toc = yaml.safe_load((ROOT / "book" / "_toc.yml").read_text())
-    assert [p["caption"] for p in toc["parts"]] == ["The method", "Claims", "Analysis", "Reproductions",
-                                                   "Course assignments", "Running this book"]
+    assert [p["caption"] for p in toc["parts"]] == ["The method", "Claims", "Analysis", "Beyond the paper",
+                                                   "Reproductions", "Course assignments", "Running this book"]
     assert [c["file"] for c in toc["parts"][2]["chapters"]] == ["chapters/08_analysis"]
+    assert [c["file"] for c in toc["parts"][3]["chapters"]] == ["chapters/09_memory"]
     part = next(p for p in toc["parts"] if p["caption"] == "Reproductions")
     [overview] = part["chapters"]
     assert overview["file"] == "reproduce/overview" and overview["options"]["hidden"] is False
     assert [s["file"] for s in overview["sections"]] == ["reproduce/benchmark"] + [f"reproduce/{s}" for s in PAGES]
     assert all("sections" not in s for s in overview["sections"])
     heading = (ROOT / "book" / "reproduce" / "overview.md").read_text().split("\n# ", 1)[1]
-    assert heading.startswith("9. Reproductions")
+    assert heading.startswith("10. Reproductions")
     config = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
     assert "reproduce/templates/*" in config["exclude_patterns"] and "_build" in config["exclude_patterns"]
     assert not any("templates" in s["file"] for s in overview["sections"])

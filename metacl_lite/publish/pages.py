@@ -72,6 +72,17 @@ def files_stamp(names: Iterable[str], results_dir: Optional[Path] = None) -> str
 DYNAMICS = "dynamics-pmnist.json"
 
 
+def memory_names(benchmark: str, K: Optional[int] = None, planned: bool = True) -> list[str]:
+    """The memory family's results files of `benchmark` (at K, where given) that a page reads: with `planned`, every
+    K of the paper's tables and budget M of chapter 9 (`findings.memory.BUDGETS`), present or not, then any other
+    present; else the present ones only."""
+    from ..findings.memory import BUDGETS, memory_file, memory_files
+
+    ks = [K] if K is not None else list(SPECS[benchmark].paper_Ks)
+    names = [memory_file(benchmark, k, M) for k in ks for M in BUDGETS] if planned else []
+    return names + [p.name for (k, M), p in memory_files(benchmark).items() if k in ks and p.name not in names]
+
+
 def stamped_pages() -> dict[Path, list[str]]:
     """Pages other than the reproduction pages that read files of results/, and which: the overview of every setting
     (each setting's results file, the speed benchmarks of the benchmarks we could not run, and for the targets table
@@ -80,7 +91,8 @@ def stamped_pages() -> dict[Path, list[str]]:
     findings and the claims chapter (the Permuted MNIST results and control files, and the training logs of claims 5
     and 6; the intro also the results files of the other benchmarks, whether each exists, for what is reproduced so
     far), the analysis chapter (the results files, those training logs, the tuning file of every
-    K, the lambda story), the reference page (the open choices, the K = 500 tuning file, the CPU and GPU speed
+    K, the lambda story), the memory chapter (the Permuted MNIST results files at the paper's K and the memory files
+    planned or present: `memory_names`), the reference page (the open choices, the K = 500 tuning file, the CPU and GPU speed
     benchmarks and the GPU tests' last run) and the instructors' page of the assignments (the grading times)."""
     from ..findings.evidence import CONTROLS, control_file
     from ..report.timings import DEVICE_FILES
@@ -97,6 +109,7 @@ def stamped_pages() -> dict[Path, list[str]]:
                                                                          for n in pair] + ["pmnist-K20.json"],
             REPO_ROOT / "book" / "intro.md": pmnist + controls + [DYNAMICS] + [n for n in settings if n not in pmnist],
             chapters / "07_claims.md": pmnist + controls + [DYNAMICS],
+            chapters / "09_memory.md": pmnist + memory_names("pmnist"),
             chapters / "08_analysis.md": [f"pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks] + [DYNAMICS]
             + [f"tuning-pmnist-K{K}.json" for K in SPECS["pmnist"].all_Ks]
             + ["lambda-story-pmnist.json"],

@@ -14,7 +14,7 @@ import torch
 
 from ..balance import dynamic_balance, fixed_balance
 from ..keys import runs_by_key
-from ..vocab import BASELINES, PAPER_REGULARISERS, REGULARISER_LABELS, VARIANTS, parse_method
+from ..vocab import BASELINES, MEMORY_METHODS, PAPER_REGULARISERS, REGULARISER_LABELS, VARIANTS, parse_method
 
 #: Colour by regulariser ("none": fine-tune and MetaCL w/o reg), in the vocabulary's order (MAS C0, PI C1, EWC C2,
 #: then the extensions: L2 C3), line style by variant.
@@ -22,6 +22,12 @@ FAMILY_COLOURS = {"none": "0.35", **{label: f"C{i}" for i, label in enumerate(RE
 VARIANT_STYLES = {"plain": "-", **{label: style for label, style in zip(VARIANTS.values(), ("--", ":"))}}
 #: The families of the paper's methods: the legends' default (an extension's family shows where it is drawn).
 PAPER_FAMILIES = ("none", *(REGULARISER_LABELS[r] for r in PAPER_REGULARISERS))
+#: The memory family's lines (extensions, chapter 9): A-GEM, ER and MetaCL-A-GEM in a colour of their own, A-GEM with
+#: fine-tune's line style and MetaCL-A-GEM with MetaCL w/o reg's, ER dash-dot-dot (its replay); MetaCL-λ with both
+#: references in its regulariser's colour, dash-dot.
+MEMORY_FAMILY, REPLAY, BOTH = "episodic memory", "replay (ER)", "MetaCL-λ, both references"
+MEMORY_COLOURS = {MEMORY_FAMILY: "C4"}
+MEMORY_STYLES = {REPLAY: (0, (5, 1, 1, 1, 1, 1)), BOTH: "-."}
 
 
 def _balance_parts(g1, g2, beta: float, gamma: float):
@@ -82,18 +88,21 @@ def method_style(method: str) -> Optional[dict]:
         family, variant = family_variant(method)
     except (KeyError, ValueError):
         return None
-    if family not in FAMILY_COLOURS:
+    colours, styles = {**FAMILY_COLOURS, **MEMORY_COLOURS}, {**VARIANT_STYLES, **MEMORY_STYLES}
+    if family not in colours:
         return None
-    return {"color": FAMILY_COLOURS[family], "ls": VARIANT_STYLES[variant]}
+    return {"color": colours[family], "ls": styles[variant]}
 
 
-def family_variant_handles(families: Sequence[str] = PAPER_FAMILIES) -> list:
+def family_variant_handles(families: Sequence[str] = PAPER_FAMILIES, variants: Sequence[str] = ()) -> list:
     """Legend entries that decode `method_style`: one coloured line per regulariser (of `families`, default the
-    paper's), one black line per variant."""
+    paper's; the memory's where named), one black line per variant of the paper's and of `variants` (the memory's
+    where drawn)."""
     names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
-    return ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()
-             if f in families]
-            + [plt.Line2D([], [], color="k", ls=s, lw=1.6, label=names.get(v, v)) for v, s in VARIANT_STYLES.items()])
+    styles = {**VARIANT_STYLES, **{v: s for v, s in MEMORY_STYLES.items() if v in variants}}
+    return ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f))
+             for f, c in {**FAMILY_COLOURS, **MEMORY_COLOURS}.items() if f in families]
+            + [plt.Line2D([], [], color="k", ls=s, lw=1.6, label=names.get(v, v)) for v, s in styles.items()])
 
 
 def balance_g2(norm: float, angle_deg: float) -> np.ndarray:
@@ -130,21 +139,24 @@ def plot_balance_panels(g1, norms, angle_deg: float, beta: float, gamma: float =
     return fig
 
 
-def plot_accuracy_curves(curves: dict[str, np.ndarray], labels: Optional[dict[str, str]] = None,
+def plot_accuracy_curves(curves: dict, labels: Optional[dict[str, str]] = None,
                          ax: Optional[plt.Axes] = None, title: str = "") -> plt.Axes:
     """Fig. 3 for one setting: the average accuracy over the tasks seen so far, after each task (`curves`: method ->
-    mean curve, as `tables.average_accuracy_curves`). Colour by regulariser and line style by variant
-    (`method_style`, the palette of `plot_fig3`), decoded by a legend of regularisers and variants below the axes;
-    a method outside the families (none in the book) gets the next colour of the cycle and its own legend entry."""
+    mean curve, as `tables.average_accuracy_curves`; a memory method at budget M keyed (method, M)). Colour by
+    regulariser and line style by variant (`method_style`, the palette of `plot_fig3`), decoded by a legend of
+    regularisers and variants below the axes, a memory method at its larger budgets drawn thicker (each M in the
+    legend); a method outside the families (none in the book) gets the next colour of the cycle and its own entry."""
     ax = ax or plt.gca()
-    others = []
-    for m, c in curves.items():
+    others, budgets = [], sorted({k[1] for k in curves if isinstance(k, tuple)})
+    width = {M: 1.6 + 1.2 * i for i, M in enumerate(budgets)}
+    for key, c in curves.items():
+        m, M = key if isinstance(key, tuple) else (key, None)
         style = method_style(m)
         x = np.arange(1, len(c) + 1)
         if style is None:
             others.append(ax.plot(x, c, lw=1.6, label=(labels or {}).get(m, m))[0])
         else:
-            ax.plot(x, c, lw=1.6, **style)
+            ax.plot(x, c, lw=width.get(M, 1.6), alpha=0.8 if M else 1.0, **style)
     n = max((len(c) for c in curves.values()), default=1)
     ax.set(xlabel="tasks learnt", ylabel="average accuracy on tasks seen (%)", xlim=(1, max(n, 2)))
     ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
@@ -153,8 +165,10 @@ def plot_accuracy_curves(curves: dict[str, np.ndarray], labels: Optional[dict[st
     ax.xaxis.label.set_size(PAGE_FONT_PT)
     ax.yaxis.label.set_size(PAGE_FONT_PT)
     ax.grid(True, alpha=0.4)
-    drawn = {family_variant(m)[0] for m in curves if method_style(m) is not None}
-    handles = family_variant_handles((*PAPER_FAMILIES, *sorted(drawn))) + others
+    drawn = [family_variant(k[0] if isinstance(k, tuple) else k) for k in curves
+             if method_style(k[0] if isinstance(k, tuple) else k) is not None]
+    handles = family_variant_handles((*PAPER_FAMILIES, *sorted({f for f, _ in drawn})), {v for _, v in drawn}) + [
+        plt.Line2D([], [], color="0.5", lw=width[M], label=f"M = {M}") for M in budgets] + others
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, fontsize=PAGE_FONT_PT,
               frameon=False)
     return ax
@@ -192,9 +206,16 @@ def plot_differences(rows: list[dict], ax=None):
 def family_variant(method: str) -> tuple[str, str]:
     """(regulariser family, variant) of a method name: fine-tune is ("none", "plain"), MetaCL w/o reg is
     ("none", "MetaCL-β") (the MetaCL update with no penalty draws as the MetaCL line of the "none" family), "pi" is
-    ("PI", "plain"), "pi-metacl-lambda" is ("PI", "MetaCL-λ")."""
+    ("PI", "plain"), "pi-metacl-lambda" is ("PI", "MetaCL-λ"); of the memory family, "agem" is ("episodic memory",
+    "plain"), "metacl-agem" ("episodic memory", "MetaCL-β"), "er" ("episodic memory", `REPLAY`) and
+    "pi-metacl-lambda-mem" ("PI", `BOTH`)."""
     if method in BASELINES:
         return "none", "plain" if method == "finetune" else VARIANTS["beta"]
+    if method in MEMORY_METHODS:  # an extension: the memory's colour, its base's line style (chapter 9)
+        base, use = MEMORY_METHODS[method].base, MEMORY_METHODS[method].use
+        if base in BASELINES:
+            return MEMORY_FAMILY, REPLAY if use == "replay" else family_variant(base)[1]
+        return family_variant(base)[0], BOTH
     imp, variant = parse_method(method)
     return REGULARISER_LABELS[imp], "plain" if variant is None else VARIANTS[variant]
 
@@ -310,6 +331,52 @@ def plot_gain_by_K(rows: list[dict], Ks: list[int], paper_Ks: list[int]):
     fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="lower center", ncol=2, fontsize=10,
                frameon=False, bbox_to_anchor=(0.5, 0))
     fig.tight_layout(rect=(0, 0.55 / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def plot_acc_by_K(points: list[dict], Ks: Sequence[int], groups: dict[str, str]):
+    """ACC against K (chapter 9, `findings.memory.acc_by_K` points): one panel per group (`groups`: its key in the
+    points -> the panel's title), sharing the y axis; per method and budget M, the mean ACC over seeds joined across
+    K with its 95% t-interval, in the method's line (`method_style`) and a marker per M (a circle for the paper's
+    methods, which have none), hollow where a run has not yet every seed of its file; a run with fewer than two
+    seeds, or fewer than half its file's, is left out. The K axis is logarithmic with a tick at each K of `Ks`; the legend below names the
+    methods and the markers. Sized for the book's column. Returns the figure."""
+    from ..vocab import method_label
+
+    data = pd.DataFrame(points)
+    data = data[(data.n >= 2) & (2 * data.n >= data["of"])] if len(data) else data
+    budgets = sorted({int(M) for M in data.M if M == M and M is not None}) if len(data) else []
+    markers = {None: "o", **dict(zip(budgets, "s^vDP"))}
+    fig, axes = plt.subplots(1, len(groups), figsize=(COLUMN_IN, 3.6), sharey=True, squeeze=False)
+    handles = {}
+    for ax, (group, title) in zip(axes[0], groups.items()):
+        sub = data[data.group == group] if len(data) else data
+        lines = list(sub.groupby(["method", sub.M.fillna(0)], sort=False))
+        for i, ((m, M), g) in enumerate(lines):
+            M = None if M == 0 else int(M)
+            g = g.sort_values("K").assign(K=lambda f: f.K * 1.07 ** (i - (len(lines) - 1) / 2))  # side by side
+            style = method_style(m) or {}
+            line = ax.errorbar(g.K, g["mean"], yerr=[g["mean"] - g.lo, g.hi - g["mean"]], marker=markers[M], ms=5,
+                               capsize=2, lw=1.4, **style)
+            part = g[g.n < g["of"]]  # a run not yet at every seed of its file: a hollow marker
+            ax.scatter(part.K, part["mean"], marker=markers[M], s=25, color="white", zorder=3)
+            handles.setdefault(method_label(m), line)
+        ax.set_xscale("log")
+        ax.set_xticks(list(Ks), [str(k) for k in Ks])
+        ax.minorticks_off()
+        ax.set_xlim(min(Ks) / 1.5, max(Ks) * 1.5)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("K", fontsize=10)
+        ax.tick_params(labelsize=MIN_FONT)
+        ax.grid(True, alpha=0.4)
+    axes[0][0].set_ylabel("ACC (%)", fontsize=10)
+    marks = [plt.Line2D([], [], color="0.4", ls="none", marker=markers[M], label="paper's file" if M is None
+                        else f"M = {M}") for M in markers]
+    fig.legend(list(handles.values()) + marks, list(handles) + [h.get_label() for h in marks], loc="lower center",
+               ncol=3, fontsize=MIN_FONT, frameon=False, bbox_to_anchor=(0.5, 0))
+    rows = -(-(len(handles) + len(marks)) // 3)
+    fig.set_figheight(2.9 + 0.22 * rows)
+    fig.tight_layout(rect=(0, (0.22 * rows + 0.05) / fig.get_figheight(), 1, 1))
     return fig
 
 

@@ -1,0 +1,246 @@
+"""The records of chapter 9 (`book/chapters/09_memory.md`, beyond the paper: an episodic memory in place of the
+regulariser): the check of the two-reference dual against a generic QP solver and by its KKT residuals, which memory
+files exist and what is not yet run, the table of ACC/BT/FA per method, K and M, the γ each file used, and per
+question (`findings.memory.QUESTIONS`) its tests and verdicts. The `*_glue` functions return the glue names the
+chapter's Markdown reads, written out in full. Numbers, records and tables only: the chapter's sentences are its
+Markdown, and its hidden cells assert the premises they rest on. The page imports this module as `R`."""
+from __future__ import annotations
+
+from ..findings import memory as _Q
+from ..findings.stats import NOT_RUN, format_p
+from ..vocab import MEMORY_METHODS, PAPER_REGULARISERS, method_label, method_name
+from .formatting import listing, markdown, pts
+
+#: The kinds of random instances of the dual's check (every sixth instance of a kind): generic, the memory's
+#: gradient parallel or antiparallel to the regulariser's, either zero, both zero.
+KINDS = ("generic", "parallel", "antiparallel", "g2 zero", "gm zero", "both zero")
+
+
+def instances(n: int = 100, seed: int = 0):
+    """n random instances (g1, g2, gm, kind) of the two-reference problem, the kinds in turn (`KINDS`): dimensions 2
+    to 39, each vector scaled by 10^u, u uniform in [-2, 2]; g1 turned against each reference with probability 1/2
+    (reflected in its hyperplane), so that every active set is met."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        p, kind = int(rng.integers(2, 40)), KINDS[i % len(KINDS)]
+        g1, g2, gm = (rng.normal(size=p) * 10 ** rng.uniform(-2, 2) for _ in range(3))
+        if kind in ("parallel", "antiparallel"):
+            gm = (1 if kind == "parallel" else -1) * rng.uniform(0.1, 10) * g2
+        for ref in (g2, gm):
+            if rng.random() < 0.5 and g1 @ ref > 0:
+                g1 = g1 - 2 * (g1 @ ref) / (ref @ ref) * ref
+        g2 = np.zeros(p) if kind in ("g2 zero", "both zero") else g2
+        gm = np.zeros(p) if kind in ("gm zero", "both zero") else gm
+        yield g1, g2, gm, kind
+
+
+def dual_check(n: int = 100, seed: int = 0) -> dict:
+    """The closed-form dual (`balance.two_reference_lambdas`) on `instances`: "n"; "kkt", the largest KKT residual
+    (stationarity, primal, dual, complementarity; relative to the instance's scale, 1 + max|g1| and the references'
+    norms); "slsqp", the largest difference from SciPy's SLSQP solving the QP with both constraints at once
+    (`balance.balance_qp_numeric`, relative to 1 + max|g1|); "active": the active sets met, per kind, as
+    (λ2 > 0, λm > 0) pairs."""
+    import numpy as np
+    import torch
+
+    from ..balance import balance_qp_numeric, kkt_residuals, two_reference_balance, two_reference_lambdas
+
+    kkt = slsqp = 0.0
+    active: dict[str, set] = {k: set() for k in KINDS}
+    for g1, g2, gm, kind in instances(n, seed):
+        G1, G2, GM = (torch.tensor(v, dtype=torch.float64) for v in (g1, g2, gm))
+        g, _ = two_reference_balance(G1, G2, GM)
+        lam = two_reference_lambdas(G1, G2, GM)
+        scale = (1 + np.abs(g1).max()) * max(1.0, np.linalg.norm(g2), np.linalg.norm(gm))
+        kkt = max(kkt, max(kkt_residuals(G1, torch.stack([G2, GM]), g, lam).values()) / scale)
+        s, norms = np.abs(g1).max(), np.linalg.norm([g2, gm], axis=1, keepdims=True)
+        ref = s * balance_qp_numeric(g1 / s, np.stack([g2, gm]) / np.where(norms > 0, norms, 1.0))  # scale-free
+        slsqp = max(slsqp, float(np.abs(g.numpy() - ref).max() / (1 + s)))
+        active[kind].add(tuple(bool(x > 0) for x in lam.tolist()))
+    return {"n": n, "kkt": kkt, "slsqp": slsqp, "active": active}
+
+
+def several_check(n: int = 5, seed: int = 5) -> dict:
+    """The generic solver with three constraints, and two solvers on two: on n random problems in 12 dimensions,
+    "three_violation" (the largest violation of the three constraints by SLSQP's solution) and "osqp" (the largest
+    difference between OSQP's solution with two constraints and the closed form; None without the osqp package)."""
+    import importlib.util
+
+    import numpy as np
+    import torch
+
+    from ..balance import balance_qp_numeric, two_reference_balance
+
+    rng = np.random.default_rng(seed)
+    worst, osqp = 0.0, 0.0 if importlib.util.find_spec("osqp") else None
+    for _ in range(n):
+        g1, *refs = rng.normal(size=(4, 12))
+        worst = max(worst, float(np.maximum(0, -(np.stack(refs) @ balance_qp_numeric(g1, np.stack(refs)))).max()))
+        if osqp is not None:
+            closed, _ = two_reference_balance(*(torch.tensor(v) for v in (g1, refs[0], refs[1])))
+            osqp = max(osqp, float(np.abs(balance_qp_numeric(g1, np.stack(refs[:2]), "osqp") - closed.numpy()).max()))
+    return {"n": n, "three_violation": worst, "osqp": osqp}
+
+
+def dual_glue(d: dict, several: dict) -> dict:
+    """The dual's checks (`dual_check`, `several_check`) as the page shows them."""
+    from ..report.readable import sci
+
+    generic = sorted(d["active"]["generic"])
+    return {"dual_n": d["n"], "dual_kinds": listing(KINDS), "dual_kkt": sci(d["kkt"]), "dual_slsqp": sci(d["slsqp"]),
+            "dual_generic_sets": len(generic), "several_n": several["n"],
+            "several_violation": sci(several["three_violation"]),
+            "several_osqp": "–" if several["osqp"] is None else sci(several["osqp"])}
+
+
+def _setting(K, M) -> str:
+    return f"K = {K}" if M is None else f"K = {K}, M = {M}"
+
+
+def by_K(settings) -> str:
+    """(K, M) pairs grouped by K, as a page lists them: "K = 50 (M = 1, 5) and K = 200 (M = 1)"; "none"."""
+    ms: dict = {}
+    for K, M in settings:
+        ms.setdefault(K, []).append(str(M))
+    return listing(f"K = {K} (M = {', '.join(v)})" for K, v in ms.items()) or "none"
+
+
+def files_glue(cov: dict) -> dict:
+    """Which memory files exist and what is not yet run (`findings.memory.coverage` `cov`)."""
+    from IPython.display import Markdown
+
+    block = "```text\n" + "\n".join(cov["commands"]) + "\n```" if cov["commands"] else ""
+    short: dict = {}
+    for K, M, m, n, of in cov["incomplete"]:
+        short.setdefault((K, M, n, of), []).append(method_label(m))
+    return {"mem_files": by_K(cov["files"]), "mem_absent": by_K(cov["absent"]),
+            "mem_runs_missing": "; ".join(f"{_setting(*k)}: {', '.join(map(method_label, v))}"
+                                          for k, v in cov["runs_missing"].items()) or "none",
+            "mem_incomplete": "; ".join(f"{_setting(K, M)}: {', '.join(v)} ({n} of {of} seeds)"
+                                        for (K, M, n, of), v in short.items()) or "none",
+            "mem_commands": Markdown(block)}
+
+
+def _cell(entry: dict, metric: str) -> str:
+    v = entry.get(metric)
+    return "–" if v is None else f"{v['mean']:.1f}" + ("" if v["ci95"] != v["ci95"] else f"\u00a0±\u00a0{v['ci95']:.1f}")
+
+
+def results_table(ev: _Q.MemoryEvidence):
+    """ACC, BT and FA (mean ± 95% t-interval over seeds) per K with a memory file: the paper's methods the questions
+    compare with (fine-tune, MetaCL w/o reg, each regulariser's MetaCL-λ, and the best of the paper's methods at K
+    where it is another), then every memory method at each M; "seeds": n, or "n of N" for a run not yet at every
+    seed of its file."""
+    import pandas as pd
+
+    rows = []
+    for K in sorted({K for K, _ in ev.memory}):
+        main = ev.results.get(K)
+        mine = ["finetune", "metacl", *(method_name(r, "lambda") for r in PAPER_REGULARISERS)]
+        if main is not None and _Q.best_paper_method(main) not in mine:
+            mine.append(_Q.best_paper_method(main))
+        sources = [(None, main, mine)] + [(M, ev.memory[(K, M)], list(MEMORY_METHODS)) for k, M in ev.memory if k == K]
+        for M, res, methods in sources:
+            for m in methods:
+                entry = (res or {}).get("summary", {}).get(m)
+                if entry is None:
+                    continue
+                n, of = len(entry["seeds"]), len(res["config"]["seeds"])
+                rows.append({"K": K, "method": method_label(m), "M": "–" if M is None else M,
+                             "seeds": str(n) if n == of else f"{n} of {of}",
+                             **{k: _cell(entry, k) for k in ("ACC", "BT", "FA")}})
+    return pd.DataFrame(rows, columns=["K", "method", "M", "seeds", "ACC", "BT", "FA"])
+
+
+def gamma_table(gammas: list[dict]):
+    """The γ of each MetaCL-λ with both references per file (`findings.memory.gammas`) and where it comes from."""
+    import pandas as pd
+
+    return pd.DataFrame([{"K": g["K"], "M": g["M"], "method": method_label(g["method"]), "γ": f"{g['gamma']:g}",
+                          "from (the file's hparams_source)": g["source"]} for g in gammas],
+                        columns=["K", "M", "method", "γ", "from (the file's hparams_source)"])
+
+
+def tests_table(rows: list[dict]):
+    """A question's tests that ran, one row per test, K and M: the pair a − b and metric, K, M, the mean paired
+    difference with its 95% interval, the seeds for (difference above 0, of n), p (Holm) and the verdicts."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        if r["verdict"] == NOT_RUN:
+            continue
+        lo, hi = r["ci95"]
+        ci = "" if lo != lo else f" ({pts(lo)} to {pts(hi)})".replace(" pts", "")
+        holm = "not counted" if not r["counted"] else r["holm"]
+        out.append({"a − b, metric": r["test"], "K": r["K"], "M": r["M"], "mean (95% interval)": pts(r["mean"]) + ci,
+                    "seeds for": f"{r['n_agree']} of {r['n']}",
+                    "p (Holm)": f"{format_p(r['p'])} ({format_p(r['p_holm'])})",
+                    "verdict: Holm / raw": f"{holm} / {r['verdict']}"})
+    return pd.DataFrame(out, columns=["a − b, metric", "K", "M", "mean (95% interval)", "seeds for", "p (Holm)",
+                                      "verdict: Holm / raw"])
+
+
+def deciding_record(ans: dict) -> dict:
+    """A question's deciding test (`claims.deciding_test`) as the page names it: pair and metric, K, M, mean, p (Holm);
+    "–" everywhere where none ran."""
+    d = ans["deciding"]
+    if d is None:
+        return {"test": "–", "K": "–", "M": "–", "mean": "–", "p": "–"}
+    return {"test": d["test"], "K": d["K"], "M": d["M"], "mean": pts(d["mean"]), "p": format_p(d["p_holm"])}
+
+
+def parts_text(ans: dict) -> str:
+    """A question's verdict per part (`claims.claim_parts`): "ACC: confirmed (3 confirmed of 3); ..."."""
+    return "; ".join(f"{p['part']}: {p['verdict']} ({p['confirmed']} confirmed, {p['refuted']} refuted, "
+                     f"{p['inconclusive']} inconclusive)" for p in ans["parts"]) or "–"
+
+
+def questions_glue(rows: list[dict], ans: dict) -> dict:
+    """Per question (a-d): its verdict, its verdict per part, its deciding test, how many of its tests ran and
+    which did not yet, and its table of tests (`tests_table`)."""
+    mine = {q: [r for r in rows if r["question"] == q] for q in ans}
+    d = {q: deciding_record(a) for q, a in ans.items()}
+
+    def md(q):
+        return markdown(tests_table(mine[q]), ("left", "right", "right", "right", "right", "right", "left"))
+
+    from IPython.display import Markdown
+
+    return {"qa_verdict": ans["a"]["verdict"], "qa_parts": parts_text(ans["a"]), "qa_ran": ans["a"]["ran"],
+            "qa_not_run": ans["a"]["not_run"], "qa_table": Markdown(md("a")),
+            "qa_deciding": f"{d['a']['test']} at {_setting(d['a']['K'], d['a']['M'])}: {d['a']['mean']}, "
+                           f"p (Holm) {d['a']['p']}",
+            "qb_verdict": ans["b"]["verdict"], "qb_parts": parts_text(ans["b"]), "qb_ran": ans["b"]["ran"],
+            "qb_not_run": ans["b"]["not_run"], "qb_table": Markdown(md("b")),
+            "qb_deciding": f"{d['b']['test']} at {_setting(d['b']['K'], d['b']['M'])}: {d['b']['mean']}, "
+                           f"p (Holm) {d['b']['p']}",
+            "qc_verdict": ans["c"]["verdict"], "qc_parts": parts_text(ans["c"]), "qc_ran": ans["c"]["ran"],
+            "qc_not_run": ans["c"]["not_run"], "qc_table": Markdown(md("c")),
+            "qc_deciding": f"{d['c']['test']} at {_setting(d['c']['K'], d['c']['M'])}: {d['c']['mean']}, "
+                           f"p (Holm) {d['c']['p']}",
+            "qd_verdict": ans["d"]["verdict"], "qd_parts": parts_text(ans["d"]), "qd_ran": ans["d"]["ran"],
+            "qd_not_run": ans["d"]["not_run"], "qd_table": Markdown(md("d")),
+            "qd_deciding": f"{d['d']['test']} at {_setting(d['d']['K'], d['d']['M'])}: {d['d']['mean']}, "
+                           f"p (Holm) {d['d']['p']}"}
+
+
+def _at(rows: list[dict], question: str, metric: str, K: int, M: int, b=None) -> list[dict]:
+    return [r for r in rows if r["question"] == question and r["metric"] == metric and r["K"] == K and r["M"] == M
+            and r["verdict"] != NOT_RUN and (b is None or r["b"] == b)]
+
+
+def span(rows: list[dict], question: str, metric: str, K: int, M: int, b=None) -> str:
+    """The range of the mean differences of a question's tests in `metric` at (K, M) (against `b` only, where
+    given): "+4.6 to +5.1 pts", one value for one test, "–" for none."""
+    means = sorted(r["mean"] for r in _at(rows, question, metric, K, M, b))
+    if not means:
+        return "–"
+    return pts(means[0]) if len(means) == 1 else f"{pts(means[0])[:-4]} to {pts(means[-1])}"
+
+
+def whose(rows: list[dict], question: str, metric: str, K: int, M: int, verdict: str, b=None) -> list[str]:
+    """The labels of method a in a question's tests in `metric` at (K, M) with that Holm verdict."""
+    return [method_label(r["a"]) for r in _at(rows, question, metric, K, M, b) if r["holm"] == verdict]
