@@ -162,10 +162,16 @@ clean:
 # The memory family's methods (extensions, issue 44: A-GEM, ER, MetaCL-A-GEM, MetaCL-lambda with both references) on
 # Permuted MNIST with M examples per class of each past task (MEMORY=1), ten seeds at K = 20 and 50 (MEMORY_KS), each K
 # into results/pmnist-K<K>-memory-M<M>.json beside the paper's files (never in them); resumable, as every run.
+# First the gamma of the methods that have one (MetaCL-lambda with both references: `tune --memory M` without
+# --methods) is chosen at each K on the validation split, into results/tuning-pmnist-K<K>-memory-M<M>.json and
+# hparams.json (resumable, as every tuning); A-GEM, ER and MetaCL-A-GEM have no knob. A results file made before with
+# another gamma (the borrowed MetaCL-lambda one) is refused by `run`, which names the --redo that retrains those methods.
 MEMORY    ?= 1
 MEMORY_KS ?= 20 50
 .PHONY: reproduce-memory
 reproduce-memory: $(STAMP)
+	for K in $(MEMORY_KS); do \
+	  $(PY) -m metacl_lite tune --benchmark pmnist --K $$K --memory $(MEMORY) $(WHERE_OPTS) || exit $$?; done
 	for K in $(MEMORY_KS); do $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds 10 \
 	  --methods $$($(PY) -m metacl_lite.vocab memory-methods) --memory $(MEMORY) \
 	  --out results/pmnist-K$$K-memory-M$(MEMORY).json $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; done
