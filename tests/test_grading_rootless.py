@@ -206,3 +206,33 @@ def test_the_whole_grading_suite_passes_without_root(python, tmp_path):
     tail = "\n".join(r.stdout.splitlines()[-40:])
     assert r.returncode == 0, tail + r.stderr[-2000:]
     assert " passed" in tail and " failed" not in tail and " skipped" not in tail, tail
+
+
+def test_the_grader_waits_for_a_jails_namespace_and_leaves_a_namespace_that_took_its_number_alone():
+    """`end_namespace` kills and waits for every process of the jail's PID namespace (the grader's last step before
+    the row), and leaves a namespace alone whose init started at another time: the kernel gives a new namespace the
+    number of one that has gone, and another submission's jail may have it."""
+    import time
+
+    from metacl_lite.course import userns
+
+    cmd = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c",
+           "sleep 300 & sleep 300 & wait"]
+    procs = [subprocess.Popen(cmd) for _ in range(2)]
+    try:
+        deadline, inits = time.monotonic() + 30, []
+        while len(inits) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            inits = [k for p in procs for k in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()]
+        ours, theirs = inits
+        ns, other = userns.pid_namespace(ours), userns.pid_namespace(theirs)
+        assert ns and other and ns != other
+        assert userns.end_namespace(other, userns.start_time(theirs) + 1, wait_s=5) == 0  # not the init it had
+        assert userns.end_namespace(ns, userns.start_time(ours)) >= 3  # its init and the two sleeps
+        assert not [p for p in os.listdir("/proc") if p.isdigit() and userns.pid_namespace(p) == ns]
+        assert procs[0].wait(timeout=30) is not None
+        assert procs[1].poll() is None and userns.pid_namespace(theirs) == other, "another jail's processes were killed"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

@@ -98,10 +98,11 @@ def end_processes(uid: int, wait_s: float = 60.0) -> int:
 
 def end_jail(private: Path, uid: int) -> None:
     """Return once no process of a submission graded in `private` runs: none in its jail's PID namespace (which the
-    jail wrote there before the submission started) and, as root, none running as its uid (`end_processes`)."""
+    jail wrote there, with its init's start time, before the submission started) and, as root, none running as its
+    uid (`end_processes`)."""
     try:
-        userns.end_namespace(int((Path(private) / PIDNS).read_text()))
-    except (OSError, ValueError):
+        userns.end_namespace(*map(int, (Path(private) / PIDNS).read_text().split()))
+    except (OSError, ValueError, TypeError):
         pass  # no jail was started, so nothing of the submission ran
     if not rootless():
         end_processes(uid)
@@ -411,7 +412,7 @@ def init(conf: dict) -> int:
 def main(argv=None) -> int:
     """Inside the new namespaces, as root: build the jail's root, a new session keyring, then be its init."""
     conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
-    Path(conf["private"], PIDNS).write_text(str(os.stat("/proc/self/ns/pid").st_ino))  # before any code of it runs
+    Path(conf["private"], PIDNS).write_text(f"{userns.pid_namespace()} {userns.start_time()}")  # before the submission
     for mp in _mountpoints():  # everything read-only first: what is bound below inherits it
         if mp.startswith("/proc"):
             continue

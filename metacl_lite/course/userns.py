@@ -108,14 +108,32 @@ def pid_namespace(pid: str = "self") -> int:
         return 0
 
 
-def end_namespace(ino: int, wait_s: float = 60.0) -> int:
+def start_time(pid: str = "self") -> int:
+    """When a process started (clock ticks since boot; -1 when it has gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _is_init(pid: str) -> bool:
+    """Whether a process is the init of its own PID namespace (its last NSpid is 1)."""
+    try:
+        line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("NSpid:"))
+    except (OSError, StopIteration):
+        return False
+    return line.split()[-1] == "1"
+
+
+def end_namespace(ino: int, start: int = -1, wait_s: float = 60.0) -> int:
     """Return once no process of the PID namespace `ino` runs, killing any that still runs (up to `wait_s`); the
-    number of processes that were still there."""
+    number of processes that were still there. `start`: when its init started, so that a namespace made after this
+    one had gone, which the kernel may give the same number, is left alone."""
     deadline, seen = time.monotonic() + wait_s, set()
     while ino and time.monotonic() < deadline:
         left = [p for p in os.listdir("/proc") if p.isdigit() and pid_namespace(p) == ino]
-        if not left:
-            break
+        if not left or any(_is_init(p) and start_time(p) != start for p in left if start >= 0):
+            break  # gone, or the number is another jail's now
         seen.update(left)
         for p in left:
             try:
