@@ -94,15 +94,47 @@ def live_done(res: dict) -> dict:
             "tasks": cfg["n_tasks"], "epochs": cfg["train"]["epochs"]}
 
 
+def memory_results(benchmark: str, K: int) -> dict:
+    """{M: results} of every memory file at (benchmark, K) (`findings.memory.memory_files`), in order of M."""
+    from ..findings.memory import memory_files
+    from ..lab.store import load_results
+
+    return {M: load_results(p) for (k, M), p in memory_files(benchmark).items() if k == K}
+
+
+def memory_rows(memory: dict) -> list[dict]:
+    """The rows of the memory family's methods (extensions, chapter 9) from their files ({M: results}), each
+    labelled with its budget M and marked as not in the paper ("A-GEM, M = 1 (not in the paper)"), in order of M and
+    of the vocabulary."""
+    from ..report.tables import EXTENSION_MARK, comparison_rows
+    from ..vocab import MEMORY_METHODS, method_label
+
+    return [{**r, "label": f"{method_label(r['method'])}, M = {M}{EXTENSION_MARK}"} for M, res in memory.items()
+            for r in comparison_rows(res) if r["method"] in MEMORY_METHODS and r["n"]]
+
+
+def curves(committed: dict, memory: dict) -> dict:
+    """The reproduction page's accuracy curves (`tables.average_accuracy_curves`): the committed file's per method,
+    then each memory method's per budget, keyed (method, M) (`plots.plot_accuracy_curves`)."""
+    from ..report.tables import average_accuracy_curves
+    from ..vocab import MEMORY_METHODS
+
+    return {**average_accuracy_curves(committed), **{(m, M): c for M, res in memory.items()
+                                                     for m, c in average_accuracy_curves(res).items()
+                                                     if m in MEMORY_METHODS}}
+
+
 def metric_tables(benchmark: str, K: int, committed) -> dict:
     """The three tables of a reproduction page, {"ACC"|"BT"|"FA": Markdown}: ours beside the paper's where both
     exist (`tables.comparison_rows`), ours alone, or the paper's alone (`tables.paper_rows`) without a results
     file. The rows of methods the paper did not run (an extension such as L2) come after the paper's rows and the
-    joint oracle (`tables.ROW_ORDER`)."""
+    joint oracle (`tables.ROW_ORDER`), and after them those of the memory's files at this K, where a results file
+    exists (`memory_rows`)."""
     from ..findings.paper import paper_table
     from ..report.tables import comparison_rows, metric_table_markdown, paper_rows
 
-    rows = comparison_rows(committed) if committed is not None else paper_rows(benchmark, K)
+    rows = comparison_rows(committed) + memory_rows(memory_results(benchmark, K)) if committed is not None \
+        else paper_rows(benchmark, K)
     paper = paper_table(benchmark, K) is not None
     return {k: metric_table_markdown(rows, k, ours=committed is not None, paper=paper) for k in ("ACC", "BT", "FA")}
 

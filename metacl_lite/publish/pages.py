@@ -183,8 +183,8 @@ def make_page(template: Path, title: str, params: dict[str, Any], kind: Optional
 
 
 def page_params(stem: str) -> tuple[Path, str, dict[str, Any], str]:
-    """(the page's file, its title, its parameters with `shows` and, but on benchmark.md, `tables`, its kind) for
-    `stem` ("benchmark" or a key of PAGES). benchmark.md leaves `tables` empty (what the setting has), so that
+    """(the page's file, its title, its parameters with `shows` (the results file and the memory's files present at
+    its K) and, but on benchmark.md, `tables`, its kind) for `stem` ("benchmark" or a key of PAGES). benchmark.md leaves `tables` empty (what the setting has), so that
     `python -m metacl_lite notebook` runs it for any benchmark and K."""
     if stem == "benchmark":
         title, params, path = "Permuted MNIST, K = 20", dict(BENCHMARK_PARAMS), BENCHMARK_PAGE
@@ -193,7 +193,8 @@ def page_params(stem: str) -> tuple[Path, str, dict[str, Any], str]:
         params, path = {"benchmark": "pmnist", **params}, REPRODUCE / f"{stem}.md"
     name = f"{params['benchmark']}-K{params['K']}.json"
     kind = reproduction_kind(params["benchmark"], params["K"])
-    params["shows"] = f"results/{name}, {_digest(REPO_ROOT / 'results' / name)}"
+    params["shows"] = "; ".join(f"results/{n}, {_digest(REPO_ROOT / 'results' / n)}" for n in [name] + memory_names(
+        params["benchmark"], params["K"], planned=False))  # and the memory's files at this K (chapter 9)
     if stem != "benchmark":
         params["tables"] = kind
     return path, title, params, kind

@@ -169,8 +169,8 @@ def plot_accuracy_curves(curves: dict, labels: Optional[dict[str, str]] = None,
              if method_style(k[0] if isinstance(k, tuple) else k) is not None]
     handles = family_variant_handles((*PAPER_FAMILIES, *sorted({f for f, _ in drawn})), {v for _, v in drawn}) + [
         plt.Line2D([], [], color="0.5", lw=width[M], label=f"M = {M}") for M in budgets] + others
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, fontsize=PAGE_FONT_PT,
-              frameon=False)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4 if len(handles) < 10 else 3,
+              fontsize=PAGE_FONT_PT, frameon=False)
     return ax
 
 
