@@ -1,0 +1,281 @@
+"""Chapter 9, beyond the paper: the memory's questions (metacl_lite.findings.memory) on hand-made files, worked out by
+hand; the chapter's records (metacl_lite.publish.page_memory); the figures' styles of the memory's methods and the
+ACC-against-K figure (report.plots); the reproduction pages' memory rows and curves; and, slow, the chapter executed
+on the committed files with its glued numbers recomputed here."""
+import json
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from metacl_lite.errors import FileFormatError  # noqa: E402
+from metacl_lite.findings import memory as Q, stats as S  # noqa: E402
+from metacl_lite.lab.summary import summarize  # noqa: E402
+from metacl_lite.publish import page_memory as R  # noqa: E402
+from metacl_lite.report import plots as P  # noqa: E402
+from metacl_lite.vocab import MEMORY_METHODS, PAPER_METHOD_NAMES  # noqa: E402
+
+SEEDS = [0, 1, 2, 3]
+
+
+def _file(K, methods, acc, seeds=SEEDS, M=None, refs=50.0):
+    """A results file of a 2-task stream: each method's final accuracies on seed s are acc[method](s) on both tasks
+    (ACC = that value; BT = 0; FA = first-task accuracy minus the reference)."""
+    runs = {f"{m}/{s}": {"acc_matrix": [[acc[m](s), None], [acc[m](s), acc[m](s)]]} for m in methods for s in seeds}
+    opts = {m: {"memory": M} for m in methods} if M else {}
+    cfg = {"benchmark": "pmnist", "K": K, "n_tasks": 2, "seeds": list(SEEDS), "methods": list(methods),
+           "method_hparams": {m: {} for m in methods}, "method_options": opts, "train": {"epochs": 1},
+           "model": {}, "data_source": "auto"}
+    res = {"config": cfg, "runs": runs, "references": {str(s): {"acc": [refs, refs]} for s in SEEDS}, "oracle": {}}
+    res["summary"] = summarize(res)
+    return res
+
+
+def _evidence(memory_acc=None, ks=(20, 50), mem_seeds=SEEDS, mem_methods=tuple(MEMORY_METHODS)):
+    """The paper's files at K = 20 and 50 (MAS-MetaCL-λ the best: 60 + s), and one memory file at K = 20, M = 1."""
+    paper = {m: (lambda s, v=40.0 + i: v + s) for i, m in enumerate(PAPER_METHOD_NAMES)}
+    paper["mas-metacl-lambda"] = lambda s: 60.0 + s
+    mem = {m: (lambda s: 50.0 + s) for m in MEMORY_METHODS} | (memory_acc or {})
+    results = {K: _file(K, PAPER_METHOD_NAMES, paper) for K in ks}
+    memory = {(20, 1): _file(20, mem_methods, mem, seeds=mem_seeds, M=1)}
+    return Q.MemoryEvidence(tuple(ks), Q.BUDGETS, results, memory)
+
+
+def _by(rows, q):
+    return {(r["a"], r["b"], r["metric"], r["K"], r["M"]): r for r in rows if r["question"] == q}
+
+
+def test_the_questions_pair_a_memory_file_with_the_papers_file_seed_by_seed():
+    """(a) MetaCL-λ (paper's file) − A-GEM (memory file): per seed (60 + s) − (50 + s) = 10 in ACC, BT 0 − 0; the
+    differences are taken per seed across the two files."""
+    ev = _evidence({"agem": lambda s: 50.0 + 2 * s})
+    a = _by(Q.question_rows(ev), "a")
+    r = a[("mas-metacl-lambda", "agem", "ACC", 20, 1)]
+    assert r["differences"] == {0: 10.0, 1: 9.0, 2: 8.0, 3: 7.0} and r["mean"] == pytest.approx(8.5)
+    assert r["verdict"] == S.CONFIRMED and r["test"] == "MAS-MetaCL-λ − A-GEM, ACC"
+    assert a[("mas-metacl-lambda", "agem", "BT", 20, 1)]["differences"] == {s: 0.0 for s in SEEDS}
+    # (a) asks at M = 1 only, at every K: K = 50 has no memory file
+    assert {(K, M) for (_, _, _, K, M) in a} == {(20, 1), (50, 1)}
+    r50 = a[("mas-metacl-lambda", "agem", "ACC", 50, 1)]
+    assert r50["verdict"] == S.NOT_RUN and r50["missing"][0]["kind"] == "file"
+    assert r50["missing"][0]["command"].endswith("--memory 1 --out results/pmnist-K50-memory-M1.json")
+
+
+def test_each_question_has_its_pairs_metrics_and_budgets():
+    rows = Q.question_rows(_evidence())
+    tests = {q: {(r["a"], r["b"], r["metric"]) for r in rows if r["question"] == q} for q in "abcd"}
+    lam = ["mas-metacl-lambda", "pi-metacl-lambda", "ewc-metacl-lambda"]
+    assert tests["a"] == {(x, "agem", m) for x in lam for m in Q.METRICS}
+    assert tests["b"] == {(x + "-mem", b, m) for x in lam for b in (x, "metacl-agem") for m in Q.METRICS}
+    assert tests["c"] == {("metacl-agem", "agem", m) for m in Q.METRICS}
+    assert tests["d"] == {("er", "mas-metacl-lambda", "ACC")}  # the best of the paper's methods in our file
+    budgets = {q: {r["M"] for r in rows if r["question"] == q} for q in "abcd"}
+    assert budgets == {"a": {1}, "b": {1, 5}, "c": {1, 5}, "d": {1}}
+    parts = {r["part"] for r in rows if r["question"] == "b"}
+    assert parts == {"regulariser alone", "memory alone"}
+
+
+def test_holm_is_taken_within_each_question_over_its_K_and_M():
+    """Each question is its own family: the adjusted p-values of a question are Holm's over its tests that ran and
+    nothing else; changing another question's runs changes none of them."""
+    rng = np.random.default_rng(0)
+    noise = {m: rng.normal(size=4) for m in MEMORY_METHODS}
+    ev = _evidence({m: (lambda s, m=m: 50.0 + 3 * noise[m][s]) for m in MEMORY_METHODS})
+    rows = Q.question_rows(ev)
+    for q in "abcd":
+        ran = [r for r in rows if r["question"] == q and r["counted"] and r["n"] > 0]
+        assert [r["p_holm"] for r in ran] == pytest.approx(S.holm_adjusted([r["p"] for r in ran]))
+    other = _evidence({m: (lambda s, m=m: 50.0 + 3 * noise[m][s]) for m in MEMORY_METHODS}
+                      | {"er": lambda s: 70.0 - s})
+    same = [r["p_holm"] for r in Q.question_rows(other) if r["question"] == "c" and r["n"] > 0]
+    assert same == [r["p_holm"] for r in rows if r["question"] == "c" and r["n"] > 0]
+
+
+def test_a_file_just_begun_is_shown_not_counted_and_missing_runs_are_named():
+    ev = _evidence(mem_seeds=[0], mem_methods=("agem", "er", "metacl-agem"))
+    rows = Q.question_rows(ev)
+    c = _by(rows, "c")[("metacl-agem", "agem", "ACC", 20, 1)]
+    assert c["n"] == 1 and not c["counted"] and c["excluded"] == {"kind": "seeds", "n": 1} and c["holm"] == S.NOT_COUNTED
+    b = _by(rows, "b")[("mas-metacl-lambda-mem", "mas-metacl-lambda", "ACC", 20, 1)]
+    assert b["verdict"] == S.NOT_RUN and b["missing"] == [{"kind": "runs", "K": 20, "M": 1,
+                                                          "file": "results/pmnist-K20-memory-M1.json",
+                                                          "methods": ["mas-metacl-lambda-mem"]}]
+    cov = Q.coverage(ev, rows)
+    assert cov["files"] == [(20, 1)] and cov["absent"] == [(20, 5), (50, 1), (50, 5)]
+    assert cov["runs_missing"] == {(20, 1): ["ewc-metacl-lambda-mem", "mas-metacl-lambda-mem",
+                                             "pi-metacl-lambda-mem"]}
+    assert cov["incomplete"] == [(20, 1, m, 1, 4) for m in ("agem", "er", "metacl-agem")]
+    assert len(cov["commands"]) == 3 and "--K 50" in cov["commands"][-1] and "--memory 5" in cov["commands"][-1]
+
+
+def test_answers_name_the_verdict_parts_and_deciding_test():
+    ev = _evidence({"metacl-agem": lambda s: 45.0 + s + 0.1 * s * s})
+    ans = Q.answers(Q.question_rows(ev))
+    assert ans["c"]["by"][("metacl-agem", "agem", "ACC", 20, 1)] == S.REFUTED and ans["c"]["verdict"] == S.REFUTED
+    assert ans["d"]["deciding"]["a"] == "er" and ans["d"]["ran"] == 1 and ans["d"]["not_run"] == 1
+    assert [p["part"] for p in ans["a"]["parts"]] == list(Q.METRICS)
+    d = R.deciding_record(ans["d"])
+    assert d["test"] == "ER − MAS-MetaCL-λ, ACC" and (d["K"], d["M"]) == (20, 1) and d["mean"] == "−10.0 pts"
+
+
+def test_a_memory_file_is_paired_only_with_the_same_runs_and_references(tmp_path):
+    ev = _evidence()
+    main, mem = ev.results[20], ev.memory[(20, 1)]
+    Q.check_pairing(mem, main, "x")
+    for change in ({"n_tasks": 3}, {"train": {"epochs": 2}}, {"data_source": "raw"}):
+        with pytest.raises(FileFormatError, match="cannot be paired"):
+            Q.check_pairing({**mem, "config": {**mem["config"], **change}}, main, "x")
+    with pytest.raises(FileFormatError, match="references"):
+        Q.check_pairing({**mem, "references": {**mem["references"], "1": {"acc": [51.0, 50.0]}}}, main, "x")
+    # the files in a folder: found by name, loaded and checked
+    for name, res in (("pmnist-K20.json", main), ("pmnist-K20-memory-M1.json", mem)):
+        (tmp_path / name).write_text(json.dumps({k: v for k, v in res.items() if k != "summary"}))
+    assert Q.memory_files("pmnist", tmp_path) == {(20, 1): tmp_path / "pmnist-K20-memory-M1.json"}
+    assert Q.memory_files("cifar100", tmp_path) == {}
+
+
+def test_gammas_say_where_each_came_from():
+    ev = _evidence()
+    cfg = ev.memory[(20, 1)]["config"]
+    cfg["method_hparams"]["pi-metacl-lambda-mem"] = {"gamma": 100.0}
+    cfg["method_hparams"]["mas-metacl-lambda-mem"] = {"gamma": 0.5}
+    cfg["hparams_source"] = {"pi-metacl-lambda-mem": "pi-metacl-lambda's gamma, default: results/tuning-pmnist-K20.json",
+                             "mas-metacl-lambda-mem": "tuned: results/tuning-pmnist-K20-memory-M1.json"}
+    g = {r["method"]: (r["gamma"], r["borrowed"]) for r in Q.gammas(ev)}
+    assert g == {"pi-metacl-lambda-mem": (100.0, True), "mas-metacl-lambda-mem": (0.5, False)}
+    t = R.gamma_table(Q.gammas(ev))
+    assert list(t["γ"]) == ["0.5", "100"] and list(t["method"]) == ["MAS-MetaCL-λ-mem", "PI-MetaCL-λ-mem"]
+
+
+def test_acc_by_K_points_and_the_results_table():
+    ev = _evidence({"er": lambda s: 52.0 + s})
+    pts = Q.acc_by_K(ev)
+    assert {(p["group"], p["method"], p["K"], p["M"]) for p in pts if p["method"] in ("er", "finetune",
+                                                                                  "pi-metacl-lambda-mem")} == {
+        ("memory", "er", 20, 1), ("regulariser", "finetune", 20, None), ("regulariser", "finetune", 50, None),
+        ("both", "pi-metacl-lambda-mem", 20, 1)}
+    er = next(p for p in pts if p["method"] == "er")
+    assert er["mean"] == pytest.approx(53.5) and (er["n"], er["of"]) == (4, 4) and er["lo"] < 53.5 < er["hi"]
+    t = R.results_table(ev)
+    assert list(t.K.unique()) == [20]  # only the K with a memory file
+    assert list(t.method[:5]) == ["Fine tune", "MetaCL, w/o reg", "MAS-MetaCL-λ", "PI-MetaCL-λ", "EWC-MetaCL-λ"]
+    assert list(t[t.method == "ER"].ACC) == ["53.5\u00a0±\u00a02.1"] and list(t[t.method == "ER"].M) == [1]
+
+
+def test_the_pages_formats_by_hand():
+    assert R.by_K([(50, 1), (50, 5), (200, 1)]) == "K = 50 (M = 1, 5) and K = 200 (M = 1)" and R.by_K([]) == "none"
+    rows = [{"question": "a", "metric": "ACC", "K": 20, "M": 1, "verdict": S.CONFIRMED, "mean": m, "a": a, "b": "agem",
+             "holm": h} for m, a, h in ((4.6, "pi-metacl-lambda", S.CONFIRMED), (5.1, "mas-metacl-lambda", S.INCONCLUSIVE))]
+    assert R.span(rows, "a", "ACC", 20, 1) == "+4.6 to +5.1 pts" and R.span(rows, "a", "BT", 20, 1) == "–"
+    assert R.span(rows[:1], "a", "ACC", 20, 1) == "+4.6 pts"
+    assert R.whose(rows, "a", "ACC", 20, 1, S.CONFIRMED) == ["PI-MetaCL-λ"]
+
+
+def test_tests_table_names_pair_metric_K_M_and_p():
+    rows = Q.question_rows(_evidence({"agem": lambda s: 50.0 + 2 * s}))
+    t = R.tests_table([r for r in rows if r["question"] == "a"])
+    first = t.iloc[0].to_dict()
+    assert first["a − b, metric"] == "MAS-MetaCL-λ − A-GEM, ACC" and (first["K"], first["M"]) == (20, 1)
+    assert first["mean (95% interval)"].startswith("+8.5 pts (") and first["seeds for"] == "4 of 4"
+    assert first["verdict: Holm / raw"] == "confirmed / confirmed" and "(" in first["p (Holm)"]
+    assert len(t) == 9  # the tests not yet run (K = 50) are left out of the table
+
+
+def test_the_dual_check_meets_every_active_set_and_the_solvers():
+    d = R.dual_check(n=100)
+    assert d["kkt"] <= 1e-8 and d["slsqp"] <= 1e-7
+    assert d["active"]["generic"] == {(a, b) for a in (False, True) for b in (False, True)}
+    assert d["active"]["both zero"] == {(False, False)}
+    assert {k for k, v in d["active"].items() if v} == set(R.KINDS)
+    several = R.several_check(n=2)
+    assert several["three_violation"] <= 1e-8 and (several["osqp"] is None or several["osqp"] <= 1e-6)
+
+
+@pytest.mark.parametrize("method, expected", [
+    ("agem", (P.MEMORY_FAMILY, "plain")), ("metacl-agem", (P.MEMORY_FAMILY, "MetaCL-β")),
+    ("er", (P.MEMORY_FAMILY, P.REPLAY)), ("pi-metacl-lambda-mem", ("PI", P.BOTH))])
+def test_family_variant_of_the_memorys_methods(method, expected):
+    assert P.family_variant(method) == expected
+    style = P.method_style(method)
+    assert style is not None and style["color"] == {**P.FAMILY_COLOURS, **P.MEMORY_COLOURS}[expected[0]]
+
+
+def test_the_memorys_lines_differ_from_each_other_and_the_papers():
+    styles = {m: tuple(map(str, P.method_style(m).values())) for m in (*PAPER_METHOD_NAMES, *MEMORY_METHODS)}
+    assert len(set(styles.values())) == len(styles)
+
+
+def test_accuracy_curves_with_budgets_draw_the_larger_thicker():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    P.plot_accuracy_curves({"finetune": np.array([60, 50]), ("agem", 1): np.array([61, 52]),
+                            ("agem", 5): np.array([62, 55])}, ax=ax)
+    widths = {tuple(line.get_ydata()): line.get_linewidth() for line in ax.get_lines()}
+    assert widths[(61, 52)] < widths[(62, 55)] and widths[(60, 50)] == widths[(61, 52)]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "episodic memory" in labels and "M = 1" in labels and "M = 5" in labels and P.REPLAY not in labels
+    plt.close(fig)
+
+
+def test_acc_by_K_figure_draws_each_method_of_each_group():
+    import matplotlib.pyplot as plt
+
+    ev = _evidence()
+    fig = P.plot_acc_by_K(Q.acc_by_K(ev), (20, 50, 200, 500), {"regulariser": "r", "memory": "m", "both": "b"})
+    axes = fig.axes
+    assert [a.get_title() for a in axes] == ["r", "m", "b"]
+    assert [len(a.containers) for a in axes] == [4, 3, 3]  # fine-tune and 3 MetaCL-λ; A-GEM, ER, MetaCL-A-GEM; 3
+    plt.close(fig)
+    begun = _evidence(mem_seeds=[0])  # a run of one seed is left out
+    fig = P.plot_acc_by_K(Q.acc_by_K(begun), (20, 50), {"regulariser": "r", "memory": "m", "both": "b"})
+    assert [len(a.containers) for a in fig.axes] == [4, 0, 0]
+    plt.close(fig)
+
+
+def test_the_reproduction_pages_memory_rows_and_curves():
+    from metacl_lite.publish import page_reproduction as PR
+
+    ev = _evidence()
+    memory = {1: ev.memory[(20, 1)], 5: _file(20, ("agem",), {"agem": lambda s: 55.0}, M=5, seeds=[0, 1])}
+    rows = PR.memory_rows(memory)
+    assert [r["label"] for r in rows][:2] == ["A-GEM, M = 1 (not in the paper)", "ER, M = 1 (not in the paper)"]
+    assert rows[-1]["label"] == "A-GEM, M = 5 (not in the paper)" and not rows[-1]["complete"]
+    curves = PR.curves(ev.results[20], memory)
+    assert "finetune" in curves and ("agem", 5) in curves and ("er", 1) in curves and "agem" not in curves
+
+
+def test_the_pages_tool_stamps_chapter_9_with_every_planned_memory_file():
+    from metacl_lite.publish import pages as PG
+
+    names = PG.stamped_pages()[PG.REPO_ROOT / "book" / "chapters" / "09_memory.md"]
+    assert [n for n in names if "memory" in n][:2] == ["pmnist-K20-memory-M1.json", "pmnist-K20-memory-M5.json"]
+    assert {f"pmnist-K{K}-memory-M{M}.json" for K in (20, 50, 200, 500) for M in Q.BUDGETS} <= set(names)
+    assert PG.memory_names("cifar100", 20, planned=False) == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The chapter, executed on the committed files
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_chapter_9_executes_and_its_numbers_are_the_files(tmp_path):
+    from metacl_lite.paths import REPO_ROOT
+    from metacl_lite.publish.notebooks import glued_values, run_notebook
+
+    out = run_notebook(REPO_ROOT / "book" / "chapters" / "09_memory.md", {}, tmp_path)
+    g = glued_values(out)
+    ev = Q.load_memory_evidence()
+    rows = Q.question_rows(ev)
+    a = [r for r in rows if r["question"] == "a" and r["metric"] == "ACC" and (r["K"], r["M"]) == (20, 1)]
+    assert g["qa_acc_span"] == R.span(rows, "a", "ACC", 20, 1)
+    means = sorted(np.mean([ev.results[20]["summary"][r["a"]]["ACC"]["values"][i]
+                            - dict(zip(ev.memory[(20, 1)]["summary"]["agem"]["seeds"],
+                                       ev.memory[(20, 1)]["summary"]["agem"]["ACC"]["values"]))[s]
+                            for i, s in enumerate(ev.results[20]["summary"][r["a"]]["seeds"])]) for r in a)
+    assert g["qa_acc_span"].startswith(f"+{means[0]:.1f}") and math.isclose(a[0]["n"], 10)
+    assert g["dual_n"] == 100 and g["dual_generic_sets"] == 4 and g["qd_best"] == "MAS-MetaCL-λ"
+    assert g["mem_files"].startswith("K = 20 (M = 1")
