@@ -128,3 +128,49 @@ def test_budget_file_names_and_the_default_protocol():
     assert TU.default_tuning_out(p).name == "tuning-pmnist-K20.json"
     other = {**mem, "method_options": {**mem["method_options"], MEM[0]: {"memory": 3, "omega_normalise": "max"}}}
     assert not TU.is_default(other) and TU.default_tuning_out(other).parent.name == "runs"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The reports pick the budget up from the file (vocab.BUDGET_OPTIONS); the paper's files read as before
+
+
+def _files():
+    from metacl_lite.lab.store import load_results
+
+    paper = load_results(TU.REPO_ROOT / "results" / "pmnist-K20.json")
+    mem = load_results(TU.REPO_ROOT / "results" / "pmnist-K20-memory-M1.json")
+    mem2 = json.loads(json.dumps(mem))
+    for o in mem2["config"]["method_options"].values():
+        o["memory"] = 2
+    return paper, mem, mem2
+
+
+def test_the_table_names_the_budget_of_a_file_that_has_one():
+    from metacl_lite.report.tables import format_table
+
+    paper, mem, mem2 = _files()
+    assert format_table(mem).splitlines()[0].startswith("pmnist K=20, 20 tasks, 10 seed(s), M=1 (memory); ours:")
+    assert format_table(mem2).splitlines()[0].startswith("pmnist K=20, 20 tasks, 10 seed(s), M=2 (memory); ours:")
+    assert format_table(mem, "md").startswith("Budget: M=1 (memory).\n\n| Method |")
+    n = len(paper["config"]["seeds"])
+    assert format_table(paper).splitlines()[0].startswith(f"pmnist K=20, 20 tasks, {n} seed(s); ours:")
+    assert "Budget" not in format_table(paper, "md") and "M=" not in format_table(paper)
+
+
+def test_interpret_records_the_budget_and_the_borrowed_gamma():
+    from metacl_lite.report.interpret import glue_values, hparams_frame, interpretation, source_record
+
+    paper, mem, mem2 = _files()
+    info = interpretation(mem2)
+    assert info["hparams"]["budgets"] == {"memory": 2} and glue_values(info)["budget"] == "M=2"
+    frame = hparams_frame(info)
+    assert list(frame.columns)[-1] == "M" and set(frame["M"]) == {"2"} and len(frame) == len(vocab.MEMORY_METHODS)
+    assert (frame.set_index("Method").loc["PI-MetaCL-λ-mem", "β/γ"].endswith("(PI-MetaCL-λ's)")
+            == mem["config"]["hparams_source"]["pi-metacl-lambda-mem"].startswith("pi-metacl-lambda's"))
+    plain = interpretation(paper)
+    assert plain["hparams"]["budgets"] == {} and glue_values(plain)["budget"] == "none"
+    assert list(hparams_frame(plain).columns) == ["Method", "β/γ", "Tuned at K", "File", "Ω accumulated",
+                                                  "Ω normalised", "PI's ξ"]
+    assert source_record("pi-metacl-lambda's gamma, K=50: results/t.json") == {"file": "results/t.json", "K": 50,
+                                                                               "from": "pi-metacl-lambda"}
+    assert source_record("default: results/t.json", 20) == {"file": "results/t.json", "K": 20}

@@ -23,22 +23,22 @@ from typing import Any, Optional
 from .commands import provenance_commands, relative_command
 from ..findings.paper import PAPER_SOURCES, paper_table
 from ..data.specs import SPECS
-from ..vocab import OMEGA_OPTIONS, OPTIONS, REGULARISERS, family, options_of, regulariser_of
+from ..vocab import BUDGET_OPTIONS, OMEGA_OPTIONS, OPTIONS, REGULARISERS, family, options_of, regulariser_of
 
 METRICS = ("ACC", "BT", "FA")
 
 
 def method_labels() -> dict[str, str]:
-    """Every method's label, and the joint oracle's."""
-    from ..training import METHODS
+    """Every method's label (the memory family's too), and the joint oracle's."""
+    from ..training import ALL_METHODS
 
-    return {**{m: METHODS[m].label for m in METHODS}, "joint": "Joint training (oracle)"}
+    return {**{m: ALL_METHODS[m].label for m in ALL_METHODS}, "joint": "Joint training (oracle)"}
 
 
 def _method_order() -> list[str]:
-    from ..training import METHODS
+    from ..training import ALL_METHODS
 
-    return list(METHODS)
+    return list(ALL_METHODS)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -128,8 +128,9 @@ def hparams_used(res: dict) -> dict[str, Any]:
     `config.method_options` where the file has it (choices decided per regulariser), else the file-wide ones;
     `options_where`: "method_options", "train", or None when the file predates the options and they are the
     defaults the code then had), the γ control, if the file is one (`gamma_control`), and whether the task gradients
-    were compiled (`compile`: "off" in files that predate the option) and the precision of the products
-    (`precision`: "float32" in files that predate the option)."""
+    were compiled (`compile`: "off" in files that predate the option), the precision of the products
+    (`precision`: "float32" in files that predate the option) and the budgets the methods that read one were given
+    (`budgets`: {name: value}, e.g. {"memory": 1}; `method_budgets`: per such method; {} in the paper's files)."""
     cfg = res["config"]
     mh = cfg.get("method_hparams") or {}
     values = {m: dict(mh[m]) for m in _method_order() if mh.get(m)}
@@ -144,7 +145,10 @@ def hparams_used(res: dict) -> dict[str, Any]:
         where = "train" if all(k in train for k in OMEGA_OPTIONS) else None
         method_options = {m: dict(options) for m in _method_order()
                           if m in cfg.get("methods", []) and regulariser_of(m)}
+    budgets = {m: {k: o[k] for k in BUDGET_OPTIONS if k in o} for m, o in (per or {}).items()
+               if m in cfg.get("methods", []) and set(o) & set(BUDGET_OPTIONS)}
     return {"values": values, "sources": {m: src.get(m) for m in values}, "options": options,
+            "budgets": {k: v for b in budgets.values() for k, v in b.items()}, "method_budgets": budgets,
             "method_options": method_options, "options_where": where, "options_recorded": where is not None,
             "gamma_control": cfg.get("gamma_control"), "compile": train.get("compile", "off"),
             "precision": train.get("precision", "float32"),
@@ -215,7 +219,7 @@ def glue_values(info: dict[str, Any]) -> dict[str, Any]:
     - per regulariser r: order_r_ours / order_r_paper ("holds", "does not hold" or "–") and chain_r_ours /
       chain_r_paper (plain → MetaCL-β → MetaCL-λ ACC); held_ours, n_held_ours, n_fam_ours (and the same for paper);
     - n_seeds, t_df (n − 1), factor (t/√n), mean_ci_ours, mean_pm_paper, n_rows, permuted ("yes"/"no");
-    - gamma_control, options_where, compile, precision; incomplete (labels, "none")."""
+    - gamma_control, options_where, compile, precision; incomplete (labels, "none"); budget ("M=1", "none")."""
     labels = method_labels()
     g, r, fam, h, iv = info["gaps"], info["rank"], info["families"], info["hparams"], info["interval"]
     out: dict[str, Any] = {}
@@ -251,6 +255,7 @@ def glue_values(info: dict[str, Any]) -> dict[str, Any]:
     out["compile"] = h["compile"]
     out["precision"] = h["precision"]
     out["incomplete"] = "; ".join(info["incomplete"]) or "none"
+    out["budget"] = ", ".join(f"{OPTIONS[k].label}={v}" for k, v in h["budgets"].items()) or "none"
     return out
 
 
@@ -264,9 +269,14 @@ def _value(v: Any) -> str:
 def source_record(source: Optional[str], tuning_K: Optional[int] = None) -> dict[str, Any]:
     """A `config.hparams_source` entry as a record: the file (relative to the repository) and the K it was tuned at.
     "K=200: results/t.json" -> {"file": "results/t.json", "K": 200}; "default: results/t.json" -> the file and the
-    benchmark's tuning K (`tuning_K`); any other entry -> the entry as the file, K None; None -> both None."""
+    benchmark's tuning K (`tuning_K`); any other entry -> the entry as the file, K None; None -> both None. A value read
+    from another method (`hparams.tuned_method`: "pi-metacl-lambda's gamma, K=50: results/t.json") names it under
+    "from"."""
     if source is None:
         return {"file": None, "K": None}
+    lender, sep, rest = source.partition("'s ")  # "<method>'s gamma, K=50: ...": a value read from another method
+    if sep and ", " in rest and " " not in lender:
+        return {**source_record(rest.partition(", ")[2], tuning_K), "from": lender}
     head, sep, rest = source.partition(": ")
     if sep and head.startswith("K=") and head[2:].isdigit():
         return {"file": relative_command(rest), "K": int(head[2:])}
@@ -287,10 +297,12 @@ def hparams_frame(info: dict[str, Any]):
     """The β/γ of each regularised method and where it came from, with the open choices it was trained with: one row
     per method (Method, β/γ, tuned at K, file, then one column per open choice, `vocab.OMEGA_OPTIONS` under its
     declared label: Ω accumulated, Ω normalised, PI's ξ; "–" where a cell does not apply or the file does not record
-    it)."""
+    it); where the file gave its methods a budget (`vocab.BUDGET_OPTIONS`: the memory's M), one column per budget under
+    its label, "–" for the methods that do not read it (the paper's files have none, and no such column)."""
     import pandas as pd
 
     h = info["hparams"]
+    budgets = [k for k in BUDGET_OPTIONS if k in h.get("budgets", {})]
     labels = method_labels()
     rows = []
     for m in _method_order():
@@ -299,13 +311,14 @@ def hparams_frame(info: dict[str, Any]):
         src = source_record(h["sources"].get(m), h.get("tuning_K"))
         o = h["method_options"].get(m, h["options"])
         rows.append({"Method": labels[m],
-                     "β/γ": ", ".join(f"{SYMBOLS.get(k, k)} = {_value(v)}" for k, v in h["values"].get(m, {}).items())
-                     or "–",
+                     "β/γ": (", ".join(f"{SYMBOLS.get(k, k)} = {_value(v)}" for k, v in h["values"].get(m, {}).items())
+                             or "–") + (f" ({labels.get(src['from'], src['from'])}'s)" if "from" in src else ""),
                      "Tuned at K": "–" if src["K"] is None else src["K"],
                      "File": "–" if src["file"] is None else f"`{src['file']}`",
-                     **{OPTIONS[k].label: _option_cell(m, k, o[k]) for k in OMEGA_OPTIONS}})
+                     **{OPTIONS[k].label: _option_cell(m, k, o[k]) for k in OMEGA_OPTIONS},
+                     **{OPTIONS[k].label: _value(h["method_budgets"].get(m, {}).get(k, "–")) for k in budgets}})
     return pd.DataFrame(rows, columns=["Method", "β/γ", "Tuned at K", "File",
-                                       *(OPTIONS[k].label for k in OMEGA_OPTIONS)])
+                                       *(OPTIONS[k].label for k in (*OMEGA_OPTIONS, *budgets))])
 
 
 def gaps_frame(info: dict[str, Any]):

@@ -14,7 +14,7 @@ from ..metrics import average_accuracy_curve
 from ..keys import runs_of
 from ..data.specs import SPECS
 from ..findings.paper import PAPER_SOURCES, paper_table
-from ..vocab import METHOD_NAMES, ORACLE, PAPER_METHOD_NAMES, in_paper, method_label
+from ..vocab import METHOD_NAMES, OPTIONS, ORACLE, PAPER_METHOD_NAMES, in_paper, method_label
 
 #: The tables' rows: the paper's eleven methods and the oracle in the paper's order, then the extensions the paper did
 #: not run (L2's family), marked so, with "–" in the paper's columns.
@@ -94,6 +94,15 @@ def protocol_differs(res: dict) -> Optional[dict]:
     return {"n_tasks": cfg["n_tasks"], "epochs": epochs, "paper_n_tasks": spec.n_tasks, "paper_epochs": spec.epochs}
 
 
+def budget_text(cfg: dict) -> str:
+    """The budgets a results file's methods were given (`vocab.BUDGET_OPTIONS`, as `lab.files.budgets` reads them
+    from config.method_options), each as its label and value with its name: "M=1 (memory)"; "" for a file without
+    one (the paper's)."""
+    from ..lab.files import budgets
+
+    return ", ".join(f"{OPTIONS[k].label}={v} ({k})" for k, vs in budgets(cfg).items() for v in sorted(vs))
+
+
 #: What a γ control file's MetaCL-λ rows trained with (`grid.GAMMA_CONTROLS`), in the note of its table.
 CONTROL_GAMMA = {"0": "γ = 0 (the pure projection)", "beta": "γ = the tuned β of each MetaCL-β counterpart"}
 
@@ -122,12 +131,14 @@ def format_table(res: dict, fmt: str = "text", spell: Callable[[str], str] = str
     if short:
         notes.append(f"INCOMPLETE: {len(short)} row(s) are made from fewer than the {len(cfg['seeds'])} seeds of the "
                      f"file ({', '.join(r['label'] for r in short)}); rerun the file's command to finish them.")
+    budget = budget_text(cfg)
     if fmt == "md":
-        lines = [line for n in notes for line in (f"**{n}**", "")]
+        lines = [line for n in notes for line in (f"**{n}**", "")] + ([f"Budget: {budget}.", ""] if budget else [])
         lines += ["| " + " | ".join(HEADS) + " |", "|" + "---|" * len(HEADS)]
         lines += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in rows]
         return "\n".join(lines)
-    title = (f"{cfg['benchmark']} K={cfg['K']}, {cfg['n_tasks']} tasks, {len(cfg['seeds'])} seed(s); ours: mean ± 95% "
+    title = (f"{cfg['benchmark']} K={cfg['K']}, {cfg['n_tasks']} tasks, {len(cfg['seeds'])} seed(s)"
+             f"{', ' + budget if budget else ''}; ours: mean ± 95% "
              f"CI (t-interval over seeds); paper: {PAPER_SOURCES.get((cfg['benchmark'], cfg['K']), 'no published numbers')}")
     cells = [[spell(str(r[c])) for c in COLUMNS] for r in rows]
     heads = [spell(h) for h in HEADS]
