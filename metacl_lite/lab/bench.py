@@ -24,7 +24,11 @@ from ..paths import REPO_ROOT
 from .provenance import device
 from ..data.specs import get_spec
 from ..keys import unit_name
-from ..vocab import PAPER_METHOD_NAMES
+from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_METHOD_NAMES, memory_of, options_of
+
+#: Issue 44's target for a method of the memory family: one more gradient per outer step, at most 1.5 times the step
+#: of the method it adds the memory to (MetaCL-lambda's, for MetaCL-lambda with both references), on the CPU.
+MEMORY_TARGET = 1.5
 
 
 def measures(doc: dict) -> set:
@@ -107,16 +111,62 @@ def eval_flops(n_tasks: int = 20, n_test: int = 10000, dims=(784, 256, 256, 10))
 
 def _one(method: str, K: int, compile: str, queue) -> None:
     """One full Permuted MNIST run of `method` (seed 0, tuned beta/gamma and decided options, one thread, today's
-    defaults: index_select evaluation, task gradients as `compile` says), in a child process of its own."""
+    defaults: index_select evaluation, task gradients as `compile` says), in a child process of its own. Besides its
+    wall time, the time its evaluations took (`eval_s`, timed around `training.evaluate_tasks`) and so the time per
+    outer step of its training (`step_ms`: the rest over `training.outer_steps`)."""
+    from .. import training
     from ..data.mnist import permuted_mnist
     from .hparams import method_config
-    from ..training import run_stream
 
     torch.set_num_threads(1)
     bench = permuted_mnist(K, get_spec("pmnist").n_tasks, seed=0)
+    cfg = method_config("pmnist", method, K=K, compile=compile)
+    evaluate, spent = training.evaluate_tasks, [0.0]
+
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return evaluate(*a, **k)
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    training.evaluate_tasks = timed  # this child process only
     t0 = time.perf_counter()
-    run_stream(bench, method, method_config("pmnist", method, K=K, compile=compile), seed=0, show_progress=False)
-    queue.put({"method": method, "wall_s": time.perf_counter() - t0, "peak_mb": _peak_mb_self()})
+    training.run_stream(bench, method, cfg, seed=0, show_progress=False)
+    wall, steps = time.perf_counter() - t0, training.outer_steps(bench.train_stream, cfg)
+    queue.put({"method": method, "wall_s": wall, "peak_mb": _peak_mb_self(), "eval_s": spent[0], "steps": steps,
+               "step_ms": (wall - spent[0]) / steps * 1e3})
+
+
+def with_bases(methods: Sequence[str]) -> list[str]:
+    """`methods`, each method of the memory family preceded by the method it adds the memory to where that is not
+    listed (`vocab.memory_of`: MetaCL-lambda for MetaCL-lambda with both references), so its time stands beside it."""
+    out: list[str] = []
+    for m in methods:
+        base = memory_of(m).base if memory_of(m) else None
+        out += [b for b in (base, m) if b is not None and b not in out and (b == m or b not in methods)]
+    return out
+
+
+def memory_ratios(times: dict[str, float]) -> list[dict]:
+    """For each method of the memory family in `times` ({method: seconds or ms per step}) whose base method is there
+    too: its time over its base's (`ratio`), with issue 44's target (`MEMORY_TARGET`) and whether it is met."""
+    return [{"method": m, "base": memory_of(m).base, "ratio": times[m] / times[memory_of(m).base],
+             "target": MEMORY_TARGET, "met": times[m] / times[memory_of(m).base] <= MEMORY_TARGET}
+            for m in times if memory_of(m) and memory_of(m).base in times]
+
+
+def print_ratios(ratios: list[dict], what: str) -> None:
+    """The memory methods' `what` beside their base methods', with the ratio and the target."""
+    for r in ratios:
+        print(f"{r['method']:22s} {r['ratio']:5.2f} x the {what} of {r['base']} (target <= {r['target']:g} x: "
+              f"{'met' if r['met'] else 'MISSED'})", flush=True)
+
+
+def bench_budgets(methods: Sequence[str]) -> dict:
+    """The budgets (`vocab.BUDGET_OPTIONS`) the measured `methods` read, at their declared defaults, as the runs train
+    ({"memory": 1}; {} for the paper's methods)."""
+    return {k: OPTIONS[k].default for k in BUDGET_OPTIONS if any(k in {o.name for o in options_of(m)} for m in methods)}
 
 
 def _grid(K: int, seeds: int, out: str, compile: str, queue) -> None:
@@ -218,9 +268,16 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
     """In one run on one machine: the GEMM rate and the evaluation bound, each method's full run at `K` (today's
     defaults; none with `skip_methods`), and for each K in `grids` the whole grid with today's defaults. `compile` is
     the task gradients of both.
-    Every measurement runs in a process of its own; the figures go to results/bench-pmnist-K<K>.json."""
-    methods = [] if skip_methods else list(methods or PAPER_METHOD_NAMES)
-    out = check_bench_out(REPO_ROOT / "results" / f"bench-pmnist-K{K}.json" if out is None else Path(out),
+    Every measurement runs in a process of its own; the figures go to results/bench-pmnist-K<K>.json (with methods of
+    the memory family, each timed beside the method it adds the memory to, `with_bases`, and with the ratio of their
+    steps, `memory_ratios`: results/bench-pmnist-K<K>-memory-M<M>.json, M their declared budget)."""
+    asked = None if skip_methods or methods is None else list(methods)
+    methods = [] if skip_methods else with_bases(methods or PAPER_METHOD_NAMES)
+    from .files import budget_tag
+
+    budgets = bench_budgets(methods)
+    default_out = REPO_ROOT / "results" / f"bench-pmnist-K{K}{budget_tag(budgets)}.json"
+    out = check_bench_out(default_out if out is None else Path(out),
                           {"per_method": [{"method": m} for m in methods],
                            "grids": [{"K": g, "seeds": grid_seeds} for g in ([] if skip_grid else grids)]})
     from ..data.benchmarks import check_data
@@ -237,7 +294,10 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
     for m in methods:
         r = in_child(_one, m, K, compile)
         rows.append(r)
-        print(f"{m:20s} {r['wall_s']:8.1f} {r['peak_mb']:8.0f} {r['wall_s'] / lb1:17.2f}", flush=True)
+        print(f"{m:20s} {r['wall_s']:8.1f} {r['peak_mb']:8.0f} {r['wall_s'] / lb1:17.2f}   {r['step_ms']:6.2f} ms per "
+              f"outer step", flush=True)
+    ratios = memory_ratios({r["method"]: r["step_ms"] for r in rows})
+    print_ratios(ratios, "step time")
     grid_rows = []
     for Kg in ([] if skip_grid else grids):
         n_runs = grid_seeds * len(PAPER_METHOD_NAMES)
@@ -257,13 +317,15 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
         cmd += f" --grid-seeds {grid_seeds}"
     if compile != "off":
         cmd += f" --compile {compile}"
-    prov = provenance(cmd + (" --skip-grid" if skip_grid else "") + (" --skip-methods" if skip_methods else ""))
+    cmd += f" --methods {','.join(asked)}" if asked and asked != list(PAPER_METHOD_NAMES) else ""
+    prov = provenance(cmd + (" --skip-grid" if skip_grid else "") + (" --skip-methods" if skip_methods else "")
+                      + _out_flag(out, default_out))
     prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + sum(r["new"]["wall_s"] for r in grid_rows)
     write_json(out,
                {"kind": "bench", "gemm_gflops": rate, "gemm_gflops_1thread": rate1,
                 "eval_tflop_per_run": eval_flops() / 1e12, "lower_bound_s_per_run": lb,
                 "lower_bound_s_per_run_1thread": lb1, "per_method": rows, "grids": grid_rows, "compile": compile,
-                "provenance": prov})
+                **({"budgets": budgets, "memory_ratios": ratios} if ratios else {}), "provenance": prov})
     return 0
 
 
@@ -318,7 +380,7 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     check_precision(precision, where)  # an unknown precision: refused before any work
     K, _, target = GPU_TARGETS[suite]
     measured = min(seeds, measured_seeds or seeds)
-    methods = list(methods or PAPER_METHOD_NAMES)
+    methods = with_bases(methods or PAPER_METHOD_NAMES)  # a memory method's unit time beside its base method's
     default_out = REPO_ROOT / "results" / f"bench-{suite}-cuda.json"
     out_file = check_bench_out(Path(out) if out is not None else default_out,
                                {"suite": suite, "gpu": True, "methods": methods, "seeds": seeds})
@@ -331,6 +393,8 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
     grid_s = wall * seeds / measured
     print(f"{suite}: grid of {measured} seed(s) x {len(methods)} methods + references + oracle in {wall:.1f} s on "
           f"{describe(where)} with {workers} workers; {seeds} seeds: {grid_s:.0f} s (target {target:.0f} s)")
+    ratios = memory_ratios(method_walls(units))
+    print_ratios(ratios, "mean run-unit time")
     cmd = f"python -m metacl_lite.tools bench --suite {suite} --device cuda" + "".join(
         f" {flag} {value}" for flag, value, default in (
             ("--grid-seeds", seeds, 5), ("--measured-seeds", measured, seeds), ("--workers", workers, default_n),
@@ -343,9 +407,20 @@ def bench_gpu(suite: str, device: str = "cuda", seeds: int = 5, measured_seeds: 
            "compile": compile, "precision": precision, "mps": mps_active(), "seeds": seeds,
            "measured_seeds": measured, "methods": methods,
            "wall_s_measured": wall, "grid_s": grid_s, "target_s": target, "units": units,
-           "determinism": determinism_settings(), "provenance": {**prov, "wall_s_total": wall}}
+           "determinism": determinism_settings(), **({"memory_ratios": ratios} if ratios else {}),
+           "provenance": {**prov, "wall_s_total": wall}}
     write_json(out_file, doc)
     return doc
+
+
+def method_walls(units: list[dict]) -> dict[str, float]:
+    """{method: the mean wall time of its run units} of a GPU bench file's unit rows ("runs/<method>/<seed>")."""
+    walls: dict[str, list] = {}
+    for u in units:
+        section, _, rest = u["unit"].partition("/")
+        if section == "runs":
+            walls.setdefault(rest.rsplit("/", 1)[0], []).append(u["wall_s"])
+    return {m: sum(w) / len(w) for m, w in walls.items()}
 
 
 def _out_flag(out_file: Path, default_out: Path) -> str:
