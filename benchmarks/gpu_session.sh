@@ -10,6 +10,8 @@
 #   bash benchmarks/gpu_session.sh cub           # the CUB grid (one seed of five), compiled
 #   bash benchmarks/gpu_session.sh cub-tf32      # the same grid eager with --precision tf32 (other numbers)
 #   bash benchmarks/gpu_session.sh cub-mps       # the CUB grid eager in float32 under NVIDIA MPS (the same numbers)
+#   bash benchmarks/gpu_session.sh memory        # the memory family's Permuted MNIST grid (M = 1), each method beside
+#                                                # the one it adds the memory to -> results/bench-pmnist-cuda-memory-M1.json
 #
 # Every file is written in results/ of the checkout (so the command it records is the one that regenerates it there)
 # and copied to OUT (default $OUT, else ./gpu-out) every 10 s and at the end, so a phase cut off at its time limit
@@ -30,7 +32,7 @@
 # [".whl"] and the command `OUT=$OUT bash benchmarks/gpu_session.sh PHASE`; .whl/ holds pytest and its dependencies
 # as wheels, made where the package index can be reached (`pip download pytest -d .whl`).
 set -u -o pipefail
-PHASE=${1:?"usage: bash benchmarks/gpu_session.sh check|steps-cnn|steps-resnet|grids|profile|cub|cub-tf32|cub-mps"}
+PHASE=${1:?"usage: bash benchmarks/gpu_session.sh check|steps-cnn|steps-resnet|grids|profile|cub|cub-tf32|cub-mps|memory"}
 OUT=${OUT:-${2:-gpu-out}}
 mkdir -p "$OUT" results
 if ! python3 -c "import pytest" 2>/dev/null; then
@@ -73,6 +75,12 @@ case "$PHASE" in
     run $PY benchmarks/speed.py profile --suite cub --method metacl --device cuda --precision tf32 \
         --json results/profile-cub-metacl-cuda-tf32.txt
     ;;
+  memory)
+    # issue 44, point 6: one more gradient per outer step; the bench adds each memory method's base method (MetaCL-
+    # lambda for the two-reference ones) and prints the ratio of their mean run-unit times with the 1.5x target
+    run $PY -m metacl_lite.tools bench --suite pmnist --device cuda \
+        --methods "$($PY -m metacl_lite.vocab memory-methods)" --out results/bench-pmnist-cuda-memory-M1.json
+    ;;
   cub)
     run $PY -m metacl_lite.tools bench --suite cub --device cuda --compile on --measured-seeds 1 \
         --out results/bench-cub-cuda-compile-on.json
@@ -96,6 +104,6 @@ case "$PHASE" in
     run $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py -k "grid_shares_the_gpu and off"
     run $PY -m metacl_lite.tools bench --suite cub --device cuda --measured-seeds 1 --out results/bench-cub-cuda-mps.json
     ;;
-  *) echo "unknown phase $PHASE: check, steps-cnn, steps-resnet, grids, profile, cub, cub-tf32 or cub-mps" >&2; exit 2 ;;
+  *) echo "unknown phase $PHASE: check, steps-cnn, steps-resnet, grids, profile, cub, cub-tf32, cub-mps or memory" >&2; exit 2 ;;
 esac
 log "done $PHASE"

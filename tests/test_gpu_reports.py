@@ -147,9 +147,34 @@ def test_the_gpu_session_script_refuses_an_unknown_phase_and_says_when_mps_canno
     path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "nvidia-cuda-mps-control").exists())
     env = {**os.environ, "OUT": str(tmp_path), "PATH": path}
     r = subprocess.run(["bash", str(script), "bogus"], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "cub-tf32 or cub-mps" in r.stderr
+    assert r.returncode == 2 and "cub-tf32, cub-mps or memory" in r.stderr
     assert shutil.which("nvidia-cuda-mps-control", path=path) is None
     r = subprocess.run(["bash", str(script), "cub-mps"], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "MPS cannot be tried" in (tmp_path / "session.log").read_text()
     assert not (tmp_path / "bench-cub-cuda-mps.json").exists()
     assert not (repo / "results" / "bench-cub-cuda-mps.json").exists()
+
+
+def test_the_gpu_session_times_the_memory_family_beside_its_bases(tmp_path):
+    """The `memory` phase (issue 44, point 6) runs the GPU bench of Permuted MNIST on the memory family's methods (the
+    bench adds each one's base method and prints the ratios) into results/bench-pmnist-cuda-memory-M1.json; here with
+    a stand-in interpreter (PY) that records the bench's command line instead of running it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from metacl_lite import vocab
+
+    repo = Path(__file__).resolve().parents[1]
+    fake = tmp_path / "py"
+    fake.write_text(f"#!/bin/sh\nif [ \"$2\" = metacl_lite.vocab ]; then exec {sys.executable} \"$@\"; fi\n"
+                    f"echo \"$@\" >> {tmp_path}/argv\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PY": str(fake)}
+    r = subprocess.run(["bash", str(repo / "benchmarks" / "gpu_session.sh"), "memory"], cwd=repo, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "argv").read_text().split() == [
+        "-m", "metacl_lite.tools", "bench", "--suite", "pmnist", "--device", "cuda", "--methods",
+        ",".join(vocab.MEMORY_METHODS), "--out", "results/bench-pmnist-cuda-memory-M1.json"]
