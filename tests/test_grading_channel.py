@@ -175,11 +175,12 @@ def test_the_jail_binds_the_python_and_its_added_folders_not_the_working_folder_
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    added = Path("/usr/share").resolve()  # a folder a .pth file could add, outside the prefixes
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    added = next(p.resolve() for p in (Path("/usr/share"), Path("/etc"))  # one a .pth file could add, outside the
+                 if not any(q in (p.resolve(), *p.resolve().parents) for q in prefixes))  # prefixes (the system's: /usr)
     monkeypatch.setattr(sys, "path", [str(work), "", str(ROOT), str(ROOT / "metacl_lite"), str(tmp_path), "/",
                                       str(added), "/nonexistent-metacl"])
     got = jail.python_dirs(ROOT)
-    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
     assert prefixes <= {p.resolve() for p in got} and added in got
     assert not [p for p in got if p == Path("/") or ROOT in (p, *p.parents) and p.resolve() not in prefixes
                 or tmp_path in (p, *p.parents)], got
