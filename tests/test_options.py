@@ -120,7 +120,9 @@ def test_a_budget_is_refused_where_no_method_of_the_run_reads_it_and_an_open_cho
     assert check_options({"memory": 2}) == {"memory": 2}  # no methods given (a tuning): the value's check only
 
 
-def test_the_budgets_are_flags_of_run_only():
+def test_the_budgets_are_flags_of_run_and_tune_only():
+    """run and tune (issue 44: `tune --memory M` chooses the two-reference methods' gamma) take a budget; choices,
+    which decides the open choices, does not."""
     from metacl_lite.cli.parser import build_parser
 
     p = build_parser()
@@ -130,7 +132,9 @@ def test_the_budgets_are_flags_of_run_only():
 
     assert omega_options_of(a) == {"memory": 3}
     t = p.parse_args(["tune", "--benchmark", "pmnist"])
-    assert omega_options_of(t) == {} and not hasattr(t, "memory")
+    assert omega_options_of(t) == {} and t.memory is None
+    assert omega_options_of(p.parse_args(["tune", "--memory", "2"])) == {"memory": 2}
+    assert not hasattr(p.parse_args(["choices"]), "memory")
 
 
 def test_a_tuning_request_checks_a_budget_as_a_run_does():

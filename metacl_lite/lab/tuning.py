@@ -405,6 +405,11 @@ def tune(*args, **kwargs) -> dict:
     configuration for it (every protocol field equal, method_options of that method included): they are copied in
     (marked "reused_from") instead of being trained again; a file that does not match is refused.
 
+    options may hold a budget (`vocab.BUDGET_OPTIONS`: the memory's M, at most K): the methods that read it train with
+    it (without `methods`, they are the methods tuned: `budget_methods`, MetaCL-lambda with both references), and
+    protocol.method_options records it for each of them (their declared default where none is given), so that a file
+    holds one budget; the default protocol's file is results/tuning-<b>-K<K>-memory-M<M>.json (`budget_tag`).
+
     write_hparams: None (default) writes hparams.json only for the default protocol; True writes it for any protocol;
     False never. Returns the tuning document (protocol, units, grid, chosen)."""
     return tune_grid(tune_request(*args, **kwargs))
