@@ -136,6 +136,8 @@ def _package_copy(pkg: Path, name: str) -> None:
             raise OSError(errno.ENOSPC, "No space left on device") from None
         raise
     sanitize(pkg / PACKAGE_DIR.name, name)
+    for f in (p for p in pkg.rglob("*") if p.is_file() and not p.is_symlink()):  # not writable by their owner either
+        f.chmod(0o444)  # (without root the submission runs as that owner; the jail's mount is read-only anyway)
 
 
 def _term_with_parent() -> None:
