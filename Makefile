@@ -160,18 +160,20 @@ clean:
 	rm -rf book/_build dist/assignments
 
 # The memory family's methods (extensions, issue 44: A-GEM, ER, MetaCL-A-GEM, MetaCL-lambda with both references) on
-# Permuted MNIST with M examples per class of each past task (MEMORY=1), ten seeds at K = 20 and 50 (MEMORY_KS), each K
-# into results/pmnist-K<K>-memory-M<M>.json beside the paper's files (never in them); resumable, as every run.
-# First the gamma of the methods that have one (MetaCL-lambda with both references: `tune --memory M` without
-# --methods) is chosen at each K on the validation split, into results/tuning-pmnist-K<K>-memory-M<M>.json and
-# hparams.json (resumable, as every tuning); A-GEM, ER and MetaCL-A-GEM have no knob. A results file made before with
-# another gamma (the borrowed MetaCL-lambda one) is refused by `run`, which names the --redo that retrains those methods.
-MEMORY    ?= 1
-MEMORY_KS ?= 20 50
+# Permuted MNIST at the paper's K, each K and budget M into results/pmnist-K<K>-memory-M<M>.json beside the paper's
+# files (never in them). The grid is metacl_lite/lab/memory_plan.py's, one file a line ("K M seeds methods tune"):
+# M = 1 for every memory method, M = 5 for those without a knob; ten seeds, five at K = 500 (the whole grid's estimate,
+# `python -m metacl_lite.lab.memory_plan --estimate`, exceeds eight CPU hours). Where a line says "tune", the gamma of
+# MetaCL-lambda with both references is first chosen on the validation split (`tune --memory M`, into
+# results/tuning-pmnist-K<K>-memory-M<M>.json and hparams.json). Every step resumes where it stopped: rerun the same
+# command; in the background, `nohup make reproduce-memory > reproduce-memory.log 2>&1 &`. A results file made before
+# with another gamma is refused by `run`, which names the --redo that retrains those methods (RUN_OPTS="--redo ...").
 .PHONY: reproduce-memory
 reproduce-memory: $(STAMP)
-	for K in $(MEMORY_KS); do \
-	  $(PY) -m metacl_lite tune --benchmark pmnist --K $$K --memory $(MEMORY) $(WHERE_OPTS) || exit $$?; done
-	for K in $(MEMORY_KS); do $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds 10 \
-	  --methods $$($(PY) -m metacl_lite.vocab memory-methods) --memory $(MEMORY) \
-	  --out results/pmnist-K$$K-memory-M$(MEMORY).json $(WHERE_OPTS) $(RUN_OPTS) || exit $$?; done
+	plan=$$($(PY) -m metacl_lite.lab.memory_plan) || exit $$?; \
+	echo "$$plan" | while read -r K M SEEDS METHODS TUNE; do \
+	  if [ "$$TUNE" = tune ]; then \
+	    $(PY) -m metacl_lite tune --benchmark pmnist --K $$K --memory $$M $(WHERE_OPTS) < /dev/null || exit $$?; fi; \
+	  $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds $$SEEDS --methods $$METHODS --memory $$M \
+	    --out results/pmnist-K$$K-memory-M$$M.json $(WHERE_OPTS) $(RUN_OPTS) < /dev/null || exit $$?; \
+	done

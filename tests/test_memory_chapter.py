@@ -74,7 +74,7 @@ def test_each_question_has_its_pairs_metrics_and_budgets():
     assert tests["c"] == {("metacl-agem", "agem", m) for m in Q.METRICS}
     assert tests["d"] == {("er", "mas-metacl-lambda", "ACC")}  # the best of the paper's methods in our file
     budgets = {q: {r["M"] for r in rows if r["question"] == q} for q in "abcd"}
-    assert budgets == {"a": {1}, "b": {1, 5}, "c": {1, 5}, "d": {1}}
+    assert budgets == {"a": {1}, "b": {1}, "c": {1, 5}, "d": {1}}  # both references run at M = 1 only (memory_plan)
     parts = {r["part"] for r in rows if r["question"] == "b"}
     assert parts == {"regulariser alone", "memory alone"}
 
@@ -109,7 +109,9 @@ def test_a_file_just_begun_is_shown_not_counted_and_missing_runs_are_named():
     assert cov["runs_missing"] == {(20, 1): ["ewc-metacl-lambda-mem", "mas-metacl-lambda-mem",
                                              "pi-metacl-lambda-mem"]}
     assert cov["incomplete"] == [(20, 1, m, 1, 4) for m in ("agem", "er", "metacl-agem")]
-    assert len(cov["commands"]) == 3 and "--K 50" in cov["commands"][-1] and "--memory 5" in cov["commands"][-1]
+    # the plan's commands: (20, 5) a run; (50, 1) its tuning, then its run; (50, 5) a run
+    assert [c.split()[3] for c in cov["commands"]] == ["run", "tune", "run", "run"]
+    assert "--K 50" in cov["commands"][-1] and "--memory 5" in cov["commands"][-1]
 
 
 def test_answers_name_the_verdict_parts_and_deciding_test():

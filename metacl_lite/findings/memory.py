@@ -6,7 +6,8 @@ files, results/<benchmark>-K<K>-memory-M<M>.json, lie beside the paper's (`memor
 Four questions (`QUESTIONS`), each a family of paired per-seed tests a − b > 0 made by the claims' machinery
 (`claims._row`: the paired t-test, its 95% interval and raw verdict; `claims.with_holm`: Holm's correction within the
 question, all its K and M together): (a) each regulariser's MetaCL-λ against A-GEM with M = 1; (b) MetaCL-λ with
-both references against each reference alone (the regulariser's MetaCL-λ, and MetaCL-A-GEM); (c) MetaCL-A-GEM
+both references against each reference alone (the regulariser's MetaCL-λ, and MetaCL-A-GEM), with M = 1 (the budget
+its γ is tuned at and its runs are made with, `memory_plan`); (c) MetaCL-A-GEM
 against A-GEM; (d) ER with M = 1 against the best of the paper's methods at each K (`best_paper_method`: the highest
 mean ACC of our own file). A method of the memory family is read from its memory file, the paper's methods from the
 paper's file of the same K; two files are paired only where they hold the same runs' settings and references
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..errors import FileFormatError
+from ..lab import memory_plan
 from ..lab.summary import summarize
 from ..paths import REPO_ROOT
 from ..vocab import (MEMORY_METHODS, METHOD_NAMES, PAPER_METHOD_NAMES, PAPER_REGULARISERS, method_label, method_name,
@@ -28,10 +30,11 @@ from ..vocab import (MEMORY_METHODS, METHOD_NAMES, PAPER_METHOD_NAMES, PAPER_REG
 from .claims import RUN_KEYS, _row, claim_parts, claim_verdict, deciding_test, with_holm
 
 #: The memory budgets the chapter asks about: M examples per class of each past task (one stored image per class,
-#: and five). A file of another M that exists is read as well.
-BUDGETS = (1, 5)
+#: and five; `memory_plan.BUDGETS`). A file of another M that exists is read as well.
+BUDGETS = memory_plan.BUDGETS
 METRICS = ("ACC", "BT", "FA")
 #: What makes a memory file: `make reproduce-memory`'s command for one K and M.
+MEMORY_TUNE = "python -m metacl_lite tune --benchmark {benchmark} --K {K} --memory {M}"
 MEMORY_COMMAND = ("python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds} --methods {methods} "
                   "--memory {M} --out results/{file}")
 _NAME = re.compile(r"^(?P<benchmark>\w+)-K(?P<K>\d+)-memory-M(?P<M>\d+)\.json$")
@@ -105,11 +108,14 @@ def _source(ev: MemoryEvidence, K: int, M: int, method: str) -> tuple[Optional[d
     return ev.results.get(K), f"results/{ev.benchmark}-K{K}.json"
 
 
-def missing_command(ev: MemoryEvidence, K: int, M: int) -> str:
-    """The command that makes the memory file of (K, M): every method of the memory family, the seeds of K's file."""
-    seeds = len(ev.results[K]["config"]["seeds"]) if K in ev.results else 10
-    return MEMORY_COMMAND.format(benchmark=ev.benchmark, K=K, M=M, seeds=seeds, methods=",".join(MEMORY_METHODS),
-                                 file=memory_file(ev.benchmark, K, M))
+def missing_command(ev: MemoryEvidence, K: int, M: int, seeds_at: Optional[dict] = None) -> str:
+    """The command that makes the memory file of (K, M) as `make reproduce-memory` does (`memory_plan`): the methods
+    run at budget M (`memory_plan.methods_at`) and the seeds planned at K (`seeds_at`, default
+    `memory_plan.decided_seeds`; the paper's file's seeds at a K the plan has not)."""
+    seeds_at = memory_plan.decided_seeds() if seeds_at is None else seeds_at
+    seeds = seeds_at.get(K) or (len(ev.results[K]["config"]["seeds"]) if K in ev.results else memory_plan.SEEDS)
+    return MEMORY_COMMAND.format(benchmark=ev.benchmark, K=K, M=M, seeds=seeds,
+                                 methods=",".join(memory_plan.methods_at(M)), file=memory_file(ev.benchmark, K, M))
 
 
 def _missing(ev: MemoryEvidence, K: int, M: int, methods: Sequence[str]) -> list[dict]:
@@ -197,7 +203,7 @@ QUESTIONS = [
     Question("a", "MetaCL-λ against A-GEM (M = 1)",
              pair_tests(lambda ev, K: [(method_name(r, "lambda"), "agem", None) for r in PAPER_REGULARISERS],
                         ms=(1,))),
-    Question("b", "both references against each alone", pair_tests(_both_vs_alone)),
+    Question("b", "both references against each alone", pair_tests(_both_vs_alone, ms=(1,))),
     Question("c", "MetaCL-A-GEM against A-GEM", pair_tests(lambda ev, K: [("metacl-agem", "agem", None)])),
     Question("d", "ER (M = 1) against the best of the paper's methods", pair_tests(_er_vs_best, ms=(1,),
                                                                                     metrics=("ACC",))),
@@ -230,6 +236,7 @@ def coverage(ev: MemoryEvidence, rows: Sequence[dict]) -> dict:
     question reads}, "incomplete" [(K, M, method, seeds, of)] (a memory method with fewer seeds than its file
     plans) and "commands" (those that make the absent memory files)."""
     absent = [(K, M) for K in ev.ks for M in ev.ms if (K, M) not in ev.memory]
+    seeds_at = memory_plan.decided_seeds()
     lacking: dict[tuple, set] = {}
     for r in rows:
         for m in r["missing"]:
@@ -242,7 +249,14 @@ def coverage(ev: MemoryEvidence, rows: Sequence[dict]) -> dict:
                        if len(s.get(m, {"seeds": []})["seeds"]) < n]
     return {"files": sorted(ev.memory), "absent": absent, "paper_absent": [K for K in ev.ks if K not in ev.results],
             "runs_missing": {k: sorted(v) for k, v in sorted(lacking.items())}, "incomplete": incomplete,
-            "commands": [missing_command(ev, K, M) for K, M in absent]}
+            "commands": [c for K, M in absent for c in missing_commands(ev, K, M, seeds_at)]}
+
+
+def missing_commands(ev: MemoryEvidence, K: int, M: int, seeds_at: dict) -> list[str]:
+    """The commands that make the memory file of (K, M): the tuning of its methods' knobs first where the plan
+    tunes them at M (`memory_plan.Step.tune`), then the run (`missing_command`)."""
+    tune = any(step.tune for step in memory_plan.plan(seeds_at) if (step.K, step.M) == (K, M))
+    return [MEMORY_TUNE.format(benchmark=ev.benchmark, K=K, M=M)] * tune + [missing_command(ev, K, M, seeds_at)]
 
 
 def gammas(ev: MemoryEvidence) -> list[dict]:

@@ -123,6 +123,22 @@ def files_glue(cov: dict) -> dict:
             "mem_commands": Markdown(block)}
 
 
+def plan_record() -> dict:
+    """The memory grid's estimate (`lab.memory_plan`): "hours" with ten seeds at every K, "planned" with the seeds
+    decided, "bound", "seeds" {K: seeds} and "fewer" (the seeds of a K above the bound)."""
+    from ..lab import memory_plan as MP
+
+    seeds = MP.decided_seeds()
+    return {"hours": MP.estimate({K: MP.SEEDS for K in MP.KS}), "planned": MP.estimate(seeds),
+            "bound": MP.CPU_HOURS_BOUND, "seeds": seeds, "fewer": MP.FEWER_SEEDS}
+
+
+def plan_glue(plan: dict) -> dict:
+    """The glued values of `plan_record`."""
+    return {"plan_hours": f"{plan['hours']:.0f}", "plan_hours_planned": f"{plan['planned']:.0f}",
+            "plan_bound": f"{plan['bound']:g}", "plan_fewer": str(plan["fewer"])}
+
+
 def _cell(entry: dict, metric: str) -> str:
     v = entry.get(metric)
     return "–" if v is None else f"{v['mean']:.1f}" + ("" if v["ci95"] != v["ci95"] else f"\u00a0±\u00a0{v['ci95']:.1f}")

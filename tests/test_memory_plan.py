@@ -1,0 +1,106 @@
+"""The memory family's grid (metacl_lite.lab.memory_plan, issue 44 point 4): which files, methods and seeds; the
+estimate that decides the seeds at K = 500, worked out by hand on hand-made files; the commands chapter 9 names for
+a file not yet run; and `make reproduce-memory` running exactly the plan, tuning first, stopping at a failed step."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metacl_lite.findings import memory as Q
+from metacl_lite.lab import memory_plan as MP
+from metacl_lite.paths import REPO_ROOT
+from metacl_lite.vocab import MEMORY_METHODS
+
+KNOB = ("mas-metacl-lambda-mem", "pi-metacl-lambda-mem", "ewc-metacl-lambda-mem")
+PLAIN = ("agem", "er", "metacl-agem")
+
+
+def test_every_memory_method_runs_at_m1_and_only_the_knobless_at_m5():
+    assert [m for m in MEMORY_METHODS if MP.has_knob(m)] == list(KNOB)
+    assert MP.methods_at(1) == tuple(MEMORY_METHODS) and MP.methods_at(5) == PLAIN
+    steps = MP.plan({20: 10, 50: 10, 200: 10, 500: 5})
+    assert [(s.K, s.M, s.seeds, s.tune) for s in steps] == [
+        (20, 1, 10, True), (20, 5, 10, False), (50, 1, 10, True), (50, 5, 10, False),
+        (200, 1, 10, True), (200, 5, 10, False), (500, 1, 5, True), (500, 5, 5, False)]
+
+
+def test_the_tuning_units_are_the_gamma_grid_times_the_tuning_seeds():
+    from metacl_lite.lab.tuning import GAMMA_GRID, TUNING_SEEDS
+
+    assert MP.TUNING_UNITS == len(GAMMA_GRID) * len(TUNING_SEEDS)
+
+
+def _results(folder: Path, name: str, walls: dict, seeds=2):
+    runs = {f"{m}/{s}": {"acc_matrix": [[50.0]], "wall_s": w} for m, w in walls.items() for s in range(seeds)}
+    (folder / name).write_text(json.dumps({"runs": runs}))
+
+
+@pytest.mark.parametrize("unit_s, seeds_500", [(1.0, 10), (100.0, 5)])
+def test_the_estimate_by_hand_decides_the_seeds_at_the_largest_k(tmp_path, unit_s, seeds_500):
+    """Every paper file: each base method's unit takes unit_s at K = 20, 2 unit_s at K = 50, 3 at 200, 4 at 500; the
+    memory file at K = 20, M = 1: each memory method 1.5 times its base's. So a memory unit at K takes 1.5 k unit_s
+    (k = 1..4), and the grid: per K, 10 seeds x (6 methods at M = 1 + 3 at M = 5) + 28 tuning units x 3 knobs."""
+    bases = {"finetune", "metacl", "mas-metacl-lambda", "pi-metacl-lambda", "ewc-metacl-lambda"}
+    for k, K in enumerate(MP.KS, start=1):
+        _results(tmp_path, f"pmnist-K{K}.json", {b: k * unit_s for b in bases})
+    _results(tmp_path, "pmnist-K20-memory-M1.json", {m: 1.5 * unit_s for m in MEMORY_METHODS})
+    unit = MP.unit_seconds(tmp_path)
+    assert unit[(200, "agem")] == pytest.approx(4.5 * unit_s) and unit[(500, "pi-metacl-lambda-mem")] == \
+        pytest.approx(6 * unit_s)
+    per_k = 10 * (6 + 3) + 28 * 3  # unit counts of one K, each 1.5 k unit_s
+    expected = sum(1.5 * k * unit_s * per_k for k in (1, 2, 3, 4)) / 3600
+    assert MP.estimate({K: 10 for K in MP.KS}, tmp_path) == pytest.approx(expected)
+    assert (expected > MP.CPU_HOURS_BOUND) == (seeds_500 == 5)
+    if unit_s == 1.0:  # a method the memory file does not hold (its runs discarded to be retrained): its base's time
+        _results(tmp_path, "pmnist-K20-memory-M1.json", {m: 1.5 for m in MEMORY_METHODS if m != "er"})
+        assert MP.unit_seconds(tmp_path)[(50, "er")] == pytest.approx(2.0)
+        _results(tmp_path, "pmnist-K20-memory-M1.json", {m: 1.5 for m in MEMORY_METHODS})
+    assert MP.decided_seeds(tmp_path) == {20: 10, 50: 10, 200: 10, 500: seeds_500}
+
+
+def test_the_committed_files_estimate_above_the_bound_so_k500_runs_five_seeds():
+    """What the Makefile's comment and chapter 9 say: the committed unit times put the grid above eight CPU hours."""
+    assert MP.estimate({K: 10 for K in MP.KS}) > MP.CPU_HOURS_BOUND
+    assert MP.decided_seeds() == {20: 10, 50: 10, 200: 10, 500: 5}
+
+
+def test_a_file_not_yet_run_is_named_with_the_plans_commands_tuning_first():
+    ev = Q.MemoryEvidence((20, 50), (1, 5), {}, {})
+    seeds = {20: 10, 50: 10, 200: 10, 500: 5}
+    one = Q.missing_commands(ev, 50, 1, seeds)
+    assert one[0] == "python -m metacl_lite tune --benchmark pmnist --K 50 --memory 1"
+    assert f"--seeds 10 --methods {','.join(MEMORY_METHODS)} --memory 1 --out results/pmnist-K50-memory-M1.json" \
+        in one[1] and len(one) == 2
+    five = Q.missing_commands(ev, 500, 5, seeds)
+    assert five == ["python -m metacl_lite run --benchmark pmnist --K 500 --seeds 5 --methods agem,er,metacl-agem "
+                    "--memory 5 --out results/pmnist-K500-memory-M5.json"]
+
+
+def test_make_reproduce_memory_runs_the_plan_tuning_first_and_stops_at_a_failed_step(tmp_path):
+    """With a stand-in interpreter that logs each command (and the real plan): every line of the plan, its tuning
+    before its run; a run that fails (K = 200, M = 1) ends make with an error and nothing after it runs."""
+    log = tmp_path / "calls"
+    fake = tmp_path / "py"
+    fake.write_text(f"""#!/bin/bash
+if [ "$2" = metacl_lite.lab.memory_plan ]; then exec {sys.executable} "$@"; fi
+echo "$*" >> {log}
+case "$*" in *"run --benchmark pmnist --K 200 --seeds 10 --methods agem,er,metacl-agem,mas"*) exit 3;; esac
+""")
+    fake.chmod(0o755)
+    r = subprocess.run(["make", "-s", "reproduce-memory", f"PY={fake}", "STAMP="], cwd=REPO_ROOT, text=True,
+                       capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert r.returncode != 0, r.stdout + r.stderr
+    calls = [c.split()[2:] for c in log.read_text().splitlines()]
+    expected = []
+    for s in MP.plan():
+        if s.tune:
+            expected.append(["tune", "--benchmark", "pmnist", "--K", str(s.K), "--memory", str(s.M)])
+        expected.append(["run", "--benchmark", "pmnist", "--K", str(s.K), "--seeds", str(s.seeds), "--methods",
+                         ",".join(s.methods), "--memory", str(s.M), "--out",
+                         f"results/pmnist-K{s.K}-memory-M{s.M}.json"])
+        if (s.K, s.M) == (200, 1):
+            break
+    assert calls == expected
