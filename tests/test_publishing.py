@@ -139,7 +139,9 @@ def test_the_executed_notebooks_go_to_the_branch_the_colab_links_open():
 
 def test_the_test_workflow_runs_ci_run_which_is_make_test():
     doc = workflow("test.yml")
-    assert runs(doc, "test") == ["bash .ci/run"]
+    # the runner is not root: the grading tests take the rootless mode, which Ubuntu 24.04's AppArmor refuses unless
+    # told otherwise (metacl_lite.course.userns.remedies names the same sysctl)
+    assert runs(doc, "test") == ["sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0", "bash .ci/run"]
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     assert ci[-1].strip() == "make test" and "make test" in (ROOT / "README.md").read_text()
     assert re.search(r"^test: ", (ROOT / "Makefile").read_text(), re.M)
