@@ -31,6 +31,21 @@ def hparams_file(tmp_path, monkeypatch):
     return write
 
 
+@pytest.fixture
+def hparams_before_memory_tuning(hparams_file):
+    """The isolated hparams.json as it was before any memory method had a gamma of its own (`tune --memory`): each
+    MetaCL-lambda with both references then borrows its base's (`hparams.tuned_method`)."""
+    from metacl_lite.lab import hparams as H
+    from metacl_lite.vocab import MEMORY_METHODS
+
+    hp = json.loads(H.HPARAMS_FILE.read_text())
+    for entry in (hp["pmnist"], *hp["pmnist"].get("by_K", {}).values()):
+        for key in ("methods", "sources"):
+            for m in MEMORY_METHODS:
+                entry.get(key, {}).pop(m, None)
+    return hparams_file(hp)
+
+
 @contextlib.contextmanager
 def serve(folder):
     """An HTTP server on 127.0.0.1 serving `folder` (a stand-in for the official download sites); yields its URL."""

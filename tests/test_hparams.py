@@ -59,15 +59,20 @@ def test_a_bad_file_stops_a_run_before_any_work(hparams_file, tmp_path, capsys, 
 
 
 def test_the_committed_file_is_valid():
-    """Tuned values for the paper's nine regularised methods from results/tuning-pmnist-K20.json, and for L2's three
-    (an extension, tuned by `tune --methods l2,...`) from a file of their own, named per method (`sources`)."""
+    """Tuned values for the paper's nine regularised methods from results/tuning-pmnist-K20.json, for L2's three
+    (an extension, tuned by `tune --methods l2,...`) from a file of their own, named per method (`sources`), and for
+    the memory's methods with a gamma (MetaCL-lambda with both references, `tune --memory 1`) from theirs."""
     from metacl_lite import vocab
 
     hp = H.load()["pmnist"]
     paper = {m for m in PAPER_METHOD_NAMES if H.strength_key(m)}
-    assert set(hp["methods"]) == paper | set(vocab.family("l2")) and hp["source"] == "results/tuning-pmnist-K20.json"
-    assert {m: s["source"] for m, s in hp["sources"].items()} == {m: "results/tuning-pmnist-K20-l2.json"
-                                                                  for m in vocab.family("l2")}
+    both = {m for m in vocab.MEMORY_METHODS if H.strength_key(m)}
+    assert both == {"mas-metacl-lambda-mem", "pi-metacl-lambda-mem", "ewc-metacl-lambda-mem"}
+    assert set(hp["methods"]) == paper | set(vocab.family("l2")) | both
+    assert hp["source"] == "results/tuning-pmnist-K20.json"
+    assert {m: s["source"] for m, s in hp["sources"].items()} == {
+        **{m: "results/tuning-pmnist-K20-l2.json" for m in vocab.family("l2")},
+        **{m: "results/tuning-pmnist-K20-memory-M1.json" for m in both}}
 
 
 def test_per_K_values_override_the_default_for_that_K_only(hparams_file):

@@ -147,8 +147,10 @@ def test_gammas_say_where_each_came_from():
     cfg["method_hparams"]["mas-metacl-lambda-mem"] = {"gamma": 0.5}
     cfg["hparams_source"] = {"pi-metacl-lambda-mem": "pi-metacl-lambda's gamma, default: results/tuning-pmnist-K20.json",
                              "mas-metacl-lambda-mem": "tuned: results/tuning-pmnist-K20-memory-M1.json"}
-    g = {r["method"]: (r["gamma"], r["borrowed"]) for r in Q.gammas(ev)}
-    assert g == {"pi-metacl-lambda-mem": (100.0, True), "mas-metacl-lambda-mem": (0.5, False)}
+    ev.results[20]["config"]["method_hparams"].update({"pi-metacl-lambda": {"gamma": 100.0},
+                                                        "mas-metacl-lambda": {"gamma": 3.0}})
+    g = {r["method"]: (r["gamma"], r["borrowed"], r["base_gamma"]) for r in Q.gammas(ev)}
+    assert g == {"pi-metacl-lambda-mem": (100.0, True, 100.0), "mas-metacl-lambda-mem": (0.5, False, 3.0)}
     t = R.gamma_table(Q.gammas(ev))
     assert list(t["γ"]) == ["0.5", "100"] and list(t["method"]) == ["MAS-MetaCL-λ-mem", "PI-MetaCL-λ-mem"]
 

@@ -23,7 +23,8 @@ TINY = ["--K", "5", "--n-tasks", "2", "--epochs", "1", "--seeds", "1", "--no-pro
 SMALL = dict(K=5, n_tasks=2, epochs=1, show_progress=False)
 
 
-def test_the_memory_methods_train_and_resume_from_the_command_line(hparams_file, capsys, tmp_path, monkeypatch):
+def test_the_memory_methods_train_and_resume_from_the_command_line(hparams_before_memory_tuning, capsys, tmp_path,
+                                                                   monkeypatch):
     out = tmp_path / "r.json"
     argv = ["run", "--benchmark", "pmnist", *TINY, "--methods", ",".join(MEMORY), "--memory", "1", "--out", str(out)]
     real, calls = T.run_stream, []

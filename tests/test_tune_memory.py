@@ -48,7 +48,8 @@ def test_the_three_memory_lambdas_are_the_methods_with_a_knob():
     assert TU.budget_methods(["memory"]) == MEM and all(H.strength_key(m) == "gamma" for m in MEM)
 
 
-def test_tune_memory_chooses_gamma_on_validation_and_writes_it_for_that_method_and_K(repo, hparams_file, seen,  # noqa: F811
+def test_tune_memory_chooses_gamma_on_validation_and_writes_it_for_that_method_and_K(repo, hparams_before_memory_tuning,
+                                                                                      seen,  # noqa: F811
                                                                                       tiny_default, capsys):
     assert H.hparams_source("pmnist", MEM, K=50)["mas-metacl-lambda-mem"].startswith("mas-metacl-lambda's gamma, ")
     assert main(["tune", "--benchmark", "pmnist", "--K", "50", "--memory", "2", *TINY]) == 0

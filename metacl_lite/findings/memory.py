@@ -262,15 +262,18 @@ def missing_commands(ev: MemoryEvidence, K: int, M: int, seeds_at: dict) -> list
 def gammas(ev: MemoryEvidence) -> list[dict]:
     """The γ of each MetaCL-λ with both references in every memory file: its value, where it came from (the file's
     `config.hparams_source`) and whether it is borrowed from the regulariser's MetaCL-λ (the source names that
-    method's γ, as `run` records it until the memory's own tuning exists)."""
+    method's γ, as `run` records it until the memory's own tuning exists), and "base_gamma", the γ of that MetaCL-λ
+    in the paper's file of K (None without it)."""
     out = []
     for (K, M), res in ev.memory.items():
         cfg = res["config"]
         for m in cfg["methods"]:
             if "gamma" in cfg["method_hparams"].get(m, {}):
-                source = (cfg.get("hparams_source") or {}).get(m, "")
+                source, base = (cfg.get("hparams_source") or {}).get(m, ""), MEMORY_METHODS[m].base
+                base_hp = ev.results[K]["config"]["method_hparams"].get(base, {}) if K in ev.results else {}
                 out.append({"K": K, "M": M, "method": m, "gamma": cfg["method_hparams"][m]["gamma"],
-                            "source": source, "borrowed": source.startswith(f"{MEMORY_METHODS[m].base}'s gamma")})
+                            "source": source, "borrowed": source.startswith(f"{base}'s gamma"),
+                            "base_gamma": base_hp.get("gamma")})
     return out
 
 

@@ -179,6 +179,16 @@ def gamma_table(gammas: list[dict]):
                         columns=["K", "M", "method", "γ", "from (the file's hparams_source)"])
 
 
+def gamma_glue(gammas: list[dict]) -> dict:
+    """Which two-reference methods' tuned γ equals their MetaCL-λ's at the same K ("gamma_same") and which differs
+    ("gamma_other", each with both values), over the files of `findings.memory.gammas`."""
+    same = [g for g in gammas if g["gamma"] == g["base_gamma"]]
+    other = [g for g in gammas if g["gamma"] != g["base_gamma"]]
+    return {"gamma_same": ", ".join(f"{method_label(g['method'])} (K = {g['K']})" for g in same) or "none",
+            "gamma_other": ", ".join(f"{method_label(g['method'])} (K = {g['K']}: {g['gamma']:g}, against "
+                                     f"{g['base_gamma']:g})" for g in other) or "none"}
+
+
 def tests_table(rows: list[dict]):
     """A question's tests that ran, one row per test, K and M: the pair a − b and metric, K, M, the mean paired
     difference with its 95% interval, the seeds for (difference above 0, of n), p (Holm) and the verdicts."""
