@@ -262,6 +262,19 @@ def bench_multihead(suite: str, epochs: Optional[int] = None, n_tasks: Optional[
     return 0
 
 
+def _time_grid(K: int, seeds: int, lb: float, compile: str) -> dict:
+    """One whole grid at K with the paper's methods and `seeds` seeds, timed in a child beside its evaluation bound."""
+    n_runs = seeds * len(PAPER_METHOD_NAMES)
+    row = {"K": K, "seeds": seeds, "runs": n_runs, "references": seeds * get_spec("pmnist").n_tasks, "oracle": seeds,
+           "lower_bound_s": lb * n_runs}
+    with tempfile.TemporaryDirectory() as d:
+        g = in_child(_grid, K, seeds, f"{d}/grid.json", compile)
+    row["new"] = {"wall_s": g["wall_s"], "peak_mb": g["peak_mb"]}
+    print(f"grid K={K} ({n_runs} runs + references + oracles): {g['wall_s']:.0f} s "
+          f"({g['wall_s'] / row['lower_bound_s']:.2f} x the evaluation bound {row['lower_bound_s']:.0f} s)", flush=True)
+    return row
+
+
 def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid: bool = False,
                  grids: Sequence[int] = (20,), grid_seeds: int = 3, compile: str = "off",
                  skip_methods: bool = False, out: Optional[Path] = None) -> int:
@@ -298,26 +311,11 @@ def bench_pmnist(K: int = 20, methods: Optional[Sequence[str]] = None, skip_grid
               f"outer step", flush=True)
     ratios = memory_ratios({r["method"]: r["step_ms"] for r in rows})
     print_ratios(ratios, "step time")
-    grid_rows = []
-    for Kg in ([] if skip_grid else grids):
-        n_runs = grid_seeds * len(PAPER_METHOD_NAMES)
-        row = {"K": Kg, "seeds": grid_seeds, "runs": n_runs, "references": grid_seeds * get_spec("pmnist").n_tasks,
-               "oracle": grid_seeds, "lower_bound_s": lb * n_runs}
-        with tempfile.TemporaryDirectory() as d:
-            g = in_child(_grid, Kg, grid_seeds, f"{d}/grid.json", compile)
-        row["new"] = {"wall_s": g["wall_s"], "peak_mb": g["peak_mb"]}
-        print(f"grid K={Kg} ({n_runs} runs + references + oracles): {g['wall_s']:.0f} s "
-              f"({g['wall_s'] / row['lower_bound_s']:.2f} x the evaluation bound {row['lower_bound_s']:.0f} s)",
-              flush=True)
-        grid_rows.append(row)
-    cmd = f"python -m metacl_lite.tools bench --K {K}"
-    if list(grids) != [20]:
-        cmd += f" --grids {','.join(map(str, grids))}"
-    if grid_seeds != 3:
-        cmd += f" --grid-seeds {grid_seeds}"
-    if compile != "off":
-        cmd += f" --compile {compile}"
-    cmd += f" --methods {','.join(asked)}" if asked and asked != list(PAPER_METHOD_NAMES) else ""
+    grid_rows = [_time_grid(Kg, grid_seeds, lb, compile) for Kg in ([] if skip_grid else grids)]
+    cmd = (f"python -m metacl_lite.tools bench --K {K}" + (f" --grids {','.join(map(str, grids))}" if list(grids) != [20]
+           else "") + (f" --grid-seeds {grid_seeds}" if grid_seeds != 3 else "")
+           + (f" --compile {compile}" if compile != "off" else "")
+           + (f" --methods {','.join(asked)}" if asked and asked != list(PAPER_METHOD_NAMES) else ""))
     prov = provenance(cmd + (" --skip-grid" if skip_grid else "") + (" --skip-methods" if skip_methods else "")
                       + _out_flag(out, default_out))
     prov["wall_s_total"] = sum(r["wall_s"] for r in rows) + sum(r["new"]["wall_s"] for r in grid_rows)
