@@ -122,6 +122,23 @@ def test_run_refuses_a_value_whose_tuning_file_is_missing_or_chose_another(chang
     assert needle in err and "--methods mas" in err and fake_units == [] and not (tmp_path / "r.json").exists()
 
 
+def test_run_refuses_a_gamma_chosen_at_another_memory_budget(checked_hparams, fake_units, tmp_path, capsys):
+    """hparams.json keeps one gamma per method and K: the two-reference MetaCL-lambda's was chosen at M = 1
+    (results/tuning-pmnist-K20-memory-M1.json, the default K 5 reads), so a run at M = 5 is refused before any
+    compute, naming the budget it was chosen at and the tuning at this one; at M = 1 the same run goes on."""
+    checked_hparams(lambda e: None)
+    args = ["run", "--benchmark", "pmnist", *TINY, "--seeds", "1", "--methods", "mas-metacl-lambda-mem"]
+    assert main([*args, "--memory", "5", "--out", str(tmp_path / "r5.json")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert ("mas-metacl-lambda-mem was chosen in results/tuning-pmnist-K20-memory-M1.json at --memory 1 (this run: 5)"
+            in err and "run mas-metacl-lambda-mem with --memory 1" in err and "--methods mas-metacl-lambda-mem "
+            "--memory 5`" in err), err
+    assert fake_units == [] and not (tmp_path / "r5.json").exists()
+    assert main([*args, "--memory", "1", "--out", str(tmp_path / "r1.json")]) == 0
+    assert fake_units and json.loads((tmp_path / "r1.json").read_text())["config"]["method_hparams"] == {
+        "mas-metacl-lambda-mem": {"gamma": 0.1}}
+
+
 @pytest.mark.parametrize("tool", ["pages", "readme"])
 def test_pages_and_readme_check_the_tuning_files_hparams_names(tool, tmp_path, monkeypatch, capsys):
     shutil.copytree(RESULTS, tmp_path / "results")

@@ -243,9 +243,10 @@ def results_config(req: RunRequest) -> RunRequest:
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {spec.name} (K={K}) in "
                                f"{H.HPARAMS_FILE}", absent)
-    if H.sources_checked():  # each value's tuning file is there and chose it: no run on a value of unknown origin
-        H.check_sources(hp, spec, needed if gamma != "0" else [], K)
     options = {**check_options(req.options, methods, {"K": K}), "device": req.device_kind, "precision": req.precision}
+    if H.sources_checked():  # each value's tuning file is there and chose it, at this budget
+        H.check_sources(hp, spec, needed if gamma != "0" else [], K,
+                        {m: {k: v for k, v in run_options(options, m).items() if k in BUDGET_OPTIONS} for m in methods})
     if gamma is None:
         cfgs = {m: H.method_config(spec, m, req.epochs, K, hp, compile=req.compile, **run_options(options, m))
                 for m in methods}

@@ -28,7 +28,7 @@ from typing import Optional, Sequence, Union
 from .atomic import locked, read_json, write_json
 from ..errors import HparamsError
 from ..data.specs import SPECS, BenchmarkSpec, get_spec
-from ..vocab import OMEGA_OPTIONS, REGULARISERS, check_option, memory_of
+from ..vocab import BUDGET_OPTIONS, OMEGA_OPTIONS, REGULARISERS, check_option, memory_of
 from ..training import ALL_METHODS, TrainConfig, get_method
 
 HPARAMS_FILE = Path(__file__).resolve().parent / "hparams.json"
@@ -301,11 +301,14 @@ def sources_checked() -> bool:
 
 
 def check_sources(hp: dict, benchmark: Optional[Bench] = None, methods: Optional[Sequence[str]] = None,
-                  K: Optional[int] = None) -> None:
+                  K: Optional[int] = None, budgets: Optional[dict[str, dict]] = None) -> None:
     """Every tuning file hparams.json names (an entry's "source", or a method's under "sources") exists, is a tuning
     file, and chose the value hparams.json holds for the method; with `benchmark` only the values a run of `methods`
     at K reads. Relative paths are the repository's (`paths.REPO_ROOT`). A file missing, of another kind or that chose
-    something else (a source pointing at another tuning) is an HparamsError naming the method, the file and the fix."""
+    something else (a source pointing at another tuning) is an HparamsError naming the method, the file and the fix.
+    `budgets` ({method: {budget: value}}, a run's `vocab.BUDGET_OPTIONS` per method): a value chosen at another budget
+    (gamma of a MetaCL-lambda with a memory, tuned at M = 1, for a run at M = 5) is refused the same way, since
+    hparams.json keeps one value per method and K."""
     from ..paths import REPO_ROOT
     from .store import load as load_file
 
@@ -326,6 +329,22 @@ def check_sources(hp: dict, benchmark: Optional[Bench] = None, methods: Optional
                                f"{chose if chose is not None else 'no value'} for {m}: point {m}'s source at the tuning "
                                f"that chose it (`git diff {HPARAMS_FILE.name}` shows the edit), or tune it again "
                                f"(`{retune}`)")
+        if budgets is not None:  # a run's: the check of every value (`pages`, `readme`) has no budget of its own
+            _check_budget(docs[path], m, budgets.get(m, {}), where, src, retune)
+
+
+def _check_budget(doc: dict, method: str, run: dict, where: str, src: str, retune: str) -> None:
+    """The budgets (the memory's M) a tuning file gave `method` (its protocol's method_options) against a run's."""
+    tuned = {k: v for k, v in doc.get("protocol", {}).get("method_options", {}).get(method, {}).items()
+             if k in BUDGET_OPTIONS}
+    other = {k: (tuned[k], run.get(k)) for k in tuned if run.get(k) != tuned[k]}
+    if other:
+        said = ", ".join(f"--{k} {was} (this run: {now})" for k, (was, now) in other.items())
+        at = " ".join(f"--{k} {v}" for k, v in tuned.items())
+        fix = " ".join(f"--{k} {now}" for k, (_, now) in other.items() if now is not None)
+        raise HparamsError(f"{HPARAMS_FILE}: {where}.methods.{method} was chosen in {src} at {said}, a value for "
+                           f"another budget: run {method} with {at}, or choose it at this budget first (`{retune} "
+                           f"{fix}`; hparams.json keeps one value per method and K, so that replaces it)")
 
 
 def _named_sources(hp: dict, benchmark: Optional[Bench], methods: Optional[Sequence[str]], K: Optional[int]):
