@@ -17,6 +17,7 @@ from metacl_lite.findings import memory as Q, stats as S  # noqa: E402
 from metacl_lite.lab.summary import summarize  # noqa: E402
 from metacl_lite.publish import page_memory as R  # noqa: E402
 from metacl_lite.report import plots as P  # noqa: E402
+from metacl_lite.keys import RunKey  # noqa: E402
 from metacl_lite.vocab import MEMORY_METHODS, PAPER_METHOD_NAMES  # noqa: E402
 
 SEEDS = [0, 1, 2, 3]
@@ -133,6 +134,54 @@ def test_a_memory_file_is_paired_only_with_the_same_runs_and_references(tmp_path
             Q.check_pairing({**mem, "config": {**mem["config"], **change}}, main, "x")
     with pytest.raises(FileFormatError, match="references"):
         Q.check_pairing({**mem, "references": {**mem["references"], "1": {"acc": [51.0, 50.0]}}}, main, "x")
+    assert Q.check_pairing(mem, main, "x") == []
+
+
+def _made_on(res, kernels, seeds=SEEDS):
+    """`res` with one provenance invocation that made the references of `seeds` on `kernels` (None: not recorded)."""
+    inv = {"cpu_kernels": kernels, "packages": {"torch": "2.14.1"}, "units": [f"references/{s}" for s in seeds]}
+    return {**res, "provenance": {"invocations": [inv]}}
+
+
+AVX2, AVX512 = {"capability": "AVX2", "model": "1"}, {"capability": "AVX512", "model": "17"}
+
+
+@pytest.mark.parametrize("mem_kernels, main_kernels, allowed", [
+    (AVX2, None, True),  # the paper's file did not record its kernels: a test image or two may differ
+    (AVX2, AVX512, True),  # other kernels round otherwise
+    (AVX2, AVX2, False),  # the same kernels and torch give the same bits: a gap means another stream
+])
+def test_references_may_differ_by_a_test_image_only_where_other_cpu_kernels_made_them(mem_kernels, main_kernels,
+                                                                                       allowed):
+    ev = _evidence()
+    main, mem = _made_on(ev.results[20], main_kernels), _made_on(ev.memory[(20, 1)], mem_kernels)
+    near = {**mem, "references": {**mem["references"], "2": {"acc": [50.01, 50.0]}}}
+    if allowed:
+        assert Q.check_pairing(near, main, "x") == [{"seed": 2, "tasks": 1, "of": 2, "max": pytest.approx(0.01)}]
+    else:
+        with pytest.raises(FileFormatError, match="seed 2 differ .by up to 0.01 points, made on the same CPU kernels"):
+            Q.check_pairing(near, main, "x")
+    far = {**mem, "references": {**mem["references"], "2": {"acc": [50.0, 50.0 + 2 * Q.KERNEL_GAP]}}}
+    with pytest.raises(FileFormatError, match="seed 2 differ .by up to 0.20 points, above 0.1"):
+        Q.check_pairing(far, main, "x")
+
+
+def test_what_each_run_keeps_is_read_from_its_runs_and_must_agree_over_seeds():
+    ev = _evidence()
+    mem = ev.memory[(20, 1)]
+    kept = {"agem": {"memory": 6000, "regulariser": 0}, "mas-metacl-lambda-mem": {"memory": 6000, "regulariser": 800}}
+    for key, run in mem["runs"].items():
+        if RunKey.parse(key).method in kept:
+            run["state_bytes"] = dict(kept[RunKey.parse(key).method])
+    assert Q.state_costs(ev) == [{"K": 20, "M": 1, "method": m, **v} for m, v in kept.items()]
+    mem["runs"]["agem/3"]["state_bytes"]["memory"] = 6001
+    with pytest.raises(FileFormatError, match="the seeds of agem record different state_bytes"):
+        Q.state_costs(ev)
+
+
+def test_a_memory_file_found_in_a_folder_is_loaded_and_checked(tmp_path):
+    ev = _evidence()
+    main, mem = ev.results[20], ev.memory[(20, 1)]
     # the files in a folder: found by name, loaded and checked
     for name, res in (("pmnist-K20.json", main), ("pmnist-K20-memory-M1.json", mem)):
         (tmp_path / name).write_text(json.dumps({k: v for k, v in res.items() if k != "summary"}))

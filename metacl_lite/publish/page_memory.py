@@ -123,6 +123,50 @@ def files_glue(cov: dict) -> dict:
             "mem_commands": Markdown(block)}
 
 
+def gaps_glue(gaps: dict) -> dict:
+    """Where a memory file's single-task references differ from the paper's file's within `findings.memory.KERNEL_GAP`
+    (`MemoryEvidence.gaps`): "K = 50, M = 1: seed 4, 3/20 tasks, ≤ 0.01"; "none"."""
+    said = [f"{_setting(K, M)}: seed {g['seed']}, {g['tasks']}/{g['of']} tasks, ≤ {g['max']:.2f}"
+            for (K, M), gs in sorted(gaps.items()) for g in gs]
+    return {"mem_ref_gaps": "; ".join(said) or "none"}
+
+
+def state_record(costs: list[dict]) -> dict:
+    """What the runs keep at the end of the stream per (K, M) (`findings.memory.state_costs`), in bytes: {"memory",
+    "regulariser"}, each the largest any method of the file keeps (every method with a memory keeps the same; the
+    regulariser's is 0 where no method of the file has one)."""
+    out: dict = {}
+    for c in costs:
+        e = out.setdefault((c["K"], c["M"]), {"memory": 0, "regulariser": 0})
+        e["memory"], e["regulariser"] = max(e["memory"], c["memory"]), max(e["regulariser"], c["regulariser"])
+    return out
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f}"
+
+
+def state_table(state: dict):
+    """`state_record` as a table, in MB (10^6 bytes): the memory's examples, the regulariser's Ω and anchor (the
+    largest kept at that K, "–" where no file of K has a regulariser), and their ratio."""
+    import pandas as pd
+
+    reg = {K: max(e["regulariser"] for (k, _), e in state.items() if k == K) for K, _ in state}
+    rows = [{"K": K, "M": M, "memory (MB)": _mb(e["memory"]), "Ω and anchor (MB)": _mb(reg[K]) if reg[K] else "–",
+             "memory / (Ω and anchor)": f"{e['memory'] / reg[K]:.2f}" if reg[K] else "–"}
+            for (K, M), e in sorted(state.items())]
+    return pd.DataFrame(rows, columns=["K", "M", "memory (MB)", "Ω and anchor (MB)", "memory / (Ω and anchor)"])
+
+
+def state_glue(state: dict, K: int) -> dict:
+    """The sizes the chapter's sentence names at K (`state_record`): the regulariser's, and the memory's with M = 1
+    and M = 5, each with its ratio to the regulariser's."""
+    reg = max(e["regulariser"] for (k, _), e in state.items() if k == K)
+    return {"state_reg_mb": _mb(reg), "state_m1_mb": _mb(state[(K, 1)]["memory"]),
+            "state_m5_mb": _mb(state[(K, 5)]["memory"]), "state_m1_ratio": f"{state[(K, 1)]['memory'] / reg:.2f}",
+            "state_m5_ratio": f"{state[(K, 5)]['memory'] / reg:.2f}"}
+
+
 def plan_record() -> dict:
     """The memory grid's estimate (`lab.memory_plan`): "hours" with ten seeds at every K, "planned" with the seeds
     decided, "bound", "seeds" {K: seeds} and "fewer" (the seeds of a K above the bound)."""
