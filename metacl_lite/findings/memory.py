@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence
 from ..errors import FileFormatError
 from ..keys import runs_by_key
 from ..lab import memory_plan
+from ..lab.store import rounding_differences
 from ..lab.summary import summarize
 from ..paths import REPO_ROOT
 from ..vocab import (MEMORY_METHODS, METHOD_NAMES, PAPER_METHOD_NAMES, PAPER_REGULARISERS, method_label, method_name,
@@ -77,22 +78,18 @@ class MemoryEvidence:
 KERNEL_GAP = 0.1
 
 
-def made_by(doc: dict, unit: str) -> Optional[tuple]:
-    """(cpu_kernels, torch's version) of the invocation of a file's provenance that made `unit` ("references/4"), its
-    last one; None where that invocation did not record its kernels (made before they were, or on a Ray cluster) or
-    no invocation names the unit."""
-    invs = (doc.get("provenance") or {}).get("invocations", [])
-    for inv in reversed(invs if isinstance(invs, list) else []):
-        if isinstance(inv, dict) and unit in inv.get("units", ()):
-            kernels = inv.get("cpu_kernels")
-            return None if kernels is None else (kernels, (inv.get("packages") or {}).get("torch"))
-    return None
+def made_by(doc: dict, unit: str) -> Optional[dict]:
+    """The invocation of a file's provenance that made `unit` ("references/4"), its last one; None where it did not
+    record its `cpu_kernels` (made before they were, or on a Ray cluster) or no invocation names the unit."""
+    invs = [i for i in (doc.get("provenance") or {}).get("invocations", []) if unit in i.get("units", ())]
+    return invs[-1] if invs and isinstance(invs[-1].get("cpu_kernels"), dict) else None
 
 
 def check_pairing(mem: dict, main: dict, name: str) -> list[dict]:
     """A memory file is paired seed by seed with the paper's file of its K only where both hold the same runs'
     settings (`claims.RUN_KEYS` but the seeds) and, on their common seeds, the same single-task references (FA's):
-    equal, or, where the two were not made on the same recorded CPU kernels and torch (`made_by`), within
+    equal, or, where the two were not made on the same recorded CPU kernels and torch (`made_by`,
+    `lab.store.rounding_differences`), within
     `KERNEL_GAP` of each other on every task. FileFormatError naming the file otherwise. Returns the gaps allowed:
     per seed whose references differ, {"seed", "tasks": how many differ, "of": the tasks, "max": the largest gap}."""
     mc, pc = mem["config"], main["config"]
@@ -105,9 +102,9 @@ def check_pairing(mem: dict, main: dict, name: str) -> list[dict]:
         a, b = mem["references"][s]["acc"], main["references"][s]["acc"]
         if a == b:
             continue
-        kernels = made_by(mem, f"references/{s}")
+        made = [made_by(doc, f"references/{s}") for doc in (mem, main)]
         gap = max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) else float("inf")
-        if gap > KERNEL_GAP or (kernels is not None and kernels == made_by(main, f"references/{s}")):
+        if gap > KERNEL_GAP or (None not in made and not rounding_differences(*made)):
             why = "made on the same CPU kernels and torch" if gap <= KERNEL_GAP else f"above {KERNEL_GAP:g}"
             raise FileFormatError(f"{name} cannot be paired with {other}: the single-task references of seed {s} "
                                   f"differ (by up to {gap:.2f} points, {why}): the two were not made on one stream; "

@@ -209,17 +209,23 @@ def rounds_otherwise(here_inv: dict, doc: dict, path: Path) -> list[str]:
     here = here_inv.get("cpu_kernels")
     if here is None or not str(here_inv.get("device", "")).startswith("cpu"):
         return []
-    torch_here = (here_inv.get("packages") or {}).get("torch")
     diff: list[str] = []
     for inv in (doc.get("provenance") or {}).get("invocations", []):
-        then = inv.get("cpu_kernels")
-        if inv.get("id") == here_inv["id"] or not inv.get("units") or not isinstance(then, dict):
+        if inv.get("id") == here_inv["id"] or not inv.get("units") or not isinstance(inv.get("cpu_kernels"), dict):
             continue
-        torch_then = (inv.get("packages") or {}).get("torch")
-        diff += ([DIFFERS.format("torch", torch_then, torch_here)] if torch_then != torch_here else [])
-        diff += [DIFFERS.format(f"cpu_kernels.{k}", then.get(k), here.get(k)) for k in CPU_KERNEL_KEYS
-                 if then.get(k) != here.get(k)]
+        diff += rounding_differences(here_inv, inv)
     return list(dict.fromkeys(diff))
+
+
+def rounding_differences(here: dict, then: dict) -> list[str]:
+    """How invocation `then` (an entry of provenance.invocations) rounds otherwise than `here`: torch's version and
+    each field of `cpu_kernels` that differ (`DIFFERS` lines, `then`'s value first); [] when all are equal. Both must
+    record their `cpu_kernels` as objects: what decided an unrecorded invocation's rounding is unknown."""
+    torch_here, torch_then = ((i.get("packages") or {}).get("torch") for i in (here, then))
+    k_here, k_then = here["cpu_kernels"], then["cpu_kernels"]
+    return ([DIFFERS.format("torch", torch_then, torch_here)] if torch_then != torch_here else []) + [
+        DIFFERS.format(f"cpu_kernels.{k}", k_then.get(k), k_here.get(k)) for k in CPU_KERNEL_KEYS
+        if k_then.get(k) != k_here.get(k)]
 
 
 class UnitFile:

@@ -7,7 +7,7 @@ Markdown, and its hidden cells assert the premises they rest on. The page import
 from __future__ import annotations
 
 from ..findings import memory as _Q
-from ..findings.stats import NOT_RUN, format_p
+from ..findings.stats import CONFIRMED, NOT_RUN, REFUTED, format_p
 from ..vocab import MEMORY_METHODS, PAPER_REGULARISERS, method_label, method_name
 from .formatting import listing, markdown, pts
 
@@ -132,13 +132,16 @@ def gaps_glue(gaps: dict) -> dict:
 
 
 def state_record(costs: list[dict]) -> dict:
-    """What the runs keep at the end of the stream per (K, M) (`findings.memory.state_costs`), in bytes: {"memory",
-    "regulariser"}, each the largest any method of the file keeps (every method with a memory keeps the same; the
-    regulariser's is 0 where no method of the file has one)."""
+    """What the runs keep at the end of the stream per (K, M) (`findings.memory.state_costs`), in bytes: "memory",
+    the largest any method of the file keeps (every method with a memory keeps the same), and "regulariser", a
+    regulariser's Ω and anchor at that K, from whichever file of K has a regularised method (0 where none has)."""
+    reg: dict = {}
+    for c in costs:
+        reg[c["K"]] = max(reg.get(c["K"], 0), c["regulariser"])
     out: dict = {}
     for c in costs:
-        e = out.setdefault((c["K"], c["M"]), {"memory": 0, "regulariser": 0})
-        e["memory"], e["regulariser"] = max(e["memory"], c["memory"]), max(e["regulariser"], c["regulariser"])
+        e = out.setdefault((c["K"], c["M"]), {"memory": 0, "regulariser": reg[c["K"]]})
+        e["memory"] = max(e["memory"], c["memory"])
     return out
 
 
@@ -147,13 +150,13 @@ def _mb(n: int) -> str:
 
 
 def state_table(state: dict):
-    """`state_record` as a table, in MB (10^6 bytes): the memory's examples, the regulariser's Ω and anchor (the
-    largest kept at that K, "–" where no file of K has a regulariser), and their ratio."""
+    """`state_record` as a table, in MB (10^6 bytes): the memory's examples, the regulariser's Ω and anchor ("–"
+    where no file of K has a regulariser), and their ratio."""
     import pandas as pd
 
-    reg = {K: max(e["regulariser"] for (k, _), e in state.items() if k == K) for K, _ in state}
-    rows = [{"K": K, "M": M, "memory (MB)": _mb(e["memory"]), "Ω and anchor (MB)": _mb(reg[K]) if reg[K] else "–",
-             "memory / (Ω and anchor)": f"{e['memory'] / reg[K]:.2f}" if reg[K] else "–"}
+    rows = [{"K": K, "M": M, "memory (MB)": _mb(e["memory"]),
+             "Ω and anchor (MB)": _mb(e["regulariser"]) if e["regulariser"] else "–",
+             "memory / (Ω and anchor)": f"{e['memory'] / e['regulariser']:.2f}" if e["regulariser"] else "–"}
             for (K, M), e in sorted(state.items())]
     return pd.DataFrame(rows, columns=["K", "M", "memory (MB)", "Ω and anchor (MB)", "memory / (Ω and anchor)"])
 
@@ -161,10 +164,10 @@ def state_table(state: dict):
 def state_glue(state: dict, K: int) -> dict:
     """The sizes the chapter's sentence names at K (`state_record`): the regulariser's, and the memory's with M = 1
     and M = 5, each with its ratio to the regulariser's."""
-    reg = max(e["regulariser"] for (k, _), e in state.items() if k == K)
-    return {"state_reg_mb": _mb(reg), "state_m1_mb": _mb(state[(K, 1)]["memory"]),
-            "state_m5_mb": _mb(state[(K, 5)]["memory"]), "state_m1_ratio": f"{state[(K, 1)]['memory'] / reg:.2f}",
-            "state_m5_ratio": f"{state[(K, 5)]['memory'] / reg:.2f}"}
+    m1, m5 = state[(K, 1)], state[(K, 5)]
+    return {"state_reg_mb": _mb(m1["regulariser"]), "state_m1_mb": _mb(m1["memory"]),
+            "state_m5_mb": _mb(m5["memory"]), "state_m1_ratio": f"{m1['memory'] / m1['regulariser']:.2f}",
+            "state_m5_ratio": f"{m5['memory'] / m5['regulariser']:.2f}"}
 
 
 def plan_record() -> dict:
@@ -314,3 +317,31 @@ def span(rows: list[dict], question: str, metric: str, K: int, M: int, b=None) -
 def whose(rows: list[dict], question: str, metric: str, K: int, M: int, verdict: str, b=None) -> list[str]:
     """The labels of method a in a question's tests in `metric` at (K, M) with that Holm verdict."""
     return [method_label(r["a"]) for r in _at(rows, question, metric, K, M, b) if r["holm"] == verdict]
+
+
+def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
+    """What the chapter's sentences on questions (a)-(d) name at K, M = 1: the spans of the mean differences
+    (`span`), the methods with a Holm verdict (`whose`), and the best of the paper's methods at K."""
+    lam = {r: method_name(r, "lambda") for r in PAPER_REGULARISERS}
+    return {"a_acc": span(rows, "a", "ACC", K, 1), "a_fa": span(rows, "a", "FA", K, 1),
+            "a_bt_confirmed": ", ".join(whose(rows, "a", "BT", K, 1, CONFIRMED)) or "none",
+            "b_reg_acc": ", ".join(span(rows, "b", "ACC", K, 1, b=x) for x in lam.values()),
+            "b_mem_acc": span(rows, "b", "ACC", K, 1, b="metacl-agem"),
+            "b_pi_fa": span(rows, "b", "FA", K, 1, b=lam["pi"]) + " in FA",
+            "b_mem_fa_lower": ", ".join(whose(rows, "b", "FA", K, 1, REFUTED, b="metacl-agem")),
+            "c_bt": span(rows, "c", "BT", K, 1), "c_fa": span(rows, "c", "FA", K, 1),
+            "d_best": method_label(_Q.best_paper_method(ev.results[K])), "d_acc": span(rows, "d", "ACC", K, 1)}
+
+
+def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
+    """`spans_at` at K = 20 and K = 50, under the glue names the chapter reads."""
+    a, b = spans_at(rows, ev, 20), spans_at(rows, ev, 50)
+    return {"qa_acc_span": a["a_acc"], "qa_acc_span_50": b["a_acc"],
+            "qa_fa_span": a["a_fa"], "qa_fa_span_50": b["a_fa"],
+            "qa_bt_confirmed": a["a_bt_confirmed"], "qa_bt_confirmed_50": b["a_bt_confirmed"],
+            "qb_reg_acc_span": a["b_reg_acc"], "qb_reg_acc_span_50": b["b_reg_acc"],
+            "qb_mem_acc_span": a["b_mem_acc"], "qb_mem_acc_span_50": b["b_mem_acc"],
+            "qb_pi_fa": a["b_pi_fa"], "qb_pi_fa_50": b["b_pi_fa"],
+            "qb_mem_fa_lower": a["b_mem_fa_lower"], "qb_mem_fa_lower_50": b["b_mem_fa_lower"],
+            "qc_bt_span": a["c_bt"], "qc_bt_span_50": b["c_bt"], "qc_fa_span": a["c_fa"], "qc_fa_span_50": b["c_fa"],
+            "qd_best": a["d_best"], "qd_best_50": b["d_best"], "qd_acc_span": a["d_acc"], "qd_acc_span_50": b["d_acc"]}
