@@ -57,16 +57,18 @@ def tuning_cost(seeds: int = 5) -> tuple[int, int]:
 
 
 def tuned_values_shrink(benchmark: str = "pmnist", hp: Optional[dict] = None) -> list[dict[str, Any]]:
-    """Per K tuned on its own (other than the benchmark's tuning K), how many methods' chosen β/γ are smaller than at
-    the tuning K (`smaller`, of `n` methods tuned at both), from hparams.json (`lab.hparams.tuned_at`)."""
+    """Per K tuned on its own (other than the benchmark's tuning K), how many of the paper's regularised methods'
+    chosen β/γ are smaller than at the tuning K (`smaller`, of `n` methods tuned at both), from hparams.json
+    (`lab.hparams.tuned_at`). The memory's γ (chapter 9, tuned for its own methods) is not counted."""
     from ..lab.hparams import tuned_at
+    from ..lab.tuning import TUNABLE
 
     spec = SPECS[benchmark]
     base = tuned_at(benchmark, spec.tuning_K, hp)
     out = []
     for K in spec.all_Ks:
         here = tuned_at(benchmark, K, hp) if K != spec.tuning_K else {}
-        common = [m for m in here if m in base]
+        common = [m for m in TUNABLE if m in here and m in base]
         if common:
             value = lambda e: next(iter(e.values()))  # noqa: E731  (beta or gamma: one value per method)
             out.append({"K": K, "n": len(common), "smaller": sum(value(here[m]) < value(base[m]) for m in common)})
