@@ -302,6 +302,11 @@ def test_the_reproduction_pages_memory_rows_and_curves():
     assert "finetune" in curves and ("agem", 5) in curves and ("er", 1) in curves and "agem" not in curves
 
 
+def test_each_K_lists_a_value_at_every_K_in_order():
+    assert R.each_K({50: "+2.8 pts", 20: "+4.6 to +5.1 pts"}) == "+4.6 to +5.1 pts at K = 20; +2.8 pts at K = 50"
+    assert (R.each_K({200: "MAS-MetaCL-λ"}), R.each_K({})) == ("MAS-MetaCL-λ at K = 200", "–")
+
+
 def test_the_pages_tool_stamps_chapter_9_with_every_planned_memory_file():
     from metacl_lite.publish import pages as PG
 
@@ -324,11 +329,11 @@ def test_chapter_9_executes_and_its_numbers_are_the_files(tmp_path):
     ev = Q.load_memory_evidence()
     rows = Q.question_rows(ev)
     a = [r for r in rows if r["question"] == "a" and r["metric"] == "ACC" and (r["K"], r["M"]) == (20, 1)]
-    assert g["qa_acc_span"] == R.span(rows, "a", "ACC", 20, 1)
+    assert g["qa_acc_span"].startswith(R.span(rows, "a", "ACC", 20, 1) + " at K = 20; ")
     means = sorted(np.mean([ev.results[20]["summary"][r["a"]]["ACC"]["values"][i]
                             - dict(zip(ev.memory[(20, 1)]["summary"]["agem"]["seeds"],
                                        ev.memory[(20, 1)]["summary"]["agem"]["ACC"]["values"]))[s]
                             for i, s in enumerate(ev.results[20]["summary"][r["a"]]["seeds"])]) for r in a)
     assert g["qa_acc_span"].startswith(f"+{means[0]:.1f}") and math.isclose(a[0]["n"], 10)
-    assert g["dual_n"] == 100 and g["dual_generic_sets"] == 4 and g["qd_best"] == "MAS-MetaCL-λ"
+    assert g["dual_n"] == 100 and g["dual_generic_sets"] == 4 and g["qd_best"].startswith("MAS-MetaCL-λ at K = 20; ")
     assert g["mem_files"].startswith("K = 20 (M = 1")
