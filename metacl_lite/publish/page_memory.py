@@ -322,17 +322,14 @@ def whose(rows: list[dict], question: str, metric: str, K: int, M: int, verdict:
 
 def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
     """What the chapter's sentences on questions (a)-(d) name at K, M = 1: the spans of the mean differences
-    (`span`), the methods with a Holm verdict (`whose`; "b_reg_acc_confirmed": the two-reference methods whose ACC
-    gain over their regulariser alone is confirmed), and the best of the paper's methods at K."""
+    (`span`), the methods with a Holm verdict (`whose`), and the best of the paper's methods at K."""
     lam = {r: method_name(r, "lambda") for r in PAPER_REGULARISERS}
     return {"a_acc": span(rows, "a", "ACC", K, 1), "a_fa": span(rows, "a", "FA", K, 1),
-            "a_bt_confirmed": ", ".join(whose(rows, "a", "BT", K, 1, CONFIRMED)) or "none",
+            "a_bt_confirmed": listing(whose(rows, "a", "BT", K, 1, CONFIRMED)) or "none",
             "b_reg_acc": ", ".join(span(rows, "b", "ACC", K, 1, b=x) for x in lam.values()),
-            "b_reg_acc_confirmed": ", ".join(a for x in lam.values()
-                                             for a in whose(rows, "b", "ACC", K, 1, CONFIRMED, b=x)) or "none",
             "b_mem_acc": span(rows, "b", "ACC", K, 1, b="metacl-agem"),
             "b_pi_fa": span(rows, "b", "FA", K, 1, b=lam["pi"]),
-            "b_mem_fa_lower": ", ".join(whose(rows, "b", "FA", K, 1, REFUTED, b="metacl-agem")),
+            "b_mem_fa_lower": listing(whose(rows, "b", "FA", K, 1, REFUTED, b="metacl-agem")) or "none",
             "c_bt": span(rows, "c", "BT", K, 1), "c_fa": span(rows, "c", "FA", K, 1),
             "d_best": method_label(_Q.best_paper_method(ev.results[K])), "d_acc": span(rows, "d", "ACC", K, 1)}
 
@@ -351,7 +348,7 @@ def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
         return each_K({K: a[key] for K, a in at.items()})
 
     return {"qa_acc_span": each("a_acc"), "qa_fa_span": each("a_fa"), "qa_bt_confirmed": each("a_bt_confirmed"),
-            "qb_reg_acc_span": each("b_reg_acc"), "qb_reg_acc_confirmed": each("b_reg_acc_confirmed"),
+            "qb_reg_acc_span": each("b_reg_acc"),
             "qb_mem_acc_span": each("b_mem_acc"), "qb_pi_fa": each("b_pi_fa"),
             "qb_mem_fa_lower": each("b_mem_fa_lower"), "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
             "qd_best": each("d_best"), "qd_acc_span": each("d_acc")}
