@@ -189,7 +189,9 @@ def plan_glue(plan: dict) -> dict:
 
 def _cell(entry: dict, metric: str) -> str:
     v = entry.get(metric)
-    return "–" if v is None else f"{v['mean']:.1f}" + ("" if v["ci95"] != v["ci95"] else f"\u00a0±\u00a0{v['ci95']:.1f}")
+    if v is None:
+        return "–"
+    return f"{v['mean']:.1f}" + ("" if v["ci95"] != v["ci95"] else f"\u00a0±\u00a0{v['ci95']:.1f}")
 
 
 def results_table(ev: _Q.MemoryEvidence):
