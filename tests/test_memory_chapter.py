@@ -307,6 +307,39 @@ def test_each_K_lists_a_value_at_every_K_in_order():
     assert (R.each_K({200: "MAS-MetaCL-λ"}), R.each_K({})) == ("MAS-MetaCL-λ at K = 200", "–")
 
 
+def test_where_lists_only_the_K_with_a_value():
+    assert R.where({20: "", 50: "PI-MetaCL-λ", 200: "MAS-MetaCL-λ and EWC-MetaCL-λ"}) == (
+        "PI-MetaCL-λ at K = 50; MAS-MetaCL-λ and EWC-MetaCL-λ at K = 200")
+    assert (R.where({20: "", 50: ""}), R.where({})) == ("none", "none")
+
+
+def test_gamma_fa_sets_bs_fa_test_beside_the_order_of_the_two_gammas():
+    def row(a, b, K, mean, holm, M=1, metric="FA"):
+        return {"question": "b", "metric": metric, "K": K, "M": M, "a": a, "b": b, "mean": mean, "holm": holm,
+                "verdict": holm}
+    rows = [row("pi-metacl-lambda-mem", "pi-metacl-lambda", 20, -3.2, S.REFUTED),
+            row("pi-metacl-lambda-mem", "metacl-agem", 20, 9.0, S.CONFIRMED),  # against the memory alone: not read
+            row("mas-metacl-lambda-mem", "mas-metacl-lambda", 20, 0.1, S.INCONCLUSIVE),
+            row("mas-metacl-lambda-mem", "mas-metacl-lambda", 20, 5.0, S.CONFIRMED, metric="BT"),  # another metric
+            row("ewc-metacl-lambda-mem", "ewc-metacl-lambda", 200, 4.46, S.CONFIRMED),
+            row("pi-metacl-lambda-mem", "pi-metacl-lambda", 50, -0.004, S.INCONCLUSIVE)]
+    gammas = [{"K": 20, "M": 1, "method": "pi-metacl-lambda-mem", "gamma": 300.0, "base_gamma": 100.0},
+              {"K": 20, "M": 1, "method": "mas-metacl-lambda-mem", "gamma": 0.1, "base_gamma": 0.1},
+              {"K": 200, "M": 1, "method": "ewc-metacl-lambda-mem", "gamma": 10.0, "base_gamma": 30.0},
+              {"K": 50, "M": 1, "method": "ewc-metacl-lambda-mem", "gamma": 10.0, "base_gamma": 30.0},  # no test
+              {"K": 50, "M": 1, "method": "pi-metacl-lambda-mem", "gamma": 3.0, "base_gamma": 3.0}]
+    pairs = R.gamma_fa(gammas, rows)
+    assert [(p["K"], p["regulariser"], p["order"], p["mean"], p["holm"]) for p in pairs] == [
+        (20, "pi-metacl-lambda", "larger", -3.2, S.REFUTED), (20, "mas-metacl-lambda", "same", 0.1, S.INCONCLUSIVE),
+        (200, "ewc-metacl-lambda", "smaller", 4.46, S.CONFIRMED), (50, "pi-metacl-lambda", "same", -0.004,
+                                                                   S.INCONCLUSIVE)]
+    assert R.gamma_fa_glue(pairs) == {
+        "qb_fa_larger": "PI-MetaCL-λ-mem at K = 20 (γ 300 against 100: FA −3.20 pts)",
+        "qb_fa_same": "MAS-MetaCL-λ-mem at K = 20 (γ 0.1: FA +0.10 pts); PI-MetaCL-λ-mem at K = 50 (γ 3: FA +0.00 pts)",
+        "qb_fa_smaller": "EWC-MetaCL-λ-mem at K = 200 (γ 10 against 30: FA +4.46 pts)"}
+    assert R.gamma_fa_glue(pairs[:1])["qb_fa_smaller"] == "none"
+
+
 def test_the_pages_tool_stamps_chapter_9_with_every_planned_memory_file():
     from metacl_lite.publish import pages as PG
 
@@ -337,3 +370,4 @@ def test_chapter_9_executes_and_its_numbers_are_the_files(tmp_path):
     assert g["qa_acc_span"].startswith(f"+{means[0]:.1f}") and math.isclose(a[0]["n"], 10)
     assert g["dual_n"] == 100 and g["dual_generic_sets"] == 4 and g["qd_best"].startswith("MAS-MetaCL-λ at K = 20; ")
     assert g["mem_files"].startswith("K = 20 (M = 1")
+    assert g["qb_fa_larger"].startswith("PI-MetaCL-λ-mem at K = 20 (γ 300 against 100: FA −")

@@ -7,7 +7,7 @@ Markdown, and its hidden cells assert the premises they rest on. The page import
 from __future__ import annotations
 
 from ..findings import memory as _Q
-from ..findings.stats import CONFIRMED, NOT_RUN, REFUTED, format_p
+from ..findings.stats import CONFIRMED, INCONCLUSIVE, NOT_RUN, REFUTED, format_p
 from ..vocab import MEMORY_METHODS, PAPER_REGULARISERS, method_label, method_name
 from .formatting import listing, markdown, pts
 
@@ -324,14 +324,20 @@ def whose(rows: list[dict], question: str, metric: str, K: int, M: int, verdict:
 
 def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
     """What the chapter's sentences on questions (a)-(d) name at K, M = 1: the spans of the mean differences
-    (`span`), the methods with a Holm verdict (`whose`), and the best of the paper's methods at K."""
+    (`span`), the methods with a Holm verdict (`whose`; "" for none), and the best of the paper's methods at K."""
     lam = {r: method_name(r, "lambda") for r in PAPER_REGULARISERS}
+
+    def against_reg(metric, verdict):  # the two-reference methods with that verdict against their regulariser alone
+        return listing([a for x in lam.values() for a in whose(rows, "b", metric, K, 1, verdict, b=x)])
+
     return {"a_acc": span(rows, "a", "ACC", K, 1), "a_fa": span(rows, "a", "FA", K, 1),
-            "a_bt_confirmed": listing(whose(rows, "a", "BT", K, 1, CONFIRMED)) or "none",
+            "a_bt_confirmed": listing(whose(rows, "a", "BT", K, 1, CONFIRMED)),
+            **{f"a_fa_{v}": listing(whose(rows, "a", "FA", K, 1, v)) for v in (CONFIRMED, REFUTED, INCONCLUSIVE)},
             "b_reg_acc": ", ".join(span(rows, "b", "ACC", K, 1, b=x) for x in lam.values()),
+            "b_reg_bt_confirmed": against_reg("BT", CONFIRMED),
+            "b_reg_bt_inconclusive": against_reg("BT", INCONCLUSIVE),
             "b_mem_acc": span(rows, "b", "ACC", K, 1, b="metacl-agem"),
-            "b_pi_fa": span(rows, "b", "FA", K, 1, b=lam["pi"]),
-            "b_mem_fa_lower": listing(whose(rows, "b", "FA", K, 1, REFUTED, b="metacl-agem")) or "none",
+            "b_mem_fa_lower": listing(whose(rows, "b", "FA", K, 1, REFUTED, b="metacl-agem")),
             "c_bt": span(rows, "c", "BT", K, 1), "c_fa": span(rows, "c", "FA", K, 1),
             "d_best": method_label(_Q.best_paper_method(ev.results[K])), "d_acc": span(rows, "d", "ACC", K, 1)}
 
@@ -341,16 +347,61 @@ def each_K(values: dict) -> str:
     return "; ".join(f"{v} at K = {K}" for K, v in sorted(values.items())) or "–"
 
 
+def where(values: dict) -> str:
+    """{K: text} listed as `each_K` lists it, the K with an empty text left out: "EWC-MetaCL-λ at K = 200"; "none"
+    where every text is empty."""
+    return each_K({K: v for K, v in values.items() if v}) if any(values.values()) else "none"
+
+
 def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
-    """`spans_at` at every K with a memory file at M = 1, under the glue names the chapter reads, each listing its
-    value at every K (`each_K`)."""
+    """`spans_at` at every K with a memory file at M = 1, under the glue names the chapter reads: a span or a value
+    at every K (`each_K`); the methods with a verdict at the K where there are some (`where`)."""
     at = {K: spans_at(rows, ev, K) for K, M in ev.memory if M == 1}
 
     def each(key):
         return each_K({K: a[key] for K, a in at.items()})
 
-    return {"qa_acc_span": each("a_acc"), "qa_fa_span": each("a_fa"), "qa_bt_confirmed": each("a_bt_confirmed"),
-            "qb_reg_acc_span": each("b_reg_acc"),
-            "qb_mem_acc_span": each("b_mem_acc"), "qb_pi_fa": each("b_pi_fa"),
-            "qb_mem_fa_lower": each("b_mem_fa_lower"), "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
+    def some(key):
+        return where({K: a[key] for K, a in at.items()})
+
+    return {"qa_acc_span": each("a_acc"), "qa_fa_span": each("a_fa"), "qa_bt_confirmed": some("a_bt_confirmed"),
+            "qa_fa_confirmed": some("a_fa_confirmed"), "qa_fa_refuted": some("a_fa_refuted"),
+            "qa_fa_inconclusive": some("a_fa_inconclusive"), "qb_reg_acc_span": each("b_reg_acc"),
+            "qb_reg_bt_confirmed": some("b_reg_bt_confirmed"), "qb_reg_bt_inconclusive": some("b_reg_bt_inconclusive"),
+            "qb_mem_acc_span": each("b_mem_acc"), "qb_mem_fa_lower": some("b_mem_fa_lower"),
+            "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
             "qd_best": each("d_best"), "qd_acc_span": each("d_acc")}
+
+
+#: How the γ of a MetaCL-λ with both references stands to its MetaCL-λ's at the same K (`gamma_fa`).
+GAMMA_ORDERS = ("larger", "same", "smaller")
+
+
+def gamma_fa(gammas: list[dict], rows: list[dict]) -> list[dict]:
+    """Question (b)'s FA test of each MetaCL-λ with both references against its regulariser alone at (K, M), beside
+    the γ each used (`findings.memory.gammas`): "K", "M", "method", "regulariser" (its MetaCL-λ), "gamma" and
+    "base_gamma", "order" (one of GAMMA_ORDERS: the two-reference γ against the MetaCL-λ's), "mean" (the FA
+    difference, points) and "holm" (the test's Holm verdict); a pair whose test has not run is left out."""
+    out = []
+    for g in gammas:
+        base = MEMORY_METHODS[g["method"]].base
+        test = [r for r in _at(rows, "b", "FA", g["K"], g["M"], b=base) if r["a"] == g["method"]]
+        if not test or g["base_gamma"] is None:
+            continue
+        order = GAMMA_ORDERS[1 + (g["gamma"] < g["base_gamma"]) - (g["gamma"] > g["base_gamma"])]
+        out.append({"K": g["K"], "M": g["M"], "method": g["method"], "regulariser": base, "gamma": g["gamma"],
+                    "base_gamma": g["base_gamma"], "order": order, "mean": test[0]["mean"], "holm": test[0]["holm"]})
+    return out
+
+
+def gamma_fa_glue(pairs: list[dict]) -> dict:
+    """`gamma_fa` as the chapter's sentence on FA and γ reads it, one glue name per order ("qb_fa_larger",
+    "qb_fa_same", "qb_fa_smaller"), each listing "PI-MetaCL-λ-mem at K = 20 (γ 300 against 100: FA −3.20 pts)"
+    (two decimals: with the same γ the differences are hundredths); "none"."""
+    def entry(p):
+        gam = f"γ {p['gamma']:g}" + ("" if p["order"] == "same" else f" against {p['base_gamma']:g}")
+        fa = p["mean"] if round(p["mean"], 2) else 0.0  # "+0.00", not "−0.00"
+        return f"{method_label(p['method'])} at K = {p['K']} ({gam}: FA {pts(fa, fmt='+.2f')})"
+
+    ordered = sorted(pairs, key=lambda p: (p["K"], list(MEMORY_METHODS).index(p["method"])))
+    return {f"qb_fa_{o}": "; ".join(entry(p) for p in ordered if p["order"] == o) or "none" for o in GAMMA_ORDERS}
