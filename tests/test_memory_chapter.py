@@ -340,6 +340,22 @@ def test_gamma_fa_sets_bs_fa_test_beside_the_order_of_the_two_gammas():
     assert R.gamma_fa_glue(pairs[:1])["qb_fa_smaller"] == "none"
 
 
+def test_highest_mean_and_where_er_with_five_images_leads():
+    ev = _evidence({"er": lambda s: 58.0 + s})  # ER, M = 1: 59.5 against MAS-MetaCL-λ's 61.5 at K = 20
+    assert Q.highest_mean(ev, 20) == ("mas-metacl-lambda", None, pytest.approx(61.5))
+    five = {"er": lambda s: 70.0 + s, "agem": lambda s: 40.0 + s, "metacl-agem": lambda s: 40.0 + s}
+    ev.memory[(20, 5)] = _file(20, ["agem", "er", "metacl-agem"], five, M=5)
+    ev.memory[(50, 1)] = _file(50, MEMORY_METHODS, {m: (lambda s: 50.0 + s) for m in MEMORY_METHODS}
+                               | {"pi-metacl-lambda-mem": lambda s: 66.0 + s}, M=1)
+    ev.memory[(50, 5)] = _file(50, ["agem", "er", "metacl-agem"], {m: (lambda s: 63.0 + s) for m in five}, M=5)
+    assert Q.highest_mean(ev, 20) == ("er", 5, pytest.approx(71.5))
+    assert Q.highest_mean(ev, 50) == ("pi-metacl-lambda-mem", 1, pytest.approx(67.5))
+    assert R.er5_glue(ev) == {"er5_leads": "K = 20", "er5_behind": "64.5% at K = 50, against MAS-MetaCL-λ's 61.5% "
+                                                                   "and PI-MetaCL-λ-mem's 67.5% at M = 1"}
+    del ev.memory[(20, 5)]
+    assert R.er5_glue(ev)["er5_leads"] == "none"
+
+
 def test_the_pages_tool_stamps_chapter_9_with_every_planned_memory_file():
     from metacl_lite.publish import pages as PG
 

@@ -198,6 +198,16 @@ def best_paper_method(res: dict) -> str:
     return max((m for m in PAPER_METHOD_NAMES if m in s and "ACC" in s[m]), key=lambda m: s[m]["ACC"]["mean"])
 
 
+def highest_mean(ev: MemoryEvidence, K: int) -> tuple[str, Optional[int], float]:
+    """The method with the highest mean ACC at K, as (method, M, mean): the best of the paper's methods
+    (`best_paper_method`, M None) against every memory method of every memory file of K (at its budget M)."""
+    best = best_paper_method(ev.results[K])
+    found = [(best, None, ev.results[K]["summary"][best]["ACC"]["mean"])]
+    found += [(m, M, e["ACC"]["mean"]) for (k, M), res in sorted(ev.memory.items()) if k == K
+              for m, e in res["summary"].items() if m in MEMORY_METHODS and "ACC" in e]
+    return max(found, key=lambda f: f[2])
+
+
 Pairs = Callable[[MemoryEvidence, int], Sequence[tuple]]
 
 

@@ -405,3 +405,23 @@ def gamma_fa_glue(pairs: list[dict]) -> dict:
 
     ordered = sorted(pairs, key=lambda p: (p["K"], list(MEMORY_METHODS).index(p["method"])))
     return {f"qb_fa_{o}": "; ".join(entry(p) for p in ordered if p["order"] == o) or "none" for o in GAMMA_ORDERS}
+
+
+def er5_glue(ev: _Q.MemoryEvidence) -> dict:
+    """Where ER with M = 5 has the highest mean ACC of the chapter's table (`findings.memory.highest_mean`), over the
+    K with an M = 5 file: "er5_leads", those K ("K = 20 and K = 50"), and "er5_behind", each other K with ER's mean
+    beside the best of the paper's methods and the highest ("73.9% at K = 200, against MAS-MetaCL-λ's 74.1% and
+    PI-MetaCL-λ-mem's 77.3% at M = 1"); "none" for none."""
+    leads, behind = [], []
+    for K in sorted(K for K, M in ev.memory if M == 5):
+        top, M, top_mean = _Q.highest_mean(ev, K)
+        if (top, M) == ("er", 5):
+            leads.append(f"K = {K}")
+            continue
+        best = _Q.best_paper_method(ev.results[K])
+        er, paper = (ev.memory[(K, 5)]["summary"]["er"], ev.results[K]["summary"][best])
+        ahead = f"{method_label(best)}'s {paper['ACC']['mean']:.1f}%"
+        if top != best:
+            ahead += f" and {method_label(top)}'s {top_mean:.1f}% at M = {M}"
+        behind.append(f"{er['ACC']['mean']:.1f}% at K = {K}, against {ahead}")
+    return {"er5_leads": listing(leads) or "none", "er5_behind": "; ".join(behind) or "none"}
