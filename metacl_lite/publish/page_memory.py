@@ -388,7 +388,7 @@ def gamma_fa(gammas: list[dict], rows: list[dict]) -> list[dict]:
         test = [r for r in _at(rows, "b", "FA", g["K"], g["M"], b=base) if r["a"] == g["method"]]
         if not test or g["base_gamma"] is None:
             continue
-        order = GAMMA_ORDERS[1 + (g["gamma"] < g["base_gamma"]) - (g["gamma"] > g["base_gamma"])]
+        order = "larger" if g["gamma"] > g["base_gamma"] else "smaller" if g["gamma"] < g["base_gamma"] else "same"
         out.append({"K": g["K"], "M": g["M"], "method": g["method"], "regulariser": base, "gamma": g["gamma"],
                     "base_gamma": g["base_gamma"], "order": order, "mean": test[0]["mean"], "holm": test[0]["holm"]})
     return out
@@ -407,14 +407,13 @@ def gamma_fa_glue(pairs: list[dict]) -> dict:
     return {f"qb_fa_{o}": "; ".join(entry(p) for p in ordered if p["order"] == o) or "none" for o in GAMMA_ORDERS}
 
 
-def er5_glue(ev: _Q.MemoryEvidence) -> dict:
-    """Where ER with M = 5 has the highest mean ACC of the chapter's table (`findings.memory.highest_mean`), over the
-    K with an M = 5 file: "er5_leads", those K ("K = 20 and K = 50"), and "er5_behind", each other K with ER's mean
-    beside the best of the paper's methods and the highest ("73.9% at K = 200, against MAS-MetaCL-λ's 74.1% and
-    PI-MetaCL-λ-mem's 77.3% at M = 1"); "none" for none."""
+def er5_glue(ev: _Q.MemoryEvidence, top: dict) -> dict:
+    """Where ER with M = 5 has the highest mean ACC of the chapter's table, from `top` ({K: `findings.memory.
+    highest_mean` at K}, the K with an M = 5 file, as the chapter's asserts read it): "er5_leads", those K ("K = 20
+    and K = 50"), and "er5_behind", each other K with ER's mean beside the best of the paper's methods and the
+    highest ("73.9% at K = 200, against MAS-MetaCL-λ's 74.1% and PI-MetaCL-λ-mem's 77.3% at M = 1"); "none"."""
     leads, behind = [], []
-    for K in sorted(K for K, M in ev.memory if M == 5):
-        top, M, top_mean = _Q.highest_mean(ev, K)
+    for K, (top, M, top_mean) in sorted(top.items()):
         if (top, M) == ("er", 5):
             leads.append(f"K = {K}")
             continue
