@@ -161,19 +161,23 @@ clean:
 
 # The memory family's methods (extensions, issue 44: A-GEM, ER, MetaCL-A-GEM, MetaCL-lambda with both references) on
 # Permuted MNIST at the paper's K, each K and budget M into results/pmnist-K<K>-memory-M<M>.json beside the paper's
-# files (never in them). The grid is metacl_lite/lab/memory_plan.py's, one file a line ("K M seeds methods tune"):
-# M = 1 for every memory method, M = 5 for those without a knob; ten seeds, five at K = 500 (the whole grid's estimate,
-# `python -m metacl_lite.lab.memory_plan --estimate`, exceeds eight CPU hours). Where a line says "tune", the gamma of
+# files (never in them). The grid is metacl_lite/lab/memory_plan.py's, one file a line ("K M seeds methods tune
+# around"): M = 1 for every memory method, M = 5 for those without a knob; ten seeds, five at K = 500 (the whole grid's
+# estimate, `python -m metacl_lite.lab.memory_plan --estimate`, exceeds eight CPU hours). Where a line says "tune", the
+# gamma of
 # MetaCL-lambda with both references is first chosen on the validation split (`tune --memory M`, into
-# results/tuning-pmnist-K<K>-memory-M<M>.json and hparams.json). Every step resumes where it stopped: rerun the same
-# command; in the background, `nohup make reproduce-memory > reproduce-memory.log 2>&1 &`. A results file made before
+# results/tuning-pmnist-K<K>-memory-M<M>.json and hparams.json), at K = 500 in a window around K = 200's values
+# (around: 200, `tune --around 200`, as the paper's methods there). Every step resumes where it stopped: rerun the same
+# command, on any machine for a finished file; in the background, `nohup make reproduce-memory > reproduce-memory.log
+# 2>&1 &`. A file with units left continues only on a CPU that rounds as its units' did. A results file made before
 # with another gamma is refused by `run`, which names the --redo that retrains those methods (RUN_OPTS="--redo ...").
 .PHONY: reproduce-memory
 reproduce-memory: $(STAMP)
 	plan=$$($(PY) -m metacl_lite.lab.memory_plan) || exit $$?; \
-	echo "$$plan" | while read -r K M SEEDS METHODS TUNE; do \
+	echo "$$plan" | while read -r K M SEEDS METHODS TUNE AROUND; do \
+	  A=""; [ "$$AROUND" = - ] || A="--around $$AROUND"; \
 	  if [ "$$TUNE" = tune ]; then \
-	    $(PY) -m metacl_lite tune --benchmark pmnist --K $$K --memory $$M $(WHERE_OPTS) < /dev/null || exit $$?; fi; \
+	    $(PY) -m metacl_lite tune --benchmark pmnist --K $$K --memory $$M $$A $(WHERE_OPTS) < /dev/null || exit $$?; fi; \
 	  $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds $$SEEDS --methods $$METHODS --memory $$M \
 	    --out results/pmnist-K$$K-memory-M$$M.json $(WHERE_OPTS) $(RUN_OPTS) < /dev/null || exit $$?; \
 	done

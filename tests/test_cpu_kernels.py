@@ -163,3 +163,52 @@ def test_invocations_that_record_no_kernels_are_not_compared(machine, tmp_path):
                    finalize=lambda d: None, where_text="ray cluster: 8 CPU(s) on 1 live node(s)")
     assert ray.inv["cpu_kernels"] is None
     ray.open()
+
+
+def test_a_finished_file_is_read_anywhere_and_units_are_refused_only_where_some_remain(machine, tmp_path):
+    """`open(until_work=True)` (run and tune) reads a file whose units another kind of CPU made: a finished file is
+    passed over on any machine (make reproduce-memory across sessions); `refuse_other_rounding`, called where units
+    remain, and `add` refuse it, and nothing is written."""
+    from metacl_lite.errors import ConfigMismatch
+
+    path = tmp_path / "r.json"
+    first = _store(path)
+    first.open()
+    first.add("runs", "ewc/0", {"acc_matrix": [[50.0]], "wall_s": 1.0})
+    before = path.read_bytes()
+    machine(capability="AVX2")
+    later = _store(path)
+    assert set(later.open(until_work=True)["runs"]) == {"ewc/0"}
+    with pytest.raises(ConfigMismatch, match=r"cpu_kernels\.capability: 'AVX512' in the file, 'AVX2' here"):
+        later.refuse_other_rounding()
+    with pytest.raises(ConfigMismatch, match=r"cpu_kernels\.capability"):
+        later.add("runs", "ewc/1", {"acc_matrix": [[50.0]], "wall_s": 1.0})
+    assert path.read_bytes() == before
+    machine()
+    same = _store(path)
+    same.open(until_work=True)
+    same.refuse_other_rounding()  # the same kind of machine: nothing to refuse
+
+
+def test_run_and_tune_pass_over_a_finished_file_from_another_cpu_and_refuse_one_with_units_left(
+        machine, tmp_path, hparams_file, fake_units, capsys):
+    from metacl_lite.cli import main
+
+    tiny = ["--benchmark", "pmnist", "--K", "5", "--n-tasks", "2", "--epochs", "1", "--no-progress", "--workers", "1"]
+    run = ["run", *tiny, "--methods", "finetune", "--seed-list", "0", "--out", str(tmp_path / "r.json")]
+    tune = ["tune", *tiny, "--methods", "mas", "--beta-grid", "0.1,1,10", "--seed-list", "7", "--no-write", "--out",
+            str(tmp_path / "t.json")]
+    assert main(run) == 0 and main(tune) == 0
+    files = {p: p.read_bytes() for p in tmp_path.glob("[rt].json")}
+    n = len(fake_units)
+    machine(capability="AVX2")
+    assert main(run) == 0 and main(tune) == 0 and len(fake_units) == n  # finished: nothing to train, nothing refused
+    assert main([*run[:-4], "--seed-list", "0,1", *run[-2:]]) == 2
+    assert "cpu_kernels.capability: 'AVX512' in the file, 'AVX2' here" in capsys.readouterr().err
+    doc = json.loads(files[tmp_path / "t.json"])
+    doc["units"].popitem()  # a tuning stopped before its last unit
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    files[tmp_path / "t.json"] = (tmp_path / "t.json").read_bytes()
+    assert main(tune) == 2
+    assert "cpu_kernels.capability" in capsys.readouterr().err
+    assert len(fake_units) == n and {p: p.read_bytes() for p in files} == files

@@ -25,12 +25,22 @@ def test_every_memory_method_runs_at_m1_and_only_the_knobless_at_m5():
     assert [(s.K, s.M, s.seeds, s.tune) for s in steps] == [
         (20, 1, 10, True), (20, 5, 10, False), (50, 1, 10, True), (50, 5, 10, False),
         (200, 1, 10, True), (200, 5, 10, False), (500, 1, 5, True), (500, 5, 5, False)]
+    # K = 500's knobs search a window around K = 200's values, as the paper's methods there (make reproduce-pmnist)
+    assert [(s.K, s.around) for s in steps if s.tune] == [(20, None), (50, None), (200, None), (500, 200)]
+    assert steps[-2].tune_args() == ["--K", "500", "--memory", "1", "--around", "200"]
 
 
 def test_the_tuning_units_are_the_gamma_grid_times_the_tuning_seeds():
     from metacl_lite.lab.tuning import GAMMA_GRID, TUNING_SEEDS
 
     assert MP.TUNING_UNITS == len(GAMMA_GRID) * len(TUNING_SEEDS)
+
+
+def test_the_window_units_are_a_gamma_window_times_the_tuning_seeds():
+    from metacl_lite.lab.lattice import window_grid
+    from metacl_lite.lab.tuning import TUNING_SEEDS
+
+    assert MP.WINDOW_UNITS == len(window_grid(3.0, "gamma")) * len(TUNING_SEEDS)
 
 
 def _results(folder: Path, name: str, walls: dict, seeds=2):
@@ -42,7 +52,8 @@ def _results(folder: Path, name: str, walls: dict, seeds=2):
 def test_the_estimate_by_hand_decides_the_seeds_at_the_largest_k(tmp_path, unit_s, seeds_500):
     """Every paper file: each base method's unit takes unit_s at K = 20, 2 unit_s at K = 50, 3 at 200, 4 at 500; the
     memory file at K = 20, M = 1: each memory method 1.5 times its base's. So a memory unit at K takes 1.5 k unit_s
-    (k = 1..4), and the grid: per K, 10 seeds x (6 methods at M = 1 + 3 at M = 5) + 28 tuning units x 3 knobs."""
+    (k = 1..4), and the grid: per K, 10 seeds x (6 methods at M = 1 + 3 at M = 5) + 28 tuning units x 3 knobs (12,
+    a window's, at K = 500)."""
     bases = {"finetune", "metacl", "mas-metacl-lambda", "pi-metacl-lambda", "ewc-metacl-lambda"}
     for k, K in enumerate(MP.KS, start=1):
         _results(tmp_path, f"pmnist-K{K}.json", {b: k * unit_s for b in bases})
@@ -50,8 +61,8 @@ def test_the_estimate_by_hand_decides_the_seeds_at_the_largest_k(tmp_path, unit_
     unit = MP.unit_seconds(tmp_path)
     assert unit[(200, "agem")] == pytest.approx(4.5 * unit_s) and unit[(500, "pi-metacl-lambda-mem")] == \
         pytest.approx(6 * unit_s)
-    per_k = 10 * (6 + 3) + 28 * 3  # unit counts of one K, each 1.5 k unit_s
-    expected = sum(1.5 * k * unit_s * per_k for k in (1, 2, 3, 4)) / 3600
+    per_k = {k: 10 * (6 + 3) + (28 if k < 4 else 12) * 3 for k in (1, 2, 3, 4)}  # units of a K, each 1.5 k unit_s
+    expected = sum(1.5 * k * unit_s * per_k[k] for k in (1, 2, 3, 4)) / 3600
     assert MP.estimate({K: 10 for K in MP.KS}, tmp_path) == pytest.approx(expected)
     assert (expected > MP.CPU_HOURS_BOUND) == (seeds_500 == 5)
     if unit_s == 1.0:  # a method the memory file does not hold (its runs discarded to be retrained): its base's time
@@ -74,6 +85,8 @@ def test_a_file_not_yet_run_is_named_with_the_plans_commands_tuning_first():
     assert one[0] == "python -m metacl_lite tune --benchmark pmnist --K 50 --memory 1"
     assert f"--seeds 10 --methods {','.join(MEMORY_METHODS)} --memory 1 --out results/pmnist-K50-memory-M1.json" \
         in one[1] and len(one) == 2
+    assert Q.missing_commands(ev, 500, 1, seeds)[0] == \
+        "python -m metacl_lite tune --benchmark pmnist --K 500 --memory 1 --around 200"
     five = Q.missing_commands(ev, 500, 5, seeds)
     assert five == ["python -m metacl_lite run --benchmark pmnist --K 500 --seeds 5 --methods agem,er,metacl-agem "
                     "--memory 5 --out results/pmnist-K500-memory-M5.json"]
@@ -81,13 +94,14 @@ def test_a_file_not_yet_run_is_named_with_the_plans_commands_tuning_first():
 
 def test_make_reproduce_memory_runs_the_plan_tuning_first_and_stops_at_a_failed_step(tmp_path):
     """With a stand-in interpreter that logs each command (and the real plan): every line of the plan, its tuning
-    before its run; a run that fails (K = 200, M = 1) ends make with an error and nothing after it runs."""
+    before its run (K = 500's in a window around K = 200's values); a run that fails (K = 500, M = 1) ends make with
+    an error and nothing after it runs."""
     log = tmp_path / "calls"
     fake = tmp_path / "py"
     fake.write_text(f"""#!/bin/bash
 if [ "$2" = metacl_lite.lab.memory_plan ]; then exec {sys.executable} "$@"; fi
 echo "$*" >> {log}
-case "$*" in *"run --benchmark pmnist --K 200 --seeds 10 --methods agem,er,metacl-agem,mas"*) exit 3;; esac
+case "$*" in *"run --benchmark pmnist --K 500 --seeds 5 --methods agem,er,metacl-agem,mas"*) exit 3;; esac
 """)
     fake.chmod(0o755)
     r = subprocess.run(["make", "-s", "reproduce-memory", f"PY={fake}", "STAMP="], cwd=REPO_ROOT, text=True,
@@ -97,10 +111,10 @@ case "$*" in *"run --benchmark pmnist --K 200 --seeds 10 --methods agem,er,metac
     expected = []
     for s in MP.plan():
         if s.tune:
-            expected.append(["tune", "--benchmark", "pmnist", "--K", str(s.K), "--memory", str(s.M)])
+            expected.append(["tune", "--benchmark", "pmnist", *s.tune_args()])
         expected.append(["run", "--benchmark", "pmnist", "--K", str(s.K), "--seeds", str(s.seeds), "--methods",
                          ",".join(s.methods), "--memory", str(s.M), "--out",
                          f"results/pmnist-K{s.K}-memory-M{s.M}.json"])
-        if (s.K, s.M) == (200, 1):
+        if (s.K, s.M) == (500, 1):
             break
     assert calls == expected

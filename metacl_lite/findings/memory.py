@@ -36,7 +36,7 @@ from .claims import RUN_KEYS, _row, claim_parts, claim_verdict, deciding_test, w
 BUDGETS = memory_plan.BUDGETS
 METRICS = ("ACC", "BT", "FA")
 #: What makes a memory file: `make reproduce-memory`'s command for one K and M.
-MEMORY_TUNE = "python -m metacl_lite tune --benchmark {benchmark} --K {K} --memory {M}"
+MEMORY_TUNE = "python -m metacl_lite tune --benchmark {benchmark} {args}"
 MEMORY_COMMAND = ("python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds} --methods {methods} "
                   "--memory {M} --out results/{file}")
 _NAME = re.compile(r"^(?P<benchmark>\w+)-K(?P<K>\d+)-memory-M(?P<M>\d+)\.json$")
@@ -299,8 +299,9 @@ def coverage(ev: MemoryEvidence, rows: Sequence[dict]) -> dict:
 def missing_commands(ev: MemoryEvidence, K: int, M: int, seeds_at: dict) -> list[str]:
     """The commands that make the memory file of (K, M): the tuning of its methods' knobs first where the plan
     tunes them at M (`memory_plan.Step.tune`), then the run (`missing_command`)."""
-    tune = any(step.tune for step in memory_plan.plan(seeds_at) if (step.K, step.M) == (K, M))
-    return [MEMORY_TUNE.format(benchmark=ev.benchmark, K=K, M=M)] * tune + [missing_command(ev, K, M, seeds_at)]
+    tunes = [" ".join(step.tune_args()) for step in memory_plan.plan(seeds_at) if (step.K, step.M) == (K, M)
+             and step.tune]
+    return [MEMORY_TUNE.format(benchmark=ev.benchmark, args=a) for a in tunes] + [missing_command(ev, K, M, seeds_at)]
 
 
 def gammas(ev: MemoryEvidence) -> list[dict]:

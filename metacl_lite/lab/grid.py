@@ -282,7 +282,9 @@ def run_grid(req: RunRequest) -> dict:
     store = ResultsFile(req)
     if (req.redo or req.redo_oracle) and not req.force:
         store.redo()
-    store.open(req.force)
+    store.open(req.force, until_work=True)  # a finished file is read on any machine
+    if pending_units(req.config, {s: store.done(s) for s in store.sections}):
+        store.refuse_other_rounding()
     if req.gamma is not None:
         main = default_out(req.benchmark, req.K)
         copied = store.reuse_shared(main)

@@ -4,13 +4,16 @@ makes, with which methods and seeds, and the estimate of its CPU time that decid
 The grid (`plan`): at each of the paper's K = 20, 50, 200, 500, a budget of M = 1 example per class of each past task
 for every method of the memory family, and M = 5 for those without a knob (A-GEM, ER, MetaCL-A-GEM: a budget is
 reported side by side, not tuned); a method with a knob (MetaCL-lambda with both references: its gamma) has it chosen
-on the validation split at M = 1 first (`tune --memory 1`), so it runs at that budget only. Ten seeds, as the paper's
-files; at K = 500 five, because the whole grid, tunings included, needs more than `CPU_HOURS_BOUND` CPU hours
-(`estimate`, from the unit times the committed files measured).
+on the validation split at M = 1 first (`tune --memory 1`), so it runs at that budget only: on the whole grid, except
+at K = 500, where it searches a window around the value tuned at K = 200 (`AROUND`, `tune --around 200`), as the
+paper's methods were tuned at K = 500 (`make reproduce-pmnist`). Ten seeds, as the paper's files; at K = 500 five,
+because the whole grid, tunings included, needs more than `CPU_HOURS_BOUND` CPU hours (`estimate`, from the unit times
+the committed files measured).
 
-`python -m metacl_lite.lab.memory_plan` prints the grid one file a line, "K M seeds methods tune" (tune: "tune" where
-that K's knobs are chosen before the file is run, else "-"), which the Makefile reads; `--estimate` prints the
-estimate. Torch-free: it reads the vocabulary and the results files only.
+`python -m metacl_lite.lab.memory_plan` prints the grid one file a line, "K M seeds methods tune around" (tune: "tune"
+where that K's knobs are chosen before the file is run, else "-"; around: the K whose values centre that tuning's
+window, else "-"), which the Makefile reads; `--estimate` prints the estimate. Torch-free: it reads the vocabulary and
+the results files only.
 """
 from __future__ import annotations
 
@@ -36,16 +39,27 @@ CPU_HOURS_BOUND = 8.0
 #: The tuning grid's size for one method with a knob: the gamma grid's 14 values times the 2 tuning seeds
 #: (`tuning.GAMMA_GRID` and `tuning.TUNING_SEEDS`, which import torch; a test keeps them equal).
 TUNING_UNITS = 14 * 2
+#: {K: K'}: the K whose tuned values centre a windowed search of the knobs at K (`tune --around K'`), as the paper's
+#: methods at K = 500; the window's size for one method: gamma = 0 and two half-decades either side of the centre
+#: (`lattice.WINDOW`), times the 2 tuning seeds, before any extension at an edge (a test keeps it equal).
+AROUND = {500: 200}
+WINDOW_UNITS = (1 + 2 * 2 + 1) * 2
 
 
 class Step(NamedTuple):
-    """One results file of the grid: its K, budget M, seeds, methods, and whether the knobs are tuned first."""
+    """One results file of the grid: its K, budget M, seeds, methods, whether the knobs are tuned first, and the K
+    whose values centre that tuning's window (None: the whole grid)."""
 
     K: int
     M: int
     seeds: int
     methods: tuple[str, ...]
     tune: bool
+    around: Optional[int] = None
+
+    def tune_args(self) -> list[str]:
+        """The options of this step's tuning after `tune --benchmark B`: its K, budget and window."""
+        return ["--K", str(self.K), "--memory", str(self.M)] + (["--around", str(self.around)] if self.around else [])
 
 
 def has_knob(method: str) -> bool:
@@ -63,8 +77,12 @@ def plan(seeds_at: Optional[dict] = None) -> list[Step]:
     """The grid in the order it runs: for each K, M = 1 (knobs tuned first) then M = 5. `seeds_at` ({K: seeds}):
     the decided seeds (`decided_seeds`) unless given."""
     seeds_at = decided_seeds() if seeds_at is None else seeds_at
-    return [Step(K, M, seeds_at[K], methods_at(M), M == 1 and any(map(has_knob, methods_at(M))))
-            for K in KS for M in BUDGETS]
+    steps = []
+    for K in KS:
+        for M in BUDGETS:
+            tune = M == 1 and any(map(has_knob, methods_at(M)))
+            steps.append(Step(K, M, seeds_at[K], methods_at(M), tune, AROUND.get(K) if tune else None))
+    return steps
 
 
 def _mean_wall(path: Path) -> dict[str, float]:
@@ -93,11 +111,12 @@ def unit_seconds(folder: Path = REPO_ROOT / "results") -> dict[tuple[int, str], 
 
 def estimate(seeds_at: dict, folder: Path = REPO_ROOT / "results") -> float:
     """The grid's CPU hours with `seeds_at` seeds per K: every method unit of `plan`, and the tuning of each knob
-    (TUNING_UNITS units of that method at its K). The references and the oracle each file trains are left out (a
+    (TUNING_UNITS units of that method at its K, WINDOW_UNITS where the step searches a window). The references and the oracle each file trains are left out (a
     few units per file)."""
     unit = unit_seconds(folder)
     seconds = sum(unit[(s.K, m)] * s.seeds for s in plan(seeds_at) for m in s.methods)
-    seconds += sum(unit[(s.K, m)] * TUNING_UNITS for s in plan(seeds_at) if s.tune for m in s.methods if has_knob(m))
+    seconds += sum(unit[(s.K, m)] * (WINDOW_UNITS if s.around else TUNING_UNITS)
+                   for s in plan(seeds_at) if s.tune for m in s.methods if has_knob(m))
     return seconds / 3600
 
 
@@ -114,7 +133,7 @@ def main(argv: list[str]) -> int:
               f"{estimate(decided_seeds()):.1f} as planned: {decided_seeds()}")
         return 0
     for s in plan():
-        print(s.K, s.M, s.seeds, ",".join(s.methods), "tune" if s.tune else "-")
+        print(s.K, s.M, s.seeds, ",".join(s.methods), "tune" if s.tune else "-", s.around or "-")
     return 0
 
 

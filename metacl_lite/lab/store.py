@@ -251,6 +251,7 @@ class UnitFile:
         self._rules = (compatible, merge, finalize)
         self.doc: dict = {}
         self.fresh = False  # start over (force): the first write replaces what is there
+        self.rounding: list[str] = []  # how the file's CPU units round otherwise (`open(until_work=True)`)
         self.inv = {"id": uuid.uuid4().hex[:12], **invocation(where, where_text, threads), "units": [], "wall_s": 0.0}
 
     def compatible(self, old: dict) -> list:
@@ -267,21 +268,30 @@ class UnitFile:
         if self._rules[2]:
             self._rules[2](doc)
 
-    def _read(self) -> Optional[dict]:
+    def _read(self, rounding: bool = True) -> Optional[dict]:
+        """The document on disk, refused where this process may not continue it (`compatible`; with `rounding`, also
+        where its CPU units were made on a CPU that rounds otherwise)."""
         if not self.path.exists():
             return None
         doc = load(self.path, self.kind)
-        diff = self.compatible(doc) + self._rounds_otherwise(doc)
+        diff = self.compatible(doc) + (self._rounds_otherwise(doc) if rounding else [])
         if diff:
-            raise ConfigMismatch(f"{self.path} was made with a different configuration ({', '.join(diff)})")
+            raise self._mismatch(diff)
         return doc
+
+    def _mismatch(self, diff: list[str]) -> ConfigMismatch:
+        return ConfigMismatch(f"{self.path} was made with a different configuration ({', '.join(diff)})")
 
     def _rounds_otherwise(self, doc: dict) -> list[str]:
         return rounds_otherwise(self.inv, doc, self.path)
 
-    def open(self, force: bool = False) -> dict:
-        """Load what is there (checking that it may be continued), or start a new document."""
-        old = None if force else self._read()
+    def open(self, force: bool = False, until_work: bool = False) -> dict:
+        """Load what is there (checking that it may be continued), or start a new document. `until_work`: a file whose
+        CPU units were made on a CPU that rounds otherwise is read, and `refuse_other_rounding` refuses it once the
+        caller knows that units remain to train (a finished file is read on any machine, as `make reproduce-memory`
+        passes over the files of earlier sessions); `add` refuses it in any case."""
+        old = None if force else self._read(rounding=not until_work)
+        self.rounding = self._rounds_otherwise(old) if old is not None and until_work else []
         self.fresh = force and self.path.exists()
         self.doc = self._merged(old)
         return self.doc
@@ -293,6 +303,12 @@ class UnitFile:
             doc.setdefault(s, {})
         self.merge(doc)
         return doc
+
+    def refuse_other_rounding(self) -> None:
+        """Before the first unit trains: refuse a file opened `until_work` whose CPU units a CPU that rounds otherwise
+        made (`rounds_otherwise`: one file never mixes numbers that cannot be made equal)."""
+        if self.rounding:
+            raise self._mismatch(self.rounding)
 
     def discard(self, select: Callable[[str, str], bool], forget: Callable[[dict], None], why: str) -> list[str]:
         """Remove the finished units for which select(section, key) holds, and call forget(doc) to drop what the
@@ -311,7 +327,7 @@ class UnitFile:
             forget(doc)
             diff = self.compatible(doc) + self._rounds_otherwise(doc)
             if diff:  # the rest of the file cannot be continued either: discard nothing
-                raise ConfigMismatch(f"{self.path} was made with a different configuration ({', '.join(diff)})")
+                raise self._mismatch(diff)
             if gone:
                 prov = doc.setdefault("provenance", {"invocations": []})
                 prov.setdefault("discarded", []).append({"units": gone, "when": now(), "why": why,

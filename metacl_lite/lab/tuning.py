@@ -356,10 +356,16 @@ def tune_grid(req: TuneRequest) -> dict:
     wherever a method's best value lies on an edge, until none does; write the chosen values to hparams.json where
     `req.write` says so. Returns the tuning document (protocol, units, grid, chosen)."""
     store = TuningFile(req, req.command or tune_command, PROTOCOL)
-    store.open(req.force)
-    reused = sum(store.reuse(m, path) for m, path in req.reuse.items())
+    store.open(req.force, until_work=True)  # a finished file is read on any machine
     grids = {m: searched_grid(req.protocol, m) for m in req.methods}
-    jobs = [j for m in req.methods for j in _jobs(req, store, m, grids[m])]
+
+    def pending() -> list[Job]:
+        return [j for m in req.methods for j in _jobs(req, store, m, grids[m])]
+
+    if req.reuse or pending() or _extensions(req, store, grids):
+        store.refuse_other_rounding()
+    reused = sum(store.reuse(m, path) for m, path in req.reuse.items())
+    jobs = pending()
     jobs = longest_first(jobs + _extensions(req, store, grids), lambda j: j.unit)  # a grid completed earlier too
     ran = bool(jobs) or reused > 0
     bar = progress(None, req.show_progress, total=len(jobs), desc=f"tune {req.benchmark} K={req.K}", unit="run")

@@ -173,12 +173,14 @@ def state_glue(state: dict, K: int) -> dict:
 
 def plan_record() -> dict:
     """The memory grid's estimate (`lab.memory_plan`): "hours" with ten seeds at every K, "planned" with the seeds
-    decided, "bound", "seeds" {K: seeds} and "fewer" (the seeds of a K above the bound)."""
+    decided, "bound", "seeds" {K: seeds}, "fewer" (the seeds of a K above the bound) and "around" {K: K'} (the K whose
+    values centre the tuning's window at K)."""
     from ..lab import memory_plan as MP
 
     seeds = MP.decided_seeds()
     return {"hours": MP.estimate({K: MP.SEEDS for K in MP.KS}), "planned": MP.estimate(seeds),
-            "bound": MP.CPU_HOURS_BOUND, "seeds": seeds, "fewer": MP.FEWER_SEEDS}
+            "bound": MP.CPU_HOURS_BOUND, "seeds": seeds, "fewer": MP.FEWER_SEEDS,
+            "around": {s.K: s.around for s in MP.plan(seeds) if s.around}}
 
 
 def plan_glue(plan: dict) -> dict:
