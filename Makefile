@@ -162,9 +162,9 @@ clean:
 # The memory family's methods (extensions, issue 44: A-GEM, ER, MetaCL-A-GEM, MetaCL-lambda with both references) on
 # Permuted MNIST at the paper's K, each K and budget M into results/pmnist-K<K>-memory-M<M>.json beside the paper's
 # files (never in them). The grid is metacl_lite/lab/memory_plan.py's, one file a line ("K M seeds methods tune
-# around"): M = 1 for every memory method, M = 5 for those without a knob; ten seeds, five at K = 500 (the whole grid's
-# estimate, `python -m metacl_lite.lab.memory_plan --estimate`, exceeds eight CPU hours). Where a line says "tune", the
-# gamma of
+# around compile"; compile: the --compile of the paper's file at K, whose runs the file is paired with): M = 1 for
+# every memory method, M = 5 for those without a knob; ten seeds, five at K = 500 (the whole grid's estimate,
+# `python -m metacl_lite.lab.memory_plan --estimate`, exceeds eight CPU hours). Where a line says "tune", the gamma of
 # MetaCL-lambda with both references is first chosen on the validation split (`tune --memory M`, into
 # results/tuning-pmnist-K<K>-memory-M<M>.json and hparams.json), at K = 500 in a window around K = 200's values
 # (around: 200, `tune --around 200`, as the paper's methods there). Every step resumes where it stopped: rerun the same
@@ -174,10 +174,10 @@ clean:
 .PHONY: reproduce-memory
 reproduce-memory: $(STAMP)
 	plan=$$($(PY) -m metacl_lite.lab.memory_plan) || exit $$?; \
-	echo "$$plan" | while read -r K M SEEDS METHODS TUNE AROUND; do \
-	  A=""; [ "$$AROUND" = - ] || A="--around $$AROUND"; \
+	echo "$$plan" | while read -r K M SEEDS METHODS TUNE AROUND COMPILE; do \
+	  A=""; [ "$$AROUND" = - ] || A="--around $$AROUND"; C=""; [ "$$COMPILE" = off ] || C="--compile $$COMPILE"; \
 	  if [ "$$TUNE" = tune ]; then \
 	    $(PY) -m metacl_lite tune --benchmark pmnist --K $$K --memory $$M $$A $(WHERE_OPTS) < /dev/null || exit $$?; fi; \
 	  $(PY) -m metacl_lite run --benchmark pmnist --K $$K --seeds $$SEEDS --methods $$METHODS --memory $$M \
-	    --out results/pmnist-K$$K-memory-M$$M.json $(WHERE_OPTS) $(RUN_OPTS) < /dev/null || exit $$?; \
+	    $$C --out results/pmnist-K$$K-memory-M$$M.json $(WHERE_OPTS) $(RUN_OPTS) < /dev/null || exit $$?; \
 	done

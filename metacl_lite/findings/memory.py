@@ -38,7 +38,7 @@ METRICS = ("ACC", "BT", "FA")
 #: What makes a memory file: `make reproduce-memory`'s command for one K and M.
 MEMORY_TUNE = "python -m metacl_lite tune --benchmark {benchmark} {args}"
 MEMORY_COMMAND = ("python -m metacl_lite run --benchmark {benchmark} --K {K} --seeds {seeds} --methods {methods} "
-                  "--memory {M} --out results/{file}")
+                  "--memory {M}{compile} --out results/{file}")
 _NAME = re.compile(r"^(?P<benchmark>\w+)-K(?P<K>\d+)-memory-M(?P<M>\d+)\.json$")
 
 
@@ -148,8 +148,10 @@ def missing_command(ev: MemoryEvidence, K: int, M: int, seeds_at: Optional[dict]
     `memory_plan.decided_seeds`; the paper's file's seeds at a K the plan has not)."""
     seeds_at = memory_plan.decided_seeds() if seeds_at is None else seeds_at
     seeds = seeds_at.get(K) or (len(ev.results[K]["config"]["seeds"]) if K in ev.results else memory_plan.SEEDS)
+    compile_ = memory_plan.paper_compile(K)  # the paper's file's, as make reproduce-memory runs it
     return MEMORY_COMMAND.format(benchmark=ev.benchmark, K=K, M=M, seeds=seeds,
-                                 methods=",".join(memory_plan.methods_at(M)), file=memory_file(ev.benchmark, K, M))
+                                 methods=",".join(memory_plan.methods_at(M)), file=memory_file(ev.benchmark, K, M),
+                                 compile="" if compile_ == "off" else f" --compile {compile_}")
 
 
 def _missing(ev: MemoryEvidence, K: int, M: int, methods: Sequence[str]) -> list[dict]:

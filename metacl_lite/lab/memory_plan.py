@@ -6,14 +6,15 @@ for every method of the memory family, and M = 5 for those without a knob (A-GEM
 reported side by side, not tuned); a method with a knob (MetaCL-lambda with both references: its gamma) has it chosen
 on the validation split at M = 1 first (`tune --memory 1`), so it runs at that budget only: on the whole grid, except
 at K = 500, where it searches a window around the value tuned at K = 200 (`AROUND`, `tune --around 200`), as the
-paper's methods were tuned at K = 500 (`make reproduce-pmnist`). Ten seeds, as the paper's files; at K = 500 five,
-because the whole grid, tunings included, needs more than `CPU_HOURS_BOUND` CPU hours (`estimate`, from the unit times
-the committed files measured).
+paper's methods were tuned at K = 500 (`make reproduce-pmnist`). Each file trains with the `--compile` of the paper's
+file at its K (`paper_compile`: "auto" at K = 500), whose runs it is paired with. Ten seeds, as the paper's files; at
+K = 500 five, because the whole grid, tunings included, needs more than `CPU_HOURS_BOUND` CPU hours (`estimate`, from
+the unit times the committed files measured).
 
-`python -m metacl_lite.lab.memory_plan` prints the grid one file a line, "K M seeds methods tune around" (tune: "tune"
-where that K's knobs are chosen before the file is run, else "-"; around: the K whose values centre that tuning's
-window, else "-"), which the Makefile reads; `--estimate` prints the estimate. Torch-free: it reads the vocabulary and
-the results files only.
+`python -m metacl_lite.lab.memory_plan` prints the grid one file a line, "K M seeds methods tune around compile" (tune:
+"tune" where that K's knobs are chosen before the file is run, else "-"; around: the K whose values centre that
+tuning's window, else "-"; compile: the run's --compile), which the Makefile reads; `--estimate` prints the
+estimate. Torch-free: it reads the vocabulary and the results files only.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ WINDOW_UNITS = (1 + 2 * 2 + 1) * 2
 
 class Step(NamedTuple):
     """One results file of the grid: its K, budget M, seeds, methods, whether the knobs are tuned first, and the K
-    whose values centre that tuning's window (None: the whole grid)."""
+    whose values centre that tuning's window (None: the whole grid), and the run's --compile (`paper_compile`)."""
 
     K: int
     M: int
@@ -56,6 +57,7 @@ class Step(NamedTuple):
     methods: tuple[str, ...]
     tune: bool
     around: Optional[int] = None
+    compile: str = "off"
 
     def tune_args(self) -> list[str]:
         """The options of this step's tuning after `tune --benchmark B`: its K, budget and window."""
@@ -73,7 +75,15 @@ def methods_at(M: int) -> tuple[str, ...]:
     return tuple(m for m in MEMORY_METHODS if M == 1 or not has_knob(m))
 
 
-def plan(seeds_at: Optional[dict] = None) -> list[Step]:
+def paper_compile(K: int, folder: Path = REPO_ROOT / "results") -> str:
+    """The --compile of the paper's results file at K ("off" where it records none): a memory file trains with the
+    same, as its runs are paired seed by seed with that file's (`findings.memory.check_pairing` compares the training
+    settings; compiled and eager task gradients round otherwise)."""
+    path = folder / f"{BENCHMARK}-K{K}.json"
+    return json.loads(path.read_text())["config"]["train"].get("compile", "off") if path.exists() else "off"
+
+
+def plan(seeds_at: Optional[dict] = None, folder: Path = REPO_ROOT / "results") -> list[Step]:
     """The grid in the order it runs: for each K, M = 1 (knobs tuned first) then M = 5. `seeds_at` ({K: seeds}):
     the decided seeds (`decided_seeds`) unless given."""
     seeds_at = decided_seeds() if seeds_at is None else seeds_at
@@ -81,7 +91,8 @@ def plan(seeds_at: Optional[dict] = None) -> list[Step]:
     for K in KS:
         for M in BUDGETS:
             tune = M == 1 and any(map(has_knob, methods_at(M)))
-            steps.append(Step(K, M, seeds_at[K], methods_at(M), tune, AROUND.get(K) if tune else None))
+            steps.append(Step(K, M, seeds_at[K], methods_at(M), tune, AROUND.get(K) if tune else None,
+                              paper_compile(K, folder)))
     return steps
 
 
@@ -111,8 +122,8 @@ def unit_seconds(folder: Path = REPO_ROOT / "results") -> dict[tuple[int, str], 
 
 def estimate(seeds_at: dict, folder: Path = REPO_ROOT / "results") -> float:
     """The grid's CPU hours with `seeds_at` seeds per K: every method unit of `plan`, and the tuning of each knob
-    (TUNING_UNITS units of that method at its K, WINDOW_UNITS where the step searches a window). The references and the oracle each file trains are left out (a
-    few units per file)."""
+    (TUNING_UNITS units of that method at its K, WINDOW_UNITS where the step searches a window). The references and
+    the oracle each file trains are left out (a few units per file)."""
     unit = unit_seconds(folder)
     seconds = sum(unit[(s.K, m)] * s.seeds for s in plan(seeds_at) for m in s.methods)
     seconds += sum(unit[(s.K, m)] * (WINDOW_UNITS if s.around else TUNING_UNITS)
@@ -133,7 +144,7 @@ def main(argv: list[str]) -> int:
               f"{estimate(decided_seeds()):.1f} as planned: {decided_seeds()}")
         return 0
     for s in plan():
-        print(s.K, s.M, s.seeds, ",".join(s.methods), "tune" if s.tune else "-", s.around or "-")
+        print(s.K, s.M, s.seeds, ",".join(s.methods), "tune" if s.tune else "-", s.around or "-", s.compile)
     return 0
 
 
