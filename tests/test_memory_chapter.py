@@ -113,6 +113,9 @@ def test_a_file_just_begun_is_shown_not_counted_and_missing_runs_are_named():
     # the plan's commands: (20, 5) a run; (50, 1) its tuning, then its run; (50, 5) a run
     assert [c.split()[3] for c in cov["commands"]] == ["run", "tune", "run", "run"]
     assert "--K 50" in cov["commands"][-1] and "--memory 5" in cov["commands"][-1]
+    # the whole grid's, made or not: (20, 1) its tuning and run, then the three above
+    assert [c.split()[3] for c in cov["grid_commands"]] == ["tune", "run", "run", "tune", "run", "run"]
+    assert cov["grid_commands"][2:] == cov["commands"] and "--K 20 --memory 1" in cov["grid_commands"][0]
 
 
 def test_answers_name_the_verdict_parts_and_deciding_test():
@@ -311,6 +314,18 @@ def test_where_lists_only_the_K_with_a_value():
     assert R.where({20: "", 50: "PI-MetaCL-λ", 200: "MAS-MetaCL-λ and EWC-MetaCL-λ"}) == (
         "PI-MetaCL-λ at K = 50; MAS-MetaCL-λ and EWC-MetaCL-λ at K = 200")
     assert (R.where({20: "", 50: ""}), R.where({})) == ("none", "none")
+
+
+def test_ks_where_lists_the_K_of_a_verdict_at_one_budget():
+    def row(K, holm, M=1, metric="BT", q="c"):
+        return {"question": q, "metric": metric, "K": K, "M": M, "a": "metacl-agem", "b": "agem", "mean": -1.0,
+                "holm": holm, "verdict": S.NOT_RUN if holm is None else holm}
+    rows = [row(200, S.REFUTED), row(20, S.REFUTED), row(500, S.INCONCLUSIVE), row(50, S.REFUTED),
+            row(50, S.INCONCLUSIVE, M=5), row(20, S.INCONCLUSIVE, metric="ACC"), row(20, S.INCONCLUSIVE, q="a"),
+            row(1000, None)]  # another budget, metric or question, and a test not run: not read
+    assert R.ks_where(rows, "c", "BT", 1, S.REFUTED) == "K = 20, 50 and 200"
+    assert R.ks_where(rows, "c", "BT", 1, S.INCONCLUSIVE) == "K = 500"
+    assert R.ks_where(rows, "c", "BT", 1, S.CONFIRMED) == "none"
 
 
 def test_gamma_fa_sets_bs_fa_test_beside_the_order_of_the_two_gammas():

@@ -118,3 +118,13 @@ case "$*" in *"run --benchmark pmnist --K 500 --seeds 5 --methods agem,er,metacl
         if (s.K, s.M) == (500, 1):
             break
     assert calls == expected
+
+
+def test_the_runs_compile_as_the_paper_file_of_their_k_and_the_tuning_files_say_theirs(tmp_path):
+    (tmp_path / "pmnist-K500.json").write_text(json.dumps({"config": {"train": {"compile": "auto"}}}))
+    (tmp_path / "pmnist-K20.json").write_text(json.dumps({"config": {"train": {}}}))  # made before it was recorded
+    assert [MP.paper_compile(K, tmp_path) for K in (500, 20, 50)] == ["auto", "off", "off"]  # K = 50: no file
+    (tmp_path / "tuning-pmnist-K500-memory-M1.json").write_text(json.dumps({"protocol": {"compile": "on"}}))
+    (tmp_path / "tuning-pmnist-K20-memory-M1.json").write_text(json.dumps({"protocol": {}}))
+    assert [MP.tuning_compile(K, 1, tmp_path) for K in (500, 20, 50)] == ["on", "off", None]
+    assert [s.compile for s in MP.plan({K: 10 for K in MP.KS}, tmp_path) if s.M == 1] == ["off", "off", "off", "auto"]

@@ -280,7 +280,8 @@ def coverage(ev: MemoryEvidence, rows: Sequence[dict]) -> dict:
     """Which (K, M) the questions have run: "files" (the memory files read), "absent" (the (K, M) asked about
     without a file, and the paper's K without their file), "runs_missing" {(K, M): the methods a file lacks that a
     question reads}, "incomplete" [(K, M, method, seeds, of)] (a memory method with fewer seeds than its file
-    plans) and "commands" (those that make the absent memory files)."""
+    plans), "commands" (those that make the absent memory files) and "grid_commands" (those that make every memory
+    file of `ev`'s K and budgets, in the plan's order: what `make reproduce-memory` runs)."""
     absent = [(K, M) for K in ev.ks for M in ev.ms if (K, M) not in ev.memory]
     seeds_at = memory_plan.decided_seeds()
     lacking: dict[tuple, set] = {}
@@ -295,7 +296,8 @@ def coverage(ev: MemoryEvidence, rows: Sequence[dict]) -> dict:
                        if len(s.get(m, {"seeds": []})["seeds"]) < n]
     return {"files": sorted(ev.memory), "absent": absent, "paper_absent": [K for K in ev.ks if K not in ev.results],
             "runs_missing": {k: sorted(v) for k, v in sorted(lacking.items())}, "incomplete": incomplete,
-            "commands": [c for K, M in absent for c in missing_commands(ev, K, M, seeds_at)]}
+            "commands": [c for K, M in absent for c in missing_commands(ev, K, M, seeds_at)],
+            "grid_commands": [c for K in ev.ks for M in ev.ms for c in missing_commands(ev, K, M, seeds_at)]}
 
 
 def missing_commands(ev: MemoryEvidence, K: int, M: int, seeds_at: dict) -> list[str]:

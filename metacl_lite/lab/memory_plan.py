@@ -83,6 +83,12 @@ def paper_compile(K: int, folder: Path = REPO_ROOT / "results") -> str:
     return json.loads(path.read_text())["config"]["train"].get("compile", "off") if path.exists() else "off"
 
 
+def tuning_compile(K: int, M: int, folder: Path = REPO_ROOT / "results") -> Optional[str]:
+    """The --compile of the memory's tuning file at K and budget M ("off": eager; None: no such file)."""
+    path = folder / f"tuning-{BENCHMARK}-K{K}-memory-M{M}.json"
+    return json.loads(path.read_text())["protocol"].get("compile", "off") if path.exists() else None
+
+
 def plan(seeds_at: Optional[dict] = None, folder: Path = REPO_ROOT / "results") -> list[Step]:
     """The grid in the order it runs: for each K, M = 1 (knobs tuned first) then M = 5. `seeds_at` ({K: seeds}):
     the decided seeds (`decided_seeds`) unless given."""

@@ -108,10 +108,11 @@ def by_K(settings) -> str:
 
 
 def files_glue(cov: dict) -> dict:
-    """Which memory files exist and what is not yet run (`findings.memory.coverage` `cov`)."""
+    """Which memory files exist, what is not yet run, and the commands of the whole grid (`findings.memory.coverage`
+    `cov`)."""
     from IPython.display import Markdown
 
-    block = "```text\n" + "\n".join(cov["commands"]) + "\n```" if cov["commands"] else ""
+    block = "```text\n" + "\n".join(cov["grid_commands"]) + "\n```"
     short: dict = {}
     for K, M, m, n, of in cov["incomplete"]:
         short.setdefault((K, M, n, of), []).append(method_label(m))
@@ -173,14 +174,17 @@ def state_glue(state: dict, K: int) -> dict:
 
 def plan_record() -> dict:
     """The memory grid's estimate (`lab.memory_plan`): "hours" with ten seeds at every K, "planned" with the seeds
-    decided, "bound", "seeds" {K: seeds}, "fewer" (the seeds of a K above the bound) and "around" {K: K'} (the K whose
-    values centre the tuning's window at K)."""
+    decided, "bound", "seeds" {K: seeds}, "fewer" (the seeds of a K above the bound), "around" {K: K'} (the K whose
+    values centre the tuning's window at K), "compile" {K: the runs' --compile} and "tuning_compile" {K: the
+    --compile its tuning file records, where it exists}."""
     from ..lab import memory_plan as MP
 
     seeds = MP.decided_seeds()
+    steps = MP.plan(seeds)
     return {"hours": MP.estimate({K: MP.SEEDS for K in MP.KS}), "planned": MP.estimate(seeds),
             "bound": MP.CPU_HOURS_BOUND, "seeds": seeds, "fewer": MP.FEWER_SEEDS,
-            "around": {s.K: s.around for s in MP.plan(seeds) if s.around}}
+            "around": {s.K: s.around for s in steps if s.around}, "compile": {s.K: s.compile for s in steps},
+            "tuning_compile": {s.K: c for s in steps if s.tune and (c := MP.tuning_compile(s.K, s.M)) is not None}}
 
 
 def plan_glue(plan: dict) -> dict:
@@ -305,7 +309,8 @@ def questions_glue(rows: list[dict], ans: dict) -> dict:
                            f"p (Holm) {d['d']['p']}"}
 
 
-def _at(rows: list[dict], question: str, metric: str, K: int, M: int, b=None) -> list[dict]:
+def tests_at(rows: list[dict], question: str, metric: str, K: int, M: int, b=None) -> list[dict]:
+    """A question's tests that ran in `metric` at (K, M) (against `b` only, where given)."""
     return [r for r in rows if r["question"] == question and r["metric"] == metric and r["K"] == K and r["M"] == M
             and r["verdict"] != NOT_RUN and (b is None or r["b"] == b)]
 
@@ -313,7 +318,7 @@ def _at(rows: list[dict], question: str, metric: str, K: int, M: int, b=None) ->
 def span(rows: list[dict], question: str, metric: str, K: int, M: int, b=None) -> str:
     """The range of the mean differences of a question's tests in `metric` at (K, M) (against `b` only, where
     given): "+4.6 to +5.1 pts", one value for one test, "–" for none."""
-    means = sorted(r["mean"] for r in _at(rows, question, metric, K, M, b))
+    means = sorted(r["mean"] for r in tests_at(rows, question, metric, K, M, b))
     if not means:
         return "–"
     return pts(means[0]) if len(means) == 1 else f"{pts(means[0])[:-4]} to {pts(means[-1])}"
@@ -321,7 +326,7 @@ def span(rows: list[dict], question: str, metric: str, K: int, M: int, b=None) -
 
 def whose(rows: list[dict], question: str, metric: str, K: int, M: int, verdict: str, b=None) -> list[str]:
     """The labels of method a in a question's tests in `metric` at (K, M) with that Holm verdict."""
-    return [method_label(r["a"]) for r in _at(rows, question, metric, K, M, b) if r["holm"] == verdict]
+    return [method_label(r["a"]) for r in tests_at(rows, question, metric, K, M, b) if r["holm"] == verdict]
 
 
 def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
@@ -336,6 +341,7 @@ def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
             "a_bt_confirmed": listing(whose(rows, "a", "BT", K, 1, CONFIRMED)),
             **{f"a_fa_{v}": listing(whose(rows, "a", "FA", K, 1, v)) for v in (CONFIRMED, REFUTED, INCONCLUSIVE)},
             "b_reg_acc": ", ".join(span(rows, "b", "ACC", K, 1, b=x) for x in lam.values()),
+            "b_reg_acc_inconclusive": against_reg("ACC", INCONCLUSIVE),
             "b_reg_bt_confirmed": against_reg("BT", CONFIRMED),
             "b_reg_bt_inconclusive": against_reg("BT", INCONCLUSIVE),
             "b_mem_acc": span(rows, "b", "ACC", K, 1, b="metacl-agem"),
@@ -355,6 +361,14 @@ def where(values: dict) -> str:
     return each_K({K: v for K, v in values.items() if v}) if any(values.values()) else "none"
 
 
+def ks_where(rows: list[dict], question: str, metric: str, M: int, verdict: str) -> str:
+    """The K at which a question's tests in `metric` at budget M have that Holm verdict: "K = 20, 50 and 200";
+    "none"."""
+    ks = sorted({r["K"] for r in rows if r["question"] == question and r["metric"] == metric and r["M"] == M
+                 and r["verdict"] != NOT_RUN and r["holm"] == verdict})
+    return f"K = {listing(map(str, ks))}" if ks else "none"
+
+
 def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
     """`spans_at` at every K with a memory file at M = 1, under the glue names the chapter reads: a span or a value
     at every K (`each_K`); the methods with a verdict at the K where there are some (`where`)."""
@@ -369,9 +383,12 @@ def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
     return {"qa_acc_span": each("a_acc"), "qa_fa_span": each("a_fa"), "qa_bt_confirmed": some("a_bt_confirmed"),
             "qa_fa_confirmed": some("a_fa_confirmed"), "qa_fa_refuted": some("a_fa_refuted"),
             "qa_fa_inconclusive": some("a_fa_inconclusive"), "qb_reg_acc_span": each("b_reg_acc"),
+            "qb_reg_acc_inconclusive": some("b_reg_acc_inconclusive"),
             "qb_reg_bt_confirmed": some("b_reg_bt_confirmed"), "qb_reg_bt_inconclusive": some("b_reg_bt_inconclusive"),
             "qb_mem_acc_span": each("b_mem_acc"), "qb_mem_fa_lower": some("b_mem_fa_lower"),
             "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
+            "qc_bt_refuted": ks_where(rows, "c", "BT", 1, REFUTED),
+            "qc_bt_inconclusive": ks_where(rows, "c", "BT", 1, INCONCLUSIVE),
             "qd_best": each("d_best"), "qd_acc_span": each("d_acc")}
 
 
@@ -387,7 +404,7 @@ def gamma_fa(gammas: list[dict], rows: list[dict]) -> list[dict]:
     out = []
     for g in gammas:
         base = MEMORY_METHODS[g["method"]].base
-        test = [r for r in _at(rows, "b", "FA", g["K"], g["M"], b=base) if r["a"] == g["method"]]
+        test = [r for r in tests_at(rows, "b", "FA", g["K"], g["M"], b=base) if r["a"] == g["method"]]
         if not test or g["base_gamma"] is None:
             continue
         order = "larger" if g["gamma"] > g["base_gamma"] else "smaller" if g["gamma"] < g["base_gamma"] else "same"
