@@ -117,17 +117,22 @@ def _store(path):
                     finalize=lambda d: None)
 
 
+def _one_unit_file(tmp_path):
+    """A results file with one unit made on this (fake) machine: its path and its bytes."""
+    path = tmp_path / "r.json"
+    first = _store(path)
+    first.open()
+    first.add("runs", "ewc/0", {"acc_matrix": [[50.0]], "wall_s": 1.0})
+    return path, path.read_bytes()
+
+
 def test_a_file_refuses_cpu_units_from_a_machine_that_rounds_otherwise(machine, tmp_path):
     """What cannot be made equal is refused when mixed: a CPU file made with AVX-512 kernels takes no units from an
     AVX2 machine (nor another processor model, BLAS or torch), before any unit trains; the same kind of machine
     continues it."""
     from metacl_lite.errors import ConfigMismatch
 
-    path = tmp_path / "r.json"
-    first = _store(path)
-    first.open()
-    first.add("runs", "ewc/0", {"acc_matrix": [[50.0]], "wall_s": 1.0})
-    before = path.read_bytes()
+    path, before = _one_unit_file(tmp_path)
     machine(capability="AVX2")
     with pytest.raises(ConfigMismatch, match=r"cpu_kernels\.capability: 'AVX512' in the file, 'AVX2' here"):
         _store(path).open()
@@ -171,11 +176,7 @@ def test_a_finished_file_is_read_anywhere_and_units_are_refused_only_where_some_
     remain, and `add` refuse it, and nothing is written."""
     from metacl_lite.errors import ConfigMismatch
 
-    path = tmp_path / "r.json"
-    first = _store(path)
-    first.open()
-    first.add("runs", "ewc/0", {"acc_matrix": [[50.0]], "wall_s": 1.0})
-    before = path.read_bytes()
+    path, before = _one_unit_file(tmp_path)
     machine(capability="AVX2")
     later = _store(path)
     assert set(later.open(until_work=True)["runs"]) == {"ewc/0"}
