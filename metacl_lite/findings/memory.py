@@ -142,13 +142,15 @@ def _source(ev: MemoryEvidence, K: int, M: int, method: str) -> tuple[Optional[d
     return ev.results.get(K), f"results/{ev.benchmark}-K{K}.json"
 
 
-def missing_command(ev: MemoryEvidence, K: int, M: int, seeds_at: Optional[dict] = None) -> str:
+def missing_command(ev: MemoryEvidence, K: int, M: int, seeds_at: Optional[dict] = None,
+                    step: Optional[memory_plan.Step] = None) -> str:
     """The command that makes the memory file of (K, M) as `make reproduce-memory` does (`memory_plan`): the methods
-    run at budget M (`memory_plan.methods_at`) and the seeds planned at K (`seeds_at`, default
-    `memory_plan.decided_seeds`; the paper's file's seeds at a K the plan has not)."""
+    run at budget M (`memory_plan.methods_at`), the seeds planned at K (`seeds_at`, default
+    `memory_plan.decided_seeds`; the paper's file's seeds at a K the plan has not) and the --compile of the paper's
+    file at K (the plan's `step` of (K, M) where the caller has it, else read from that file)."""
     seeds_at = memory_plan.decided_seeds() if seeds_at is None else seeds_at
     seeds = seeds_at.get(K) or (len(ev.results[K]["config"]["seeds"]) if K in ev.results else memory_plan.SEEDS)
-    compile_ = memory_plan.paper_compile(K)  # the paper's file's, as make reproduce-memory runs it
+    compile_ = step.compile if step is not None else memory_plan.paper_compile(K)
     return MEMORY_COMMAND.format(benchmark=ev.benchmark, K=K, M=M, seeds=seeds,
                                  methods=",".join(memory_plan.methods_at(M)), file=memory_file(ev.benchmark, K, M),
                                  compile="" if compile_ == "off" else f" --compile {compile_}")
@@ -284,6 +286,7 @@ def coverage(ev: MemoryEvidence, rows: Sequence[dict]) -> dict:
     file of `ev`'s K and budgets, in the plan's order: what `make reproduce-memory` runs)."""
     absent = [(K, M) for K in ev.ks for M in ev.ms if (K, M) not in ev.memory]
     seeds_at = memory_plan.decided_seeds()
+    steps = memory_plan.plan(seeds_at)
     lacking: dict[tuple, set] = {}
     for r in rows:
         for m in r["missing"]:
@@ -296,16 +299,18 @@ def coverage(ev: MemoryEvidence, rows: Sequence[dict]) -> dict:
                        if len(s.get(m, {"seeds": []})["seeds"]) < n]
     return {"files": sorted(ev.memory), "absent": absent, "paper_absent": [K for K in ev.ks if K not in ev.results],
             "runs_missing": {k: sorted(v) for k, v in sorted(lacking.items())}, "incomplete": incomplete,
-            "commands": [c for K, M in absent for c in missing_commands(ev, K, M, seeds_at)],
-            "grid_commands": [c for K in ev.ks for M in ev.ms for c in missing_commands(ev, K, M, seeds_at)]}
+            "commands": [c for K, M in absent for c in missing_commands(ev, K, M, seeds_at, steps)],
+            "grid_commands": [c for K in ev.ks for M in ev.ms for c in missing_commands(ev, K, M, seeds_at, steps)]}
 
 
-def missing_commands(ev: MemoryEvidence, K: int, M: int, seeds_at: dict) -> list[str]:
+def missing_commands(ev: MemoryEvidence, K: int, M: int, seeds_at: dict,
+                     steps: Optional[Sequence[memory_plan.Step]] = None) -> list[str]:
     """The commands that make the memory file of (K, M): the tuning of its methods' knobs first where the plan
-    tunes them at M (`memory_plan.Step.tune`), then the run (`missing_command`)."""
-    tunes = [" ".join(step.tune_args()) for step in memory_plan.plan(seeds_at) if (step.K, step.M) == (K, M)
-             and step.tune]
-    return [MEMORY_TUNE.format(benchmark=ev.benchmark, args=a) for a in tunes] + [missing_command(ev, K, M, seeds_at)]
+    tunes them at M (`memory_plan.Step.tune`), then the run (`missing_command`). `steps`: the plan with `seeds_at`,
+    where the caller has it."""
+    step = next((s for s in (steps or memory_plan.plan(seeds_at)) if (s.K, s.M) == (K, M)), None)
+    tunes = [MEMORY_TUNE.format(benchmark=ev.benchmark, args=" ".join(step.tune_args()))] if step and step.tune else []
+    return tunes + [missing_command(ev, K, M, seeds_at, step)]
 
 
 def gammas(ev: MemoryEvidence) -> list[dict]:

@@ -75,18 +75,26 @@ def methods_at(M: int) -> tuple[str, ...]:
     return tuple(m for m in MEMORY_METHODS if M == 1 or not has_knob(m))
 
 
+def _recorded_compile(path: Path, *keys: str) -> Optional[str]:
+    """The --compile a file records in the dict under `keys` ("off" where it records none); None without the file."""
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    for key in keys:
+        doc = doc[key]
+    return doc.get("compile", "off")
+
+
 def paper_compile(K: int, folder: Path = REPO_ROOT / "results") -> str:
     """The --compile of the paper's results file at K ("off" where it records none): a memory file trains with the
     same, as its runs are paired seed by seed with that file's (`findings.memory.check_pairing` compares the training
     settings; compiled and eager task gradients round otherwise)."""
-    path = folder / f"{BENCHMARK}-K{K}.json"
-    return json.loads(path.read_text())["config"]["train"].get("compile", "off") if path.exists() else "off"
+    return _recorded_compile(folder / f"{BENCHMARK}-K{K}.json", "config", "train") or "off"
 
 
 def tuning_compile(K: int, M: int, folder: Path = REPO_ROOT / "results") -> Optional[str]:
     """The --compile of the memory's tuning file at K and budget M ("off": eager; None: no such file)."""
-    path = folder / f"tuning-{BENCHMARK}-K{K}-memory-M{M}.json"
-    return json.loads(path.read_text())["protocol"].get("compile", "off") if path.exists() else None
+    return _recorded_compile(folder / f"tuning-{BENCHMARK}-K{K}-memory-M{M}.json", "protocol")
 
 
 def plan(seeds_at: Optional[dict] = None, folder: Path = REPO_ROOT / "results") -> list[Step]:
@@ -95,10 +103,10 @@ def plan(seeds_at: Optional[dict] = None, folder: Path = REPO_ROOT / "results") 
     seeds_at = decided_seeds() if seeds_at is None else seeds_at
     steps = []
     for K in KS:
+        compile_ = paper_compile(K, folder)  # one read of the paper's file per K
         for M in BUDGETS:
             tune = M == 1 and any(map(has_knob, methods_at(M)))
-            steps.append(Step(K, M, seeds_at[K], methods_at(M), tune, AROUND.get(K) if tune else None,
-                              paper_compile(K, folder)))
+            steps.append(Step(K, M, seeds_at[K], methods_at(M), tune, AROUND.get(K) if tune else None, compile_))
     return steps
 
 

@@ -364,8 +364,8 @@ def where(values: dict) -> str:
 def ks_where(rows: list[dict], question: str, metric: str, M: int, verdict: str) -> str:
     """The K at which a question's tests in `metric` at budget M have that Holm verdict: "K = 20, 50 and 200";
     "none"."""
-    ks = sorted({r["K"] for r in rows if r["question"] == question and r["metric"] == metric and r["M"] == M
-                 and r["verdict"] != NOT_RUN and r["holm"] == verdict})
+    ks = sorted(K for K in {r["K"] for r in rows}
+                if any(r["holm"] == verdict for r in tests_at(rows, question, metric, K, M)))
     return f"K = {listing(map(str, ks))}" if ks else "none"
 
 
