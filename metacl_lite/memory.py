@@ -2,9 +2,17 @@
 A-GEM (Chaudhry et al., ICLR 2019), experience replay (ER; Chaudhry et al. 2019, "On Tiny Episodic Memories in
 Continual Learning"), MetaCL's Reptile gradient projected as A-GEM projects, and MetaCL-lambda with both references.
 
-What it keeps: after each task, M examples per class of that task's training images (the option `memory`, declared in
-the vocabulary: 1 <= M <= K), drawn without replacement from the K each class has, join the memory for the rest of the
-stream; it holds the model's inputs, the labels and each example's task (its head), on the run's device.
+What it keeps (`POLICY`, recorded in every results file with a memory method): a fixed budget of M examples per class
+of each task of the stream (the option `memory`, 1 <= M <= K; M x classes x tasks in all), used from the first task
+and balanced over the (task, class) groups seen, as Avalanche's replay and the field's buffers keep it. When a task
+ends, each of its classes joins with its training images in a random order drawn from the memory's generator; then
+every group keeps the first `capacity // groups` of its images (the first groups in (task, class) order one more,
+so that the whole budget is held), the earlier tasks giving up slots as tasks come. After task t each class holds
+min(K, M T / t) images; after the last, M. Which images a class keeps is a uniform random subset of its training
+images, what a ring buffer per class written during the task holds at its end (Chaudhry et al.'s code); the batches
+draw from the past tasks only, as theirs and Avalanche's do. The images are kept in the data's own type (uint8 for
+8-bit images: `Experience.stored`), the labels and tasks in the smallest integer type that holds them, and turned
+into the model's inputs, exactly, as each batch is drawn.
 
 How the training loop uses it (`EpisodicMemory.hook`, once the memory holds a task; the first task trains as the base
 method does):
@@ -17,11 +25,11 @@ method does):
   (one forward pass on their union), the memory batch as large as the current one (ER's rule) or the whole memory
   when it is smaller.
 
-Determinism: the memory draws (which examples join, which form each batch) come from a CPU generator of its own,
-seeded from the run's seed (`memory_generator`), apart from the batch order's; they do not depend on the executor, the
-number of workers or threads, and the methods without a memory draw nothing more (their numbers are unchanged). The
-memory's cost in bytes (`EpisodicMemory.nbytes`) stands beside the regulariser's, Omega and the anchor: two copies of
-the parameters (`state_bytes`).
+Determinism: the memory draws (the order each class joins in, which examples form each batch) come from a CPU
+generator of its own, seeded from the run's seed (`memory_generator`), apart from the batch order's; they do not
+depend on the executor, the number of workers or threads, and the methods without a memory draw nothing more (their
+numbers are unchanged). The memory's cost in bytes (`EpisodicMemory.nbytes`: what it keeps, in the types it keeps it
+in) stands beside the regulariser's, Omega and the anchor: two copies of the parameters (`state_bytes`).
 """
 from __future__ import annotations
 
@@ -40,6 +48,9 @@ from .vocab import MEMORIES, registrar
 REFERENCE_BATCH = 256
 #: How a method of the memory family uses its memory (`vocab.MemoryMethod.use`).
 USES = ("project", "replay")
+#: What the memory keeps and when (module docstring), recorded in a results file's config (`lab.grid`): a file made
+#: with another policy is refused, never resumed.
+POLICY = "balanced"
 
 #: Each memory family's class by its name in the vocabulary (`vocab.MEMORY_TABLE`), registered by the class itself
 #: (`memory_family`); the training loop builds every run's memory from it (`new_memory`).
@@ -65,47 +76,59 @@ def _flat_grad(loss: torch.Tensor, model: nn.Module) -> torch.Tensor:
     return flatten(torch.zeros_like(p) if g is None else g for g, p in zip(gs, params))
 
 
+def _small(t: torch.Tensor) -> torch.Tensor:
+    """Labels or task indices in the smallest integer type that holds them (uint8 for up to 256)."""
+    return t.to(next(d for d in (torch.uint8, torch.int16, torch.int32) if int(t.max()) <= torch.iinfo(d).max))
+
+
 @memory_family("episodic")
 class EpisodicMemory:
-    """M examples per class of each past task (module docstring): `add(exp)` after a task, `draw(n)` a batch,
-    `gradient(model, rows)` the memory loss's gradient, `hook(...)` what the training loop's step becomes."""
+    """A fixed budget of `capacity` examples, balanced over the (task, class) groups seen (module docstring):
+    `add(exp)` after a task, `draw(n)` a batch, `gradient(model, rows)` the memory loss's gradient, `hook(...)` what
+    the training loop's step becomes."""
 
-    def __init__(self, per_class: int, gen: torch.Generator):
-        self.per_class, self.gen = per_class, gen
-        self.x: Optional[torch.Tensor] = None
+    def __init__(self, capacity: int, gen: torch.Generator):
+        self.capacity, self.gen = capacity, gen
+        self.x: Optional[torch.Tensor] = None  # the images as kept (`Experience.stored`), decoded by `self.decode`
         self.y: Optional[torch.Tensor] = None
         self.task: Optional[torch.Tensor] = None
+        self.decode: Callable = lambda x: x
 
     @classmethod
-    def from_config(cls, cfg, seed: int) -> "EpisodicMemory":
-        """An empty memory with the run's budget (the option `memory` of a `training.TrainConfig`) and its generator
-        (`memory_generator`)."""
-        return cls(cfg.memory, memory_generator(seed))
+    def from_config(cls, cfg, seed: int, groups: int) -> "EpisodicMemory":
+        """An empty memory with the run's budget, M (the option `memory` of a `training.TrainConfig`) for each of the
+        stream's `groups` (classes x tasks), and its generator (`memory_generator`)."""
+        return cls(cfg.memory * groups, memory_generator(seed))
 
     def __len__(self) -> int:
         return 0 if self.y is None else len(self.y)
 
     @property
     def nbytes(self) -> int:
-        """What the memory holds, in bytes: its inputs, labels and task indices."""
+        """What the memory holds, in bytes: its images, labels and task indices, in the types it keeps them in."""
         return sum(t.numel() * t.element_size() for t in (self.x, self.y, self.task) if t is not None)
 
     def add(self, exp: Experience) -> None:
-        """`per_class` examples of each class of the task's training images, drawn without replacement (a
-        permutation of the class's rows by the memory's generator, its first M), join the memory."""
+        """The task's training images join, each class in an order drawn by the memory's generator; then each
+        (task, class) group keeps its share of the budget, its first images (`_keep`)."""
         labels = exp.y.cpu()
-        picks = []
-        for c in torch.unique(labels).tolist():
-            rows = torch.nonzero(labels == c).flatten()
-            if len(rows) < self.per_class:
-                raise ValueError(f"class {c} of task {exp.task_id} has {len(rows)} training images, fewer than "
-                                 f"memory={self.per_class}")
-            picks.append(rows[torch.randperm(len(rows), generator=self.gen)[: self.per_class]])
-        idx = torch.cat(picks).to(exp.y.device)
-        x, y = exp.inputs().index_select(0, idx), exp.y.index_select(0, idx)
-        task = torch.full((len(idx),), exp.task_id, dtype=torch.long, device=y.device)
+        idx = torch.cat([rows[torch.randperm(len(rows), generator=self.gen)]
+                         for rows in (torch.nonzero(labels == c).flatten() for c in torch.unique(labels).tolist())])
+        x, self.decode = exp.stored(idx.to(exp.y.device))
+        new = (x, _small(labels[idx]), _small(torch.full((len(idx),), exp.task_id)))
         old = (self.x, self.y, self.task)
-        self.x, self.y, self.task = (new if o is None else torch.cat([o, new]) for o, new in zip(old, (x, y, task)))
+        x, y, task = (n.to(x.device) if o is None else torch.cat([o, n.to(o.device)]) for o, n in zip(old, new))
+        keep = self._keep(task.cpu(), y.cpu()).to(x.device)
+        self.x, self.y, self.task = (t.index_select(0, keep) for t in (x, y, task))
+
+    def _keep(self, task: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The rows that stay: the first `capacity // groups` of each (task, class) group, one more for the first
+        `capacity % groups` groups (the rows lie group after group, in (task, class) order)."""
+        _, group, counts = torch.unique(task.long() * 65536 + y.long(), return_inverse=True, return_counts=True)
+        base, extra = divmod(self.capacity, len(counts))
+        share = base + (torch.arange(len(counts)) < extra).long()
+        rank = torch.arange(len(y)) - (torch.cumsum(counts, 0) - counts)[group]
+        return torch.nonzero(rank < share[group]).flatten()
 
     def draw(self, size: int) -> Optional[torch.Tensor]:
         """The rows of one memory batch: `size` of them drawn without replacement, or None for the whole memory when
@@ -116,9 +139,9 @@ class EpisodicMemory:
 
     def batch(self, rows: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(inputs, labels, tasks) of `rows` (None: the whole memory)."""
-        if rows is None:
-            return self.x, self.y, self.task
-        return self.x.index_select(0, rows), self.y.index_select(0, rows), self.task.index_select(0, rows)
+        x, y, task = (self.x, self.y, self.task) if rows is None else (t.index_select(0, rows) for t in
+                                                                        (self.x, self.y, self.task))
+        return self.decode(x), y.long(), task.long()
 
     def gradient(self, model: nn.Module, rows: Optional[torch.Tensor]) -> torch.Tensor:
         """gm: the gradient of the mean cross-entropy on the memory's `rows` at the model's parameters, each example
@@ -152,14 +175,14 @@ class EpisodicMemory:
         return task_gradient, project
 
 
-def new_memory(memory: Optional[str], cfg, seed: int):
+def new_memory(memory: Optional[str], cfg, seed: int, groups: int):
     """A run's empty memory of the vocabulary's memory family `memory` (its registered class, with the run's options
-    and seed); None for a method without one."""
+    and seed, for a stream of `groups` classes x tasks); None for a method without one."""
     if memory is None:
         return None
     if memory not in MEMORY_CLASSES:
         raise ValueError(f"the memory {memory!r} has no class: decorate one with @memory_family({memory!r})")
-    return MEMORY_CLASSES[memory].from_config(cfg, seed)
+    return MEMORY_CLASSES[memory].from_config(cfg, seed, groups)
 
 
 def state_bytes(model: nn.Module, memory, regularised: bool) -> dict[str, int]:

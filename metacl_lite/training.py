@@ -440,7 +440,7 @@ def run_stream(bench: Benchmark, method: Method | str, cfg: TrainConfig, seed: i
     gen = torch.Generator().manual_seed(seed)
     n = bench.n_tasks
     acc = np.full((n, n), np.nan)
-    reg, log = RegState(memory=new_memory(method.memory, cfg, seed)), {}
+    reg, log = RegState(memory=new_memory(method.memory, cfg, seed, bench.n_classes * n)), {}
     compile_g1 = use_compiled(bench, method, cfg, bench.train_stream)
     if evaluate_rows not in ("all", "last"):
         raise ValueError(f"evaluate_rows={evaluate_rows!r}: use 'all' or 'last'")

@@ -59,7 +59,7 @@ def test_the_memory_family_is_data_and_its_class_is_registered_once():
         assert (method.memory, method.use, method.label) == ("episodic", m.use, m.label) and not vocab.in_paper(name)
         assert "memory" in {o.name for o in vocab.options_of(name)}
     assert [m for m in WITH_MEMORY.values() if m.use == "replay"] == [WITH_MEMORY["er"]]
-    assert all(get_method(m).memory is None and MEM.new_memory(None, TrainConfig(), 0) is None for m in METHODS)
+    assert all(get_method(m).memory is None and MEM.new_memory(None, TrainConfig(), 0, 30) is None for m in METHODS)
     with pytest.raises(ValueError, match="'tiny' is not a memory of the vocabulary"):
         MEM.memory_family("tiny")(type("Tiny", (), {}))
     with pytest.raises(ValueError, match=r"@memory_family\('episodic'\) is already EpisodicMemory, not Other"):
@@ -68,31 +68,54 @@ def test_the_memory_family_is_data_and_its_class_is_registered_once():
         get_method("agem").__class__("x", "x", "mas", "plain", "beta", "episodic", "project")
 
 
-def test_m_examples_per_class_of_each_task_join_the_memory_drawn_from_the_seed(bench):
-    mem = MEM.EpisodicMemory.from_config(TrainConfig(memory=2), seed=0)
-    assert len(mem) == 0 and mem.nbytes == 0
-    for t in range(2):
+def stored_rows(mem, exp):
+    """The training image of `exp` that each of the memory's examples of its task is (its row), checked against the
+    label: an AssertionError where an example is not one of the task's training images."""
+    x, y, task = mem.batch(None)
+    rows = [torch.nonzero((exp.inputs() == a).all(1)).flatten().tolist() for a in x[task == exp.task_id]]
+    assert all(len(r) == 1 for r in rows), "a memory example is not one of its task's training images"
+    assert [int(exp.y[r[0]]) for r in rows] == y[task == exp.task_id].tolist()
+    return [r[0] for r in rows]
+
+
+def test_a_fixed_budget_is_used_from_the_first_task_balanced_over_the_tasks_and_classes_seen(bench):
+    """M = 2 of each of 3 tasks x 10 classes: 60 slots. After task 1 its 10 classes hold all their 5 images (50); after
+    task 2, 3 each (60); after task 3, 2 each: M per class of each task. The earlier tasks give up slots, keeping the
+    images they drew first; the images are uint8 (the stream's own 8-bit pixels, given back exactly), the labels
+    and tasks uint8, and which images join comes from the run's seed."""
+    mem = MEM.new_memory("episodic", TrainConfig(memory=2), 0, groups=30)
+    assert len(mem) == 0 and mem.nbytes == 0 and mem.capacity == 60
+    kept = []
+    for t, share in enumerate((5, 3, 2)):
         mem.add(bench.train_stream[t])
-    assert len(mem) == 2 * 10 * 2 and mem.task.tolist() == [0] * 20 + [1] * 20
-    for t in range(2):
-        exp, rows = bench.train_stream[t], mem.task == t
-        assert sorted(mem.y[rows].tolist()) == sorted(list(range(10)) * 2)  # two of each class
-        stored = [int(torch.nonzero((exp.x == x).all(1)).flatten()[0]) for x in mem.x[rows]]  # each a training image
-        assert len(set(stored)) == 20 and all(exp.y[i] == y for i, y in zip(stored, mem.y[rows]))
-    again = MEM.EpisodicMemory.from_config(TrainConfig(memory=2), seed=0)
-    other = MEM.EpisodicMemory.from_config(TrainConfig(memory=2), seed=1)
+        x, y, task = mem.batch(None)
+        assert len(mem) == 10 * (t + 1) * share and task.tolist() == sum(([s] * 10 * share for s in range(t + 1)), [])
+        assert y.tolist() == sum((sorted(list(range(10)) * share) for _ in range(t + 1)), [])
+        kept.append({s: stored_rows(mem, bench.train_stream[s]) for s in range(t + 1)})
+        first = mem.x.clone() if t == 0 else first
+    assert kept[2][0] == [r for i, r in enumerate(kept[1][0]) if i % 3 < 2]  # task 1 kept the first it drew
+    assert (mem.x.dtype, mem.y.dtype, mem.task.dtype) == (torch.uint8,) * 3 and mem.nbytes == 60 * (784 + 1 + 1)
+    again = MEM.new_memory("episodic", TrainConfig(memory=2), 0, groups=30)
+    other = MEM.new_memory("episodic", TrainConfig(memory=2), 1, groups=30)
     for m in (again, other):
         m.add(bench.train_stream[0])
-    assert torch.equal(again.x, mem.x[:20]) and not torch.equal(other.x, mem.x[:20])
-    assert mem.nbytes == 40 * (784 * 4 + 8 + 8) and mem.x.device == bench.train_stream[0].x.device
-    with pytest.raises(ValueError, match="fewer than memory=6"):
-        MEM.EpisodicMemory.from_config(TrainConfig(memory=6), seed=0).add(bench.train_stream[0])
+    assert torch.equal(again.x, first) and not torch.equal(other.x, first)
+
+
+def test_the_memory_takes_its_images_from_the_tasks_training_images_only(bench):
+    """Through the training loop: after each task of ER, every example of the memory is one of its own task's
+    training images (never a test or validation image, nor another task's)."""
+    cfg, method = TrainConfig(**CFG), get_method("er")
+    model, reg, gen = tiny_mlp(), RegState(memory=MEM.new_memory("episodic", cfg, 0, groups=30)), torch.Generator()
+    for t, share in enumerate((5, 3, 2)):
+        train_experience(model, bench.train_stream[t], method, cfg, reg, gen.manual_seed(t), {}, bench.test_stream[t])
+        assert [len(stored_rows(reg.memory, bench.train_stream[s])) for s in range(t + 1)] == [10 * share] * (t + 1)
 
 
 def test_a_reference_batch_is_at_most_256_distinct_examples_or_the_whole_memory():
     gen = torch.Generator().manual_seed(0)
     exp = Experience(0, torch.randn(300, 4, generator=gen), torch.arange(30).repeat(10))
-    mem = MEM.EpisodicMemory(9, torch.Generator().manual_seed(1))
+    mem = MEM.EpisodicMemory(270, torch.Generator().manual_seed(1))
     mem.add(exp)
     assert len(mem) == 270 and mem.draw(270) is None and mem.draw(MEM.REFERENCE_BATCH) is not None
     state = mem.gen.get_state()
@@ -105,12 +128,14 @@ def test_a_reference_batch_is_at_most_256_distinct_examples_or_the_whole_memory(
 def test_the_memory_gradient_sends_each_example_through_its_own_tasks_head():
     gen = torch.Generator().manual_seed(0)
     model = tiny_mlp(heads=2)
-    mem = MEM.EpisodicMemory(3, torch.Generator().manual_seed(2))
+    mem = MEM.EpisodicMemory(60, torch.Generator().manual_seed(2))
     exps = [Experience(t, torch.randn(40, 784, generator=gen), torch.arange(10).repeat(4)) for t in range(2)]
     for e in exps:
         mem.add(e)
+    mx, my, mt = mem.batch(None)
+    assert len(mem) == 60 and mx.dtype == torch.float32  # 3 of each class and task; not 8-bit images: as they are
     clone = copy.deepcopy(model)
-    loss = sum(F.cross_entropy(clone(x[None], int(t)), y[None]) for x, y, t in zip(mem.x, mem.y, mem.task))
+    loss = sum(F.cross_entropy(clone(x[None], int(t)), y[None]) for x, y, t in zip(mx, my, mt))
     (loss / len(mem)).backward()
     want = torch.cat([p.grad.reshape(-1) for p in clone.parameters()])
     torch.testing.assert_close(mem.gradient(model, None), want, rtol=1e-5, atol=1e-7)
@@ -120,7 +145,7 @@ def test_the_memory_gradient_sends_each_example_through_its_own_tasks_head():
     mem.gen.set_state(state)
     rows = torch.randperm(len(mem), generator=mem.gen)[:10]
     clone = copy.deepcopy(model)
-    xs, ys, ts = torch.cat([x, mem.x[rows]]), torch.cat([y, mem.y[rows]]), [1] * 10 + mem.task[rows].tolist()
+    xs, ys, ts = torch.cat([x, mx[rows]]), torch.cat([y, my[rows]]), [1] * 10 + mt[rows].tolist()
     (sum(F.cross_entropy(clone(a[None], t), b[None]) for a, b, t in zip(xs, ys, ts)) / 20).backward()
     torch.testing.assert_close(got, torch.cat([p.grad.reshape(-1) for p in clone.parameters()]), rtol=1e-5, atol=1e-7)
 
@@ -139,12 +164,12 @@ def test_while_the_memory_is_empty_a_memory_method_trains_as_its_base_bit_for_bi
     for name in WITH_MEMORY:
         finals, regs = [], []
         for method in (get_method(name), get_method(vocab.MEMORY_METHODS[name].base)):
-            model, reg = tiny_mlp(), RegState(memory=MEM.new_memory(method.memory, cfg, 0))
+            model, reg = tiny_mlp(), RegState(memory=MEM.new_memory(method.memory, cfg, 0, 30))
             train_experience(model, bench.train_stream[0], method, cfg, reg, torch.Generator().manual_seed(3))
             finals.append(params_vector(model))
             regs.append(reg)
         assert torch.equal(finals[0], finals[1]) and regs[1].memory is None, name
-        fresh = MEM.new_memory("episodic", cfg, 0)
+        fresh = MEM.new_memory("episodic", cfg, 0, 30)
         fresh.add(bench.train_stream[0])
         assert torch.equal(regs[0].memory.x, fresh.x) and torch.equal(regs[0].memory.gen.get_state(),
                                                                       fresh.gen.get_state())
@@ -174,8 +199,9 @@ def test_every_step_of_a_memory_method_is_the_update_it_promises(bench, adam, na
     two-reference step (g = g1 + (lambda_2 + gamma) g2 + lambda_m gm, meeting both constraints up to gamma g2)."""
     cfg, method = TrainConfig(**CFG), get_method(name)
     model, gen = tiny_mlp(), torch.Generator().manual_seed(5)
-    mem = MEM.new_memory(method.memory, cfg, 0)
+    mem = MEM.new_memory(method.memory, cfg, 0, 30)
     mem.add(bench.train_stream[0])
+    mx, my, _ = mem.batch(None)  # task 1's 50 images (<= 256: the whole memory)
     theta0 = params_vector(model)
     omega, anchor = torch.rand(theta0.shape, generator=gen), theta0 + 0.05 * torch.randn(theta0.shape, generator=gen)
     reg = RegState(omega.clone(), anchor.clone(), mem) if method.regulariser else RegState(memory=mem)
@@ -188,10 +214,9 @@ def test_every_step_of_a_memory_method_is_the_update_it_promises(bench, adam, na
     lams = []
     for (x, y), st in zip(_batches(exp, cfg, batch_state), steps):
         theta = st["theta"]
-        mx, my = reg.memory.x[:20], reg.memory.y[:20]  # task 1's examples (20 <= 256: the whole memory)
         gm = _by_hand(model, theta, lambda c: plain_gradient(c, mx, my, 0))
         if method.use == "replay":
-            rows = torch.randperm(20, generator=replay)[: len(y)]
+            rows = torch.randperm(50, generator=replay)[: len(y)]
             want = _by_hand(model, theta, lambda c: plain_gradient(c, torch.cat([x, mx[rows]]),
                                                                   torch.cat([y, my[rows]]), 0))
         else:
@@ -211,7 +236,7 @@ def test_every_step_of_a_memory_method_is_the_update_it_promises(bench, adam, na
             lams.append(float(lam))
         torch.testing.assert_close(st["g"], want, rtol=1e-4, atol=1e-5 * float(want.abs().max()))
     assert len(steps) == 5 and (method.use == "replay" or max(lams) > 0)  # the projection was met
-    assert len(reg.memory) == 40  # task 2 joined after it
+    assert len(reg.memory) == 60  # task 2 joined after it, task 1 gave up slots
 
 
 def test_the_memorys_cost_stands_beside_the_regularisers(bench, monkeypatch):
@@ -219,7 +244,7 @@ def test_the_memorys_cost_stands_beside_the_regularisers(bench, monkeypatch):
     cfg = TrainConfig(**CFG)
     params = sum(p.numel() for p in tiny_mlp().parameters())
     out = run_stream(bench, "mas-metacl-lambda-mem", cfg, seed=0)
-    assert out["state_bytes"] == {"memory": 3 * 10 * 2 * (784 * 4 + 8 + 8), "regulariser": 2 * params * 4}
+    assert out["state_bytes"] == {"memory": 3 * 10 * 2 * (784 + 1 + 1), "regulariser": 2 * params * 4}
     assert run_stream(bench, "agem", cfg, seed=0)["state_bytes"]["regulariser"] == 0
     assert "state_bytes" not in run_stream(bench, "mas-metacl-lambda", cfg, seed=0)
     a = run_stream(bench, "er", cfg, seed=4)["acc_matrix"]

@@ -52,7 +52,8 @@ def test_the_memory_methods_train_and_resume_from_the_command_line(hparams_befor
     assert c["method_hparams"]["mas-metacl-lambda-mem"] == H.method_hparams("pmnist", "mas-metacl-lambda", K=5)
     assert c["hparams_source"]["mas-metacl-lambda-mem"].startswith("mas-metacl-lambda's gamma, ")
     assert all(set(u["state_bytes"]) == {"memory", "regulariser"} for u in res["runs"].values())
-    assert res["runs"]["agem/0"]["state_bytes"]["memory"] == 2 * 10 * (784 * 4 + 8 + 8)  # 2 tasks x 10 classes x M
+    assert res["runs"]["agem/0"]["state_bytes"]["memory"] == 2 * 10 * (784 + 1 + 1)  # 2 tasks x 10 classes x M, uint8
+    assert c["memory_policy"] == "balanced"
     capsys.readouterr()
     assert main(["table", str(out)]) == 0
     table = capsys.readouterr().out

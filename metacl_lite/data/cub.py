@@ -5,6 +5,7 @@ classes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
@@ -102,6 +103,10 @@ class NormalisedExperience(Experience):
 
     def inputs(self, rows: Optional[slice] = None) -> torch.Tensor:
         return normalise(self.x if rows is None else self.x[rows], self.mean, self.std)
+
+    def stored(self, idx: torch.Tensor):
+        """The rows' uint8 images, normalised as each batch is drawn (`Experience.stored`)."""
+        return self.x.index_select(0, idx), partial(normalise, mean=self.mean, std=self.std)
 
 
 def split_cub(K: int, n_tasks: Optional[int] = None, root: Optional[Path] = None,

@@ -9,7 +9,7 @@ input shape, validation images) is read from its `specs.BenchmarkSpec`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -72,8 +72,20 @@ class Experience:
             return x
         return torch.index_select(x, 1, self.perm)  # = x[:, perm], a few times faster
 
+    def stored(self, idx: torch.Tensor) -> tuple[torch.Tensor, Callable]:
+        """Rows `idx` of the inputs as an episodic memory keeps them, and the function that gives the inputs back
+        exactly: uint8 where they are 8-bit images scaled to [0, 1] (Permuted MNIST), else the inputs themselves."""
+        x = self.inputs().index_select(0, idx)
+        q = x.mul(255).round_().clamp_(0, 255).to(torch.uint8)
+        return (q, unit_scale) if torch.equal(unit_scale(q), x) else (x, lambda t: t)
+
     def __len__(self) -> int:
         return len(self.y)
+
+
+def unit_scale(q: torch.Tensor) -> torch.Tensor:
+    """uint8 images as float32 in [0, 1], as the streams scale them (Permuted MNIST: `mnist._to_float`)."""
+    return q.float() / 255.0
 
 
 @dataclass

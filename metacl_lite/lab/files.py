@@ -22,7 +22,8 @@ from ..errors import UserError
 from ..keys import RunKey, TuningKey, unit_name
 from ..paths import REPO_ROOT
 from ..training import ALL_METHODS, TrainConfig
-from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_METHOD_NAMES
+from ..memory import POLICY
+from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_METHOD_NAMES, memory_of
 from .checks import effective_options, recorded_options
 from .commands import option_flags, out_flag
 from .lattice import choose
@@ -196,6 +197,9 @@ class ResultsFile(UnitFile):
             raise migrate_advice(self.path, outdated)
         diff = compat_diff(oc, config)
         diff += ["gamma_control"] if oc.get("gamma_control") != config.get("gamma_control") else []
+        # a memory's runs of another policy (`memory.POLICY`; none recorded: the end-of-task memory before it)
+        old_memory = any(map(memory_of, oc.get("methods", [])))
+        diff += ["memory_policy"] if old_memory and oc.get("memory_policy") != POLICY else []
         diff += [f"method_hparams[{m}]" for m in config["methods"]
                  if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
         diff += [f"method_options[{m}]" for m in config["method_options"]
@@ -210,6 +214,8 @@ class ResultsFile(UnitFile):
         merged = dict(config)
         merged["methods"] = [m for m in ALL_METHODS if m in set(old.get("methods", [])) | set(config["methods"])]
         merged["seeds"] = sorted(set(old.get("seeds", [])) | set(config["seeds"]))
+        if any(map(memory_of, merged["methods"])):
+            merged["memory_policy"] = POLICY
         merged["method_hparams"] = {**old.get("method_hparams", {}), **config["method_hparams"]}
         merged["hparams_source"] = {**old.get("hparams_source", {}), **config["hparams_source"]}
         merged["method_options"] = {**{m: effective_options(old, m) for m in old.get("methods", [])
