@@ -1,6 +1,6 @@
 """Balancing current-task learning against forgetting: Eq. 2 (penalty), Alg. 1 (fixed beta), Eqs. 3-5 and Alg. 2
 (dynamic lambda), and Eq. 3 with two references (`two_reference_lambdas`: the regulariser's and an episodic memory's,
-an extension).
+an extension) or many (`many_reference_lambdas`: GEM's, one per past task).
 
 Gradients are flat 1-D tensors over all parameters (see `flatten`). The penalty gradient is computed in closed
 form, g2 = d/dtheta sum_k Omega_k (theta_k - bar_theta_k)^2 = 2 Omega (theta - bar_theta).
@@ -137,6 +137,41 @@ def two_reference_balance(g1: torch.Tensor, g2: torch.Tensor, gm: torch.Tensor,
     multiplier, as `dynamic_balance` returns its lambda. With gamma = 0, g solves the two-reference problem."""
     lam = two_reference_lambdas(g1, g2, gm)
     return g1 + (lam[0] + gamma).to(g2.dtype) * g2 + lam[1].to(gm.dtype) * gm, lam[0]
+
+
+def many_reference_lambdas(g1: torch.Tensor, refs: torch.Tensor) -> torch.Tensor:
+    """Eq. 3 with one reference per row of `refs` (GEM, Lopez-Paz and Ranzato 2017: one per past task), min_g
+    1/2 ||g - g1||^2 s.t. <g, r_i> >= 0 for every row r_i, through the dual of `two_reference_lambdas` with n
+    multipliers: min_{lambda >= 0} q(lambda) = 1/2 lambda^T G lambda + c^T lambda, G = R R^T, c = R g1, and
+    g = g1 + R^T lambda. Returns the optimal multipliers (float64, on the CPU).
+
+    The dual is non-negative least squares in its Gram form, solved by Lawson and Hanson's active-set method as Bro
+    and De Jong write it for G and c: a reference joins the active set while it is violated (the largest
+    w = -(G lambda + c) first, beyond 1e-12 of the instance's scale), each active set's multipliers solve
+    G_PP lambda_P = -c_P (least squares: a singular G_PP, of parallel, repeated or zero references, gives its
+    least-norm solution), and a step that would make one negative stops where it reaches 0 and leaves the set. Every
+    optimum gives the same g (the primal is strictly convex). The dot products are taken in float64, as the
+    two-reference path takes them."""
+    R = refs.double()
+    G, c = (R @ R.T).cpu().numpy(), (R @ g1.double()).cpu().numpy()
+    n, lam, active = len(c), np.zeros(len(c)), np.zeros(len(c), dtype=bool)
+    tol = 1e-12 * max(float(np.sqrt(G.diagonal().max(initial=0.0))) * float(g1.double().norm()), 1e-300)
+    for _ in range(3 * n):
+        w = -(G @ lam + c)
+        if not (w[~active] > tol).any():
+            break
+        active[np.flatnonzero(~active)[np.argmax(w[~active])]] = True
+        while True:
+            s = np.zeros(n)
+            s[active] = np.linalg.lstsq(G[np.ix_(active, active)], -c[active], rcond=None)[0]
+            if (s[active] > 0).all():
+                lam = s
+                break
+            down = active & (s <= 0)
+            lam = lam + min(lam[down] / np.maximum(lam[down] - s[down], 1e-300)) * (s - lam)
+            active &= lam > 0
+            lam[~active] = 0.0
+    return torch.from_numpy(lam)
 
 
 Balance = Callable[[torch.Tensor, Optional[torch.Tensor], float, float], tuple[torch.Tensor, float | torch.Tensor]]

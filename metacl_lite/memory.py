@@ -40,14 +40,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .balance import dynamic_balance, flatten, two_reference_balance
+from .balance import dynamic_balance, flatten, many_reference_lambdas, two_reference_balance
 from .data.streams import Experience
 from .vocab import MEMORIES, registrar
 
 #: A-GEM's reference batch: at most 256 examples of the memory (A-GEM's code, `eps_mem_batch`).
 REFERENCE_BATCH = 256
 #: How a method of the memory family uses its memory (`vocab.MemoryMethod.use`).
-USES = ("project", "replay")
+USES = ("project", "replay", "constrain")
 #: What the memory keeps and when (module docstring), recorded in a results file's config (`lab.grid`): a file made
 #: with another policy is refused, never resumed.
 POLICY = "balanced"
@@ -156,17 +156,32 @@ class EpisodicMemory:
         tasks = torch.cat([torch.full((len(y),), task, dtype=torch.long, device=y.device), mt])
         return _flat_grad(F.cross_entropy(model(torch.cat([x, mx]), tasks), torch.cat([y, my])), model)
 
+    def task_gradients(self, model: nn.Module) -> torch.Tensor:
+        """GEM's references, one row per past task: the gradient of the mean cross-entropy on all of that task's
+        examples in the memory."""
+        x, y, task = self.batch(None)
+        return torch.stack([_flat_grad(F.cross_entropy(model(x[task == k], task[task == k]), y[task == k]), model)
+                            for k in torch.unique(task).tolist()])
+
     def hook(self, model: nn.Module, use: str, task_gradient: Callable, balance: Callable) -> tuple[Callable, Callable]:
         """The training loop's task gradient and balance for a method that uses the memory as `use` says (`USES`):
         unchanged while the memory is empty (the stream's first task); "replay": ER's g1 (`replay_gradient`);
         "project": the step projected onto the memory gradient's half-space as well (module docstring), its lambda
-        the regulariser's multiplier where there is one, else the memory's."""
+        the regulariser's multiplier where there is one, else the memory's; "constrain" (GEM): g1 projected onto the
+        intersection of the past tasks' half-spaces (`task_gradients`, `balance.many_reference_lambdas`), its lambda
+        the largest multiplier."""
         if use not in USES:
             raise ValueError(f"unknown use of the memory {use!r}; one of {', '.join(USES)}")
         if len(self) == 0:
             return task_gradient, balance
         if use == "replay":
             return (lambda model, x, y, task, cfg: self.replay_gradient(model, x, y, task)), balance
+        if use == "constrain":
+            def constrain(g1: torch.Tensor, g2: Optional[torch.Tensor], beta: float, gamma: float):
+                refs = self.task_gradients(model)
+                lam = many_reference_lambdas(g1, refs)
+                return g1 + lam.to(refs) @ refs, lam.max()
+            return task_gradient, constrain
 
         def project(g1: torch.Tensor, g2: Optional[torch.Tensor], beta: float, gamma: float):
             gm = self.gradient(model, self.draw(REFERENCE_BATCH))

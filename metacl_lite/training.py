@@ -63,6 +63,10 @@ FamilyOptions = make_dataclass("FamilyOptions", [(o.name, type(o.default), field
                                                  for o in OPTION_TABLE], bases=(Hyperparameters,))
 
 
+#: Adam's state across tasks (`TrainConfig.optimizer_state`): new for each task, or kept over the stream.
+OPTIMIZER_STATES = ("task", "stream")
+
+
 @dataclass
 class TrainConfig(FamilyOptions):
     """Hyperparameters of Appendix B (`Hyperparameters`), the method families' options (`FamilyOptions`, one field
@@ -74,6 +78,9 @@ class TrainConfig(FamilyOptions):
     compile: str = "off"  # task gradients under torch.compile: "on", "off" or "auto" (long runs; compiled.py)
     device: str = "cpu"  # where the run trains: "cpu" or "cuda" (the current GPU; device.py says what carries over)
     precision: str = "float32"  # products and convolutions: "float32", or "tf32" on a GPU (other numbers; device.py)
+    # Adam's state: new at each task's first step ("task", every method's protocol here) or kept over the stream
+    # ("stream", as Avalanche's strategies keep it); recorded where it is "stream"
+    optimizer_state: str = "task"
 
     def __post_init__(self):
         for o in OPTION_TABLE:
@@ -81,14 +88,16 @@ class TrainConfig(FamilyOptions):
                 check_option(o.name, getattr(self, o.name))
             except ValueError as e:
                 raise UsageError(str(e)) from None
-        for name, allowed in (("compile", compiled.COMPILE_CHOICES), ("device", DEVICE_KINDS)):
+        for name, allowed in (("compile", compiled.COMPILE_CHOICES), ("device", DEVICE_KINDS),
+                              ("optimizer_state", OPTIMIZER_STATES)):
             if getattr(self, name) not in allowed:
                 raise UsageError(f"{name}={getattr(self, name)!r} is not an option; choose one of "
                                  f"{', '.join(allowed)}")
         check_precision(self.precision, self.device)
 
-    def to_dict(self) -> dict:  # a budget only where set (recorded per method): files recording a config keep theirs
-        return {k: v for k, v in asdict(self).items() if k not in BUDGET_OPTIONS or v != OPTIONS[k].default}
+    def to_dict(self) -> dict:  # a budget only where set (recorded per method), and the optimiser's state where kept:
+        return {k: v for k, v in asdict(self).items()  # files recording a config keep theirs
+                if (k not in BUDGET_OPTIONS or v != OPTIONS[k].default) and (k, v) != ("optimizer_state", "task")}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -181,7 +190,7 @@ class Method:
                 or (self.regulariser is None) != (self.balance == "none")
                 or (self.regulariser is not None and self.regulariser not in IMPORTANCE)
                 or (self.memory is None) != (self.use is None) or self.use not in (None, *USES)
-                or (self.use == "project" and self.balance == "beta")):
+                or (self.use in ("project", "constrain") and self.balance == "beta")):
             raise ValueError(f"inconsistent method {self}: a penalty needs a balance, and no balance without one")
 
 
@@ -220,6 +229,7 @@ class RegState:
     omega: Optional[torch.Tensor] = None
     anchor: Optional[torch.Tensor] = None
     memory: Optional[object] = None
+    opt: Optional[torch.optim.Optimizer] = None  # Adam, where its state is kept over the stream
 
 
 #: The most input floats one evaluation batch holds: 2^24 (64 MB). Permuted MNIST's 10 000 test images (784 floats
@@ -359,8 +369,9 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
     Each outer step: g1 from `TASK_GRADIENT` (`COMPILED_TASK_GRADIENT` if `compile_g1`; None: if cfg.compile is "on",
     as "auto" needs the whole run's length, see `use_compiled`), g2 = 2 Omega (theta - bar_theta) (Eq. 2's
     penalty; none before the first Omega exists), g from `BALANCE`, one Adam step on g. The Adam optimiser is made
-    here: its state is empty at each task's first step. `hooks` (default: `log_hooks`, which fill `log` as cfg's
-    flags ask) are called after every step and every epoch, and only read.
+    here, its state empty at each task's first step, unless cfg.optimizer_state is "stream" (`reg.opt` keeps it).
+    `hooks` (default: `log_hooks`, which fill `log` as cfg's flags ask) are called after every step and every
+    epoch, and only read.
     """
     hooks = log_hooks(cfg, log, eval_exp) if hooks is None else hooks
     if compile_g1 is None:
@@ -372,7 +383,8 @@ def train_experience(model: MultiHeadNet, exp: Experience, method: Method, cfg: 
         task_gradient, balance = reg.memory.hook(model, method.use, task_gradient, balance)
     importance = IMPORTANCE[method.regulariser](cfg) if method.regulariser is not None else None
     model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.outer_lr, foreach=True)
+    opt = reg.opt or torch.optim.Adam(model.parameters(), lr=cfg.outer_lr, foreach=True)
+    reg.opt = opt if cfg.optimizer_state == "stream" else None
     x_all, y_all, task = exp.inputs(), exp.y, exp.task_id
     if importance is not None:
         importance.begin_task(model)

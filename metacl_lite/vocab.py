@@ -303,7 +303,7 @@ class MemoryMethod(NamedTuple):
     the method it adds the memory to (`base`: its update, regulariser and balance) and how the memory enters (`use`):
     "project", the step is projected onto the memory gradient's half-space as well (A-GEM: Eq. 3 with the memory's
     gradient for g2; with a regulariser, both references); "replay", the memory's batch joins the current one's loss
-    (ER)."""
+    (ER); "constrain", the step is projected onto every past task's half-space (GEM: one reference per task)."""
 
     name: str
     label: str
@@ -313,11 +313,12 @@ class MemoryMethod(NamedTuple):
 
 
 #: The memory family's methods: A-GEM (Chaudhry et al., ICLR 2019), experience replay (Chaudhry et al. 2019, "On Tiny
-#: Episodic Memories in Continual Learning"), MetaCL's Reptile gradient (Alg. 2) projected as A-GEM projects, and
+#: Episodic Memories in Continual Learning"), GEM (Lopez-Paz and Ranzato, NeurIPS 2017), MetaCL's Reptile gradient (Alg. 2) projected as A-GEM projects, and
 #: MetaCL-λ of the paper's regularisers with both references, the regulariser's and the memory's.
 MEMORY_METHOD_TABLE: tuple[MemoryMethod, ...] = (
     MemoryMethod("agem", "A-GEM", "finetune", "project"),
     MemoryMethod("er", "ER", "finetune", "replay"),
+    MemoryMethod("gem", "GEM", "finetune", "constrain"),
     MemoryMethod("metacl-agem", "MetaCL-A-GEM", "metacl", "project"),
     *(MemoryMethod(method_name(r, "lambda") + "-mem", f"{REGULARISER_LABELS[r]}-{VARIANTS['lambda']}-mem",
                    method_name(r, "lambda"), "project") for r in PAPER_REGULARISERS),

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from metacl_lite.balance import (balance_qp_numeric, dynamic_lambda, kkt_residuals, two_reference_balance,
-                                 two_reference_lambdas)
+from metacl_lite.balance import (balance_qp_numeric, dynamic_lambda, kkt_residuals, many_reference_lambdas,
+                                 two_reference_balance, two_reference_lambdas)
 
 
 def _t(*xs):
@@ -162,3 +162,39 @@ def test_nearly_parallel_references_are_seen_as_parallel(dtype):
                 n1 = float(g1.norm())
                 assert float((g - g1).norm()) <= n1 * (1 + 1e-6), (eps, sign)
                 assert min(float(g @ a) / float(a.norm()), float(g @ b) / float(b.norm())) >= -1e-6 * n1, (eps, sign)
+
+
+def test_many_references_give_the_two_reference_closed_form_on_two():
+    """GEM's path (`many_reference_lambdas`: the dual as non-negative least squares) on the 300 two-reference
+    instances, degenerate ones included (parallel, antiparallel, zero references): the same g as the closed form."""
+    for g1, g2, gm, kind in _instances(300, seed=4):
+        G1, refs = torch.from_numpy(g1), torch.from_numpy(np.stack([g2, gm]))
+        closed, _ = two_reference_balance(G1, refs[0], refs[1])
+        got = G1 + many_reference_lambdas(G1, refs) @ refs
+        np.testing.assert_allclose(got.numpy(), closed.numpy(), rtol=0, atol=1e-12 * (1 + np.abs(g1).max()),
+                                   err_msg=kind)
+
+
+@pytest.mark.parametrize("n", [3, 5, 19])
+def test_many_references_meet_the_kkt_conditions_and_the_generic_solver(n):
+    """n references (GEM at task n + 1), some repeated, antiparallel or zero: the multipliers meet the KKT conditions
+    within 1e-9 of the instance's scale, and g is SLSQP's on the instances without a degenerate pair."""
+    rng = np.random.default_rng(n)
+    for i in range(30):
+        p = int(rng.integers(n + 1, 60))
+        g1, refs = rng.normal(size=p) * 10 ** rng.uniform(-2, 2), rng.normal(size=(n, p))
+        for r in refs:
+            if rng.random() < 0.5 and g1 @ r > 0:
+                g1 = g1 - 2 * (g1 @ r) / (r @ r) * r  # reflected: now against r
+        kind = ("generic", "repeated", "antiparallel", "zero")[i % 4]
+        refs[1] = {"generic": refs[1], "repeated": 3 * refs[0], "antiparallel": -0.5 * refs[0],
+                   "zero": np.zeros(p)}[kind]
+        G1, R = torch.from_numpy(g1), torch.from_numpy(refs)
+        lam = many_reference_lambdas(G1, R)
+        g = G1 + lam @ R
+        scale = (1 + np.abs(g1).max()) * max(1.0, np.linalg.norm(refs, axis=1).max())
+        res = kkt_residuals(G1, R, g, lam)
+        assert res["stationarity"] <= 1e-9 * scale and res["dual"] == 0.0, (kind, res)
+        assert res["primal"] <= 1e-9 * scale and res["complementarity"] <= 1e-9 * scale, (kind, res)
+        if kind == "generic":
+            np.testing.assert_allclose(g.numpy(), _generic(g1, refs), atol=1e-7 * (1 + np.abs(g1).max()))

@@ -250,3 +250,30 @@ def test_the_memorys_cost_stands_beside_the_regularisers(bench, monkeypatch):
     a = run_stream(bench, "er", cfg, seed=4)["acc_matrix"]
     torch.testing.assert_close(torch.tensor(a), torch.tensor(run_stream(bench, "er", cfg, seed=4)["acc_matrix"]),
                                rtol=0, atol=0, equal_nan=True)
+
+
+def test_a_gem_step_is_g1_projected_onto_every_past_tasks_half_space(bench, adam):
+    """Task 3 with tasks 1 and 2 in the memory: each update GEM applies is, from scratch, the solution of
+    min ||g - g1||^2 s.t. <g, g_k> >= 0 for k = 1, 2 (g_k: the gradient on all of task k's memory examples), as
+    SciPy's generic solver finds it, and meets both constraints."""
+    cfg, method = TrainConfig(**CFG), get_method("gem")
+    model, mem = tiny_mlp(), MEM.new_memory("episodic", cfg, 0, 30)
+    for t in range(2):
+        mem.add(bench.train_stream[t])
+    x_mem, y_mem, t_mem = mem.batch(None)
+    exp, order = bench.train_stream[2], torch.Generator().manual_seed(7)
+    state = order.get_state()
+    train_experience(model, exp, method, cfg, RegState(memory=mem), order)
+    steps, active = adam[-math.ceil(len(exp) / cfg.batch_size):], 0
+    for (x, y), st in zip(_batches(exp, cfg, state), steps):
+        refs = torch.stack([_by_hand(model, st["theta"], lambda c: plain_gradient(c, x_mem[t_mem == k],
+                                                                                  y_mem[t_mem == k], 0))
+                            for k in (0, 1)])
+        g1 = _by_hand(model, st["theta"], lambda c: plain_gradient(c, x, y, 0))
+        s = float(g1.abs().max())
+        want = s * balance.balance_qp_numeric((g1 / s).double().numpy(), (refs / refs.norm(dim=1, keepdim=True))
+                                              .double().numpy())
+        torch.testing.assert_close(st["g"].double(), torch.from_numpy(want), rtol=1e-4, atol=1e-5 * s)
+        assert (refs @ st["g"] >= -1e-4 * float(g1.norm()) * refs.norm(dim=1)).all()
+        active += int(float(g1 @ refs[0]) < 0 or float(g1 @ refs[1]) < 0)
+    assert len(steps) == 5 and active > 0  # a constraint was met

@@ -17,6 +17,7 @@ from metacl_lite.lab import grid as G
 from metacl_lite.lab import hparams as H
 from metacl_lite.lab.executors import check_plan
 from metacl_lite import training as T
+from metacl_lite.data.mnist import permuted_mnist
 
 MEMORY = ["agem", "er", "metacl-agem", "mas-metacl-lambda-mem"]
 TINY = ["--K", "5", "--n-tasks", "2", "--epochs", "1", "--seeds", "1", "--no-progress", "--workers", "1"]
@@ -172,3 +173,53 @@ def test_the_claims_ignore_the_memory_methods():
         a = claim.evaluate(E.Evidence((20, 50), paper))
         b = claim.evaluate(E.Evidence((20, 50), extended))
         assert json.dumps(a, default=str, sort_keys=True) == json.dumps(b, default=str, sort_keys=True), claim
+
+
+def test_a_file_of_another_memory_policy_is_refused_never_resumed(hparams_before_memory_tuning, tmp_path):
+    """A memory file records the policy of its memory (`memory.POLICY`); one without it (the end-of-task memory's,
+    before the policy was recorded) or with another is refused by `run`, and nothing is trained or written."""
+    out = tmp_path / "m.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["agem"], out=out, **SMALL)
+    doc = json.loads(out.read_text())
+    assert doc["config"]["memory_policy"] == "balanced"
+    for policy in (None, "end-of-task"):
+        if policy is None:
+            doc["config"].pop("memory_policy")
+        else:
+            doc["config"]["memory_policy"] = policy
+        out.write_text(json.dumps(doc))
+        with pytest.raises(ConfigMismatch, match="memory_policy"):
+            G.run_experiment("pmnist", seeds=[1], methods=["agem"], out=out, **SMALL)
+        assert json.loads(out.read_text()) == doc
+    plain = tmp_path / "p.json"
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune"], out=plain, **SMALL)
+    assert "memory_policy" not in json.loads(plain.read_text())["config"]  # no memory, no policy
+
+
+def test_adams_state_is_new_for_each_task_unless_kept_over_the_stream(hparams_before_memory_tuning, tmp_path,
+                                                                     monkeypatch):
+    """`--optimizer-state stream` keeps one Adam (its moments and step count) over the whole stream, as Avalanche
+    does; the default makes one per task. It is recorded in config.train and the file's command only where kept,
+    so that the files made before it read as they were made."""
+    made = []
+    real = T.torch.optim.Adam
+    monkeypatch.setattr(T.torch.optim, "Adam", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    bench = permuted_mnist(K=5, n_tasks=3, seed=0, split="val")
+    runs = {}
+    for state in ("task", "stream"):
+        made.clear()
+        runs[state] = T.run_stream(bench, "er", T.TrainConfig(epochs=1, optimizer_state=state), 0, False)
+        assert len(made) == (3 if state == "task" else 1)
+        assert [int(s["step"]) for s in made[-1].state.values()][0] == (1 if state == "task" else 3)  # a step a task
+    assert runs["task"]["acc_matrix"][2].tolist() != runs["stream"]["acc_matrix"][2].tolist()
+    assert "optimizer_state" not in T.TrainConfig().to_dict()
+    with pytest.raises(UsageError, match="optimizer_state='epoch' is not an option"):
+        T.TrainConfig(optimizer_state="epoch")
+    out = tmp_path / "s.json"
+    assert main(["run", "--benchmark", "pmnist", "--methods", "er", "--optimizer-state", "stream", "--out", str(out),
+                 *TINY]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["train"]["optimizer_state"] == "stream"
+    assert " --optimizer-state stream" in doc["provenance"]["command"]
+    with pytest.raises(ConfigMismatch, match="train"):  # a file kept one way is not resumed the other
+        G.run_experiment("pmnist", seeds=[1], methods=["er"], out=out, **SMALL)

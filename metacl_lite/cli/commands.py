@@ -66,7 +66,7 @@ def _run(a) -> int:
                       epochs=a.epochs, source=a.data, show_progress=False if a.no_progress else None, force=a.force,
                       weights=a.weights, random_init=a.random_init, plan=plan_of(a), compile=a.compile,
                       options=omega_options_of(a), gamma=a.gamma, redo=a.redo or (), device=a.device,
-                      precision=a.precision)
+                      precision=a.precision, optimizer_state=a.optimizer_state)
     res = run_grid(req)
     print(format_table(res, spell=spelled))
     return 0

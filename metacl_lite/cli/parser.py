@@ -75,6 +75,9 @@ def run_parser(sub) -> None:
     r.add_argument("--gamma", choices=("beta", "0"), default=None,
                    help="a control run of MetaCL-lambda methods: gamma = the tuned beta of the MetaCL-beta counterpart, "
                         "or gamma = 0 (the pure projection); default out results/<benchmark>-K<K>-control-gamma-<X>.json")
+    r.add_argument("--optimizer-state", choices=("task", "stream"), default="task",
+                   help="Adam's state: new for each task (default, the protocol of every committed file) or kept over "
+                        "the stream (as Avalanche keeps it); recorded")
     r.add_argument("--no-progress", action="store_true", help="no progress bars (papermill, CI)")
     choice_options(r)
     budget_options(r)

@@ -103,6 +103,8 @@ def run_command(config: dict, out: Path, spec: Optional[BenchmarkSpec] = None) -
         cmd += f" --device {train.get('device', 'cpu')}"
     if train.get("precision", "float32") != "float32":  # TF32 on a GPU: other numbers, refused when mixed
         cmd += f" --precision {train['precision']}"
+    if "optimizer_state" in train:  # Adam's state kept across tasks
+        cmd += f" --optimizer-state {train['optimizer_state']}"
     if config.get("gamma_control") is not None:
         cmd += f" --gamma {config['gamma_control']}"
     if config.get("data_source", "auto") != "auto":
@@ -148,7 +150,8 @@ def compat_diff(old_config: dict, config: dict) -> list[str]:
         if old == new:
             continue
         if k == "train" and isinstance(old, dict):
-            out += [DIFFERS.format(f"train.{f}", old.get(f), new.get(f)) for f in new if old.get(f) != new[f]]
+            fields = [*new, *(f for f in old if f not in new and hasattr(TrainConfig, f))]  # one recorded where set
+            out += [DIFFERS.format(f"train.{f}", old.get(f), new.get(f)) for f in fields if old.get(f) != new.get(f)]
         else:
             out.append(DIFFERS.format(k, old, new) if k in ("accelerator", "K", "n_tasks", "threads") else k)
     return out

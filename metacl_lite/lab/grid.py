@@ -189,7 +189,8 @@ def run_request(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), method
                 weights: Optional[str] = None, random_init: bool = False,
                 command: Optional[Callable[[dict, Path], str]] = None, plan: Optional[Plan] = None,
                 compile: str = "off", options: Optional[dict] = None, gamma: Optional[str] = None,
-                redo: Sequence[str] = (), device: Optional[str] = None, precision: str = "float32") -> RunRequest:
+                redo: Sequence[str] = (), device: Optional[str] = None, precision: str = "float32",
+                optimizer_state: str = "task") -> RunRequest:
     """The request of a results file's grid, every value checked before any compute: the options, the output path,
     the data, the tuned beta/gamma of every regularised method (`results_config`).
 
@@ -205,7 +206,8 @@ def run_request(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), method
     `device`: auto, cpu, cuda or cuda:N (default: the benchmark's, `BenchmarkSpec.device`), resolved here; its kind
     is recorded in config["train"]["device"] and the GPU model in config["accelerator"], so a file refuses units
     trained on another kind of device or another GPU model. `precision`: `TrainConfig.precision` ("float32", or
-    "tf32" on a GPU: faster products and convolutions, other numbers), recorded in config["train"].
+    "tf32" on a GPU: faster products and convolutions, other numbers), recorded in config["train"], as is
+    `optimizer_state` where it is "stream" (`TrainConfig.optimizer_state`: Adam's state kept across tasks).
     `redo`: methods (and "oracle", the joint-training units) whose finished runs in `out` are discarded first and
     trained again (after their beta/gamma or options changed); the file records what was discarded
     (provenance.discarded)."""
@@ -227,6 +229,7 @@ def run_request(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), method
     model = model_options(spec, weights, random_init)
     req = RunRequest(spec=spec, K=K, n_tasks=n, methods=tuple(methods), seeds=tuple(seeds), epochs=epochs, out=out,
                      plan=plan, loc=loc, model=model, compile=compile, precision=precision, options=options or {},
+                     optimizer_state=optimizer_state,
                      force=force, show_progress=show_progress, command=command, source=source, gamma=gamma,
                      redo=tuple(redo), redo_oracle=redo_oracle)
     return results_config(req)
@@ -244,7 +247,8 @@ def results_config(req: RunRequest) -> RunRequest:
     if absent:
         raise H.MissingHparams(f"no tuned beta/gamma for {', '.join(absent)} on {spec.name} (K={K}) in "
                                f"{H.HPARAMS_FILE}", absent)
-    options = {**check_options(req.options, methods, {"K": K}), "device": req.device_kind, "precision": req.precision}
+    options = {**check_options(req.options, methods, {"K": K}), "device": req.device_kind, "precision": req.precision,
+               "optimizer_state": req.optimizer_state}
     if H.sources_checked():  # each value's tuning file is there and chose it, at this budget
         H.check_sources(hp, spec, needed if gamma != "0" else [], K,
                         {m: {k: v for k, v in run_options(options, m).items() if k in BUDGET_OPTIONS} for m in methods})

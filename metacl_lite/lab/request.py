@@ -34,6 +34,7 @@ class Request:
     model: dict
     compile: str = "off"
     precision: str = "float32"
+    optimizer_state: str = "task"
     options: dict = field(default_factory=dict)
     force: bool = False
     show_progress: Optional[bool] = None
