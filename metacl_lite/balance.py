@@ -216,7 +216,7 @@ def balance_qp_numeric(g1: np.ndarray, g2: np.ndarray, method: str = "slsqp") ->
         solver = osqp.OSQP()
         solver.setup(P=sp.identity(len(g1), format="csc"), q=-g1, A=sp.csc_matrix(refs),
                      l=np.zeros(len(refs)), u=np.full(len(refs), np.inf), eps_abs=1e-10, eps_rel=1e-10,
-                     max_iter=100000, polishing=True, verbose=False)
+                     max_iter=100000, polishing=False, verbose=False)
         res = solver.solve()
         if res.info.status != "solved":
             raise RuntimeError(f"OSQP failed: {res.info.status}")

@@ -200,6 +200,12 @@ def new_memory(memory: Optional[str], cfg, seed: int, groups: int):
     return MEMORY_CLASSES[memory].from_config(cfg, seed, groups)
 
 
+def images_per_step(use: Optional[str], batch: int, held: int) -> int:
+    """The images one outer step passes through the network while the memory holds `held`: the current batch's, and
+    those its use adds (`USES`: A-GEM's reference batch, ER's replayed batch, GEM's whole memory; None: none)."""
+    return batch + {None: 0, "project": min(REFERENCE_BATCH, held), "replay": min(batch, held), "constrain": held}[use]
+
+
 def state_bytes(model: nn.Module, memory, regularised: bool) -> dict[str, int]:
     """What a run carries from task to task, in bytes: its memory's examples (`memory`; 0 without one) and its
     regulariser's Omega and anchor, two copies of the parameters (0 without a regulariser)."""

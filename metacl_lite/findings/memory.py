@@ -21,15 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from ..data.specs import get_spec
 from ..errors import FileFormatError
 from ..keys import runs_by_key
 from ..lab import memory_plan
 from ..lab.store import rounding_differences
 from ..lab.summary import summarize
+from ..memory import images_per_step
 from ..paths import REPO_ROOT
 from ..vocab import (MEMORY_METHODS, METHOD_NAMES, PAPER_METHOD_NAMES, PAPER_REGULARISERS, method_label, method_name,
                      regulariser_of)
 from .claims import RUN_KEYS, _row, claim_parts, claim_verdict, deciding_test, with_holm
+from .stats import NOT_RUN
 
 #: The memory budgets the chapter asks about: M examples per class of each past task (one stored image per class,
 #: and five; `memory_plan.BUDGETS`). A file of another M that exists is read as well.
@@ -114,10 +117,11 @@ def check_pairing(mem: dict, main: dict, name: str) -> list[dict]:
 
 
 def load_memory_evidence(benchmark: str = "pmnist", ks: Optional[Sequence[int]] = None,
-                         ms: Sequence[int] = BUDGETS, folder: Optional[Path] = None) -> MemoryEvidence:
+                         ms: Sequence[int] = BUDGETS, folder: Optional[Path] = None,
+                         memory_folder: Optional[Path] = None) -> MemoryEvidence:
     """The paper's results files at `ks` (default: the K of the paper's tables) and every memory file at those K
-    (the budgets `ms` and any other found), each checked against its K's file (`check_pairing`, whose gaps the
-    evidence keeps)."""
+    (the budgets `ms` and any other found; in `memory_folder`, default `folder`: `PREVIOUS` holds the end-of-task
+    memory's), each checked against its K's file (`check_pairing`, whose gaps the evidence keeps)."""
     from ..data.specs import SPECS
     from ..lab.store import load_results
 
@@ -126,7 +130,7 @@ def load_memory_evidence(benchmark: str = "pmnist", ks: Optional[Sequence[int]] 
     results = {K: load_results(folder / f"{benchmark}-K{K}.json") for K in ks
                if (folder / f"{benchmark}-K{K}.json").exists()}
     memory, gaps = {}, {}
-    for (K, M), path in memory_files(benchmark, folder).items():
+    for (K, M), path in memory_files(benchmark, memory_folder or folder).items():
         if K in ks:
             memory[(K, M)] = load_results(path)
             if K in results:
@@ -348,6 +352,40 @@ def state_costs(ev: MemoryEvidence) -> list[dict]:
                                       f"state_bytes ({sorted(per[m])}); rerun it (`--redo {m}`)")
             out.append({"K": K, "M": M, "method": m, **dict(next(iter(per[m])))})
     return out
+
+
+#: The memory files of the end-of-task memory (each task's M per class joining when it ended, before `memory.POLICY`):
+#: the previous answers, which the chapter sets beside today's (`verdict_changes`).
+PREVIOUS = REPO_ROOT / "results" / "memory-end-of-task"
+
+
+def verdict_changes(before: Sequence[dict], now: Sequence[dict]) -> list[dict]:
+    """The tests of the questions (`question_rows`) run in both `before` and `now` whose verdict with Holm's
+    correction differs: question, a, b, metric, K, M, and both verdicts and means."""
+    key = lambda r: (r["question"], r["a"], r["b"], r["metric"], r["K"], r["M"])  # noqa: E731
+    old = {key(r): r for r in before if r["verdict"] != NOT_RUN}
+    return [{**dict(zip(("question", "a", "b", "metric", "K", "M"), key(r))), "before": old[key(r)]["holm"],
+             "now": r["holm"], "mean_before": old[key(r)]["mean"], "mean_now": r["mean"]}
+            for r in now if r["verdict"] != NOT_RUN and key(r) in old and old[key(r)]["holm"] != r["holm"]]
+
+
+def compute_rows(ev: MemoryEvidence, K: int, M: int, step_ms: dict[str, float]) -> list[dict]:
+    """What an outer step of each method costs at (K, M): the images it passes through the network, mean over the
+    stream's steps and most (`memory.images_per_step`, the memory holding min(t C K, M C T) examples after t tasks),
+    and its measured time (`step_ms`: {method: ms}, a bench file's; None where it has none) with its ratio to
+    fine-tune's. Fine-tune, MetaCL w/o reg and each regulariser's MetaCL-λ, then the file's memory methods."""
+    cfg = ev.memory[(K, M)]["config"]
+    C, T = get_spec(ev.benchmark).classes_per_task, cfg["n_tasks"]
+    batch, held = min(cfg["train"]["batch_size"], C * K), [min(t * C * K, M * C * T) for t in range(T)]
+    methods = ["finetune", "metacl", *(method_name(r, "lambda") for r in PAPER_REGULARISERS),
+               *(m for m in MEMORY_METHODS if m in cfg["methods"])]
+    rows = []
+    for m in methods:
+        n = [images_per_step(MEMORY_METHODS[m].use if m in MEMORY_METHODS else None, batch, h) for h in held]
+        ms = step_ms.get(m)
+        rows.append({"method": m, "images_mean": sum(n) / T, "images_max": max(n), "step_ms": ms,
+                     "vs_finetune": ms / step_ms["finetune"] if ms and step_ms.get("finetune") else None})
+    return rows
 
 
 #: The three groups of the ACC-against-K figure: the paper's regularisers with MetaCL-λ, the memory alone, both.
