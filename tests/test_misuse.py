@@ -332,7 +332,7 @@ def test_table_counts_the_units_that_are_there(tmp_path, capsys):
 
 @pytest.mark.parametrize("edit, needle", [
     (lambda d: d["runs"]["finetune/0"]["acc_matrix"][1].__setitem__(1, float("nan")), "unit runs/finetune/0 is corrupt"),
-    (lambda d: d.__setitem__("schema", 99), "has schema 99; this version of metacl-lite reads schema 2 (older ones once migrated with"),
+    (lambda d: d.__setitem__("schema", 99), "has schema 99; this version of metacl-lite reads schema 2 (older ones once migrated by metacl-lite at commit 82768e1)"),
     (lambda d: d.__setitem__("schema", "2"), "has schema '2'"),
     (lambda d: d.pop("config"), "is not a complete results file (no config)"),
     (lambda d: d["config"].pop("seeds"), "is not a complete results file (no seeds)"),

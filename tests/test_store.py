@@ -99,11 +99,9 @@ def test_invalid_json_names_the_file_and_the_place(tmp_path):
     assert str(e.value).startswith(f"{path} is not valid JSON (Expecting value at line 2, column 7)")
 
 
-def test_schema_1_files_are_refused_naming_the_migration_which_makes_one_invocation(tmp_path):
+def test_schema_1_files_are_refused_naming_the_old_migration_and_the_provenance(tmp_path):
     """A schema-1 file (one provenance block, as the first committed results files had) is not read: one line names
-    the migration; migrated once, that block is the one invocation, with the file's total wall time as its own."""
-    from metacl_lite.lab import migrate
-
+    the migration of metacl-lite at the last commit that had it, and the command in its provenance."""
     prov = {"command": "python -m metacl_lite run --benchmark pmnist --K 20 --seeds 3", "git_commit": "7ec79b6e",
             "git_dirty": False, "device": "cpu: X", "started": "2026-11-21T13:11:49+00:00",
             "finished": "2026-11-21T13:34:00+00:00", "wall_s_total": 1331.25}
@@ -111,18 +109,15 @@ def test_schema_1_files_are_refused_naming_the_migration_which_makes_one_invocat
     path.write_text(json.dumps({"runs": {}, "references": {}, "oracle": {}, "config": {"benchmark": "pmnist"},
                                 "provenance": prov}))
     with pytest.raises(FileFormatError, match=r"older metacl-lite \(schema 1, without a kind field\): migrate it "
-                                              r"once with `python -m metacl_lite.tools migrate "):
+                                              r"once with `python -m metacl_lite.tools migrate \S*old.json` from "
+                                              r"metacl-lite at commit 82768e1 \(the last with it\), or regenerate "
+                                              r"it with the command in its provenance$"):
         store.load(path, "results")
     (kindless := json.loads(path.read_text())).update(kind="results", schema=1)
     path.write_text(json.dumps(kindless))
-    with pytest.raises(FileFormatError, match=r"\(schema 1, one provenance block per file\): migrate it once"):
+    with pytest.raises(FileFormatError, match=r"\(schema 1, one provenance block per file\): migrate it once .* at "
+                                              r"commit 82768e1"):
         store.load(path, "results")
-    migrate.migrate_file(path)
-    doc = store.load(path, "results")
-    inv = doc["provenance"]["invocations"][0]
-    assert inv == {"git_commit": "7ec79b6e", "git_dirty": False, "device": "cpu: X", "started": prov["started"],
-                   "finished": prov["finished"], "wall_s": 1331.25, "units": "all (schema 1)", "cpu_kernels": None}
-    assert doc["provenance"]["wall_s_total"] == 1331.25 and doc["provenance"]["command"] == prov["command"]
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):

@@ -31,7 +31,7 @@ def budget_options(p: argparse.ArgumentParser) -> None:
 
 
 #: The maintainers' tools, which `python -m metacl_lite.tools` runs (the users' command line ran them once).
-TOOLS = ("bench", "pages", "readme", "where", "gpu-check", "browser-check", "migrate")
+TOOLS = ("bench", "pages", "readme", "where", "gpu-check", "browser-check")
 
 
 class Parser(argparse.ArgumentParser):

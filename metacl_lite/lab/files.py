@@ -6,8 +6,8 @@ own rules for continuing a file (`compatible`, `merge`, `finalize`):
 * `TuningFile` (`python -m metacl_lite tune`): one protocol's validation units, its grid per method and the values
   chosen from it.
 
-A file written before today's format (`store.FORMAT`) is not read: it is refused with one line naming the migration
-command (`store.MIGRATE`, `lab.migrate`), which rewrites it once, numbers unchanged.
+A file written before today's format (`store.SCHEMA`) is not read: it is refused with one line saying what it lacks
+and how to bring it to today's format (`store.migrate_advice`).
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def outdated_tuning(doc: dict) -> Optional[str]:
 
 
 def load_tuning(path: Path) -> dict:
-    """A tuning file (`store.load`), refused with the migration command when it is of a format before today's."""
+    """A tuning file (`store.load`), refused (`store.migrate_advice`) when it is of a format before today's."""
     doc = load(Path(path), "tuning")
     old = outdated_tuning(doc)
     if old:

@@ -48,7 +48,7 @@ def kind_of(doc: Any) -> Optional[str]:
 
 def schema1_kind(doc: Any) -> Optional[str]:
     """The kind of a file written before the "kind" field existed (schema 1), recognised by its shape: what the
-    one-time migration (`lab.migrate`) rewrites, and what `load` refuses naming it; None for anything else."""
+    one-time migration rewrote (`MIGRATE`), and what `load` refuses naming it; None for anything else."""
     if not isinstance(doc, dict) or "kind" in doc:
         return None
     if isinstance(doc.get("config"), dict) and isinstance(doc.get("runs"), dict):
@@ -60,14 +60,17 @@ def schema1_kind(doc: Any) -> Optional[str]:
     return None
 
 
-#: The one-time migration of a file written before today's format (`lab.migrate`).
-MIGRATE = "python -m metacl_lite.tools migrate"
+#: The one-time migration of a file written before today's format, in metacl-lite up to commit `MIGRATE_COMMIT`
+#: (the last with it; no file under results/ needs it any more).
+MIGRATE, MIGRATE_COMMIT = "python -m metacl_lite.tools migrate", "82768e1"
 
 
 def migrate_advice(path: Path, what: str) -> FileFormatError:
-    """The refusal of a file in a format before today's: what it lacks, and the command that migrates it once."""
+    """The refusal of a file in a format before today's: what it lacks, and how to bring it to today's format (the
+    migration of metacl-lite at `MIGRATE_COMMIT`, or the command in its provenance)."""
     return FileFormatError(f"{path} was written by an older metacl-lite ({what}): migrate it once with "
-                           f"`{MIGRATE} {relative_to_repo(path)}`, then run again")
+                           f"`{MIGRATE} {relative_to_repo(path)}` from metacl-lite at commit {MIGRATE_COMMIT} (the "
+                           f"last with it), or regenerate it with the command in its provenance")
 
 
 def what_is(doc: Any) -> str:
@@ -91,8 +94,8 @@ def load(path: Path, kind: str, check_units: bool = True) -> dict:
     schema = doc.get("schema", 1)  # files written before the field existed are schema 1
     if isinstance(schema, bool) or schema not in range(1, SCHEMA + 1):
         raise FileFormatError(f"{path} has schema {schema!r}; this version of metacl-lite reads schema {SCHEMA} (older "
-                              f"ones once migrated with `{MIGRATE}`): a file written by a newer version, or an edited "
-                              f"one: update metacl-lite, or {restore_advice(path)}")
+                              f"ones once migrated by metacl-lite at commit {MIGRATE_COMMIT}): a file written by a "
+                              f"newer version, or an edited one: update metacl-lite, or {restore_advice(path)}")
     prov = doc.get("provenance")  # a bench file has one provenance block by design; the grid's files, invocations
     if kind != "bench" and (schema < SCHEMA or isinstance(prov, dict) and "invocations" not in prov):
         raise migrate_advice(path, f"schema {schema}, one provenance block per file")
@@ -178,7 +181,7 @@ def check_file_units(doc: dict, kind: str, path: Path) -> None:
 
 def check_invocations(doc: dict, path: Path) -> None:
     """The invocations of a file's provenance as the CPU check reads them: a list of objects, each `cpu_kernels` an
-    object or null (not recorded; a missing one is a format before today's, refused naming the migration); anything
+    object or null (not recorded; a missing one is a format before today's, refused: `migrate_advice`); anything
     else (a string, a list: an edited file) is a FileFormatError, so the check is never skipped on a file it cannot
     read."""
     prov = doc.get("provenance")

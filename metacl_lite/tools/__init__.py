@@ -1,12 +1,11 @@
 """The maintainers' tools, apart from the users' command line (`python -m metacl_lite`):
 
-    python -m metacl_lite.tools {pages,readme,bench,where,gpu-check,browser-check,migrate} ...
+    python -m metacl_lite.tools {pages,readme,bench,where,gpu-check,browser-check} ...
 
 `pages` regenerates the book's reproduction pages, `readme` the README's generated blocks, `bench` times the grids,
 `where` says where a grid's units would train (the make targets' GPU check), `gpu-check` runs the GPU tests
 (data_scripts/gpu_check.py) and `browser-check` the built book in headless Chromium
-(data_scripts/check_book_browser.py); `migrate` rewrites files of an older format once (`lab.migrate`,
-`tools.timing_files`). Options are checked as the users' commands check theirs, with the same
+(data_scripts/check_book_browser.py). Options are checked as the users' commands check theirs, with the same
 helpers (`metacl_lite.cli.options`), and a user's error exits 2 without a traceback.
 """
 from __future__ import annotations
@@ -21,7 +20,6 @@ def build_parser() -> argparse.ArgumentParser:
     # imported here, not with the package: `python -m metacl_lite.tools` imports this package before its __main__,
     # whose guard turns a Ctrl-C in the first moments into one word instead of a traceback
     import argparse
-    from pathlib import Path
 
     from ..cli.options import BENCHMARKS, placement_options
 
@@ -45,9 +43,6 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--check", action="store_true", help="exit 1 if the README is out of date, write nothing")
 
     bench_parser(sub)
-
-    mg = sub.add_parser("migrate", help="rewrite results and tuning files of an older format once, numbers unchanged")
-    mg.add_argument("files", nargs="*", type=Path, help="default: every results and tuning file under results/")
 
     for name, script in (("gpu-check", "gpu_check.py"), ("browser-check", "check_book_browser.py")):
         sub.add_parser(name, help=f"run data_scripts/{script} (its own options follow; --help shows them)",

@@ -167,24 +167,5 @@ def _script(name: str) -> Callable[[Any], int]:
     return run
 
 
-def _migrate(a) -> int:
-    """Rewrite results and tuning files (`lab.migrate`), speed-benchmark and GPU-check files
-    (`timing_files`) of a format before today's once, numbers unchanged."""
-    from ..lab.atomic import read_json
-    from ..lab.migrate import migrate
-    from ..lab.provenance import relative_to_repo
-    from .timing_files import MIGRATE, migrate_timing_files, timing_kind
-
-    timing = [p for p in a.files if p.is_file() and timing_kind(read_json(p, "file to migrate"))]
-    rest = [p for p in a.files if p not in timing]
-    done = migrate(rest) if rest or not a.files else {}
-    command = MIGRATE + "".join(f" {relative_to_repo(p)}" for p in a.files)
-    done |= migrate_timing_files(timing if a.files else None, command)
-    for path, filled in done.items():
-        print(f"{path}: " + (f"migrated ({', '.join(filled)})" if filled else "already current"))
-    return 0
-
-
 COMMANDS = {"where": _where_cmd, "pages": _pages, "readme": _readme, "bench": _bench,
-            "gpu-check": _script("gpu_check.py"), "browser-check": _script("check_book_browser.py"),
-            "migrate": _migrate}
+            "gpu-check": _script("gpu_check.py"), "browser-check": _script("check_book_browser.py")}
