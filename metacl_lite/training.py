@@ -41,9 +41,7 @@ from .vocab import (BASELINES, BUDGET_OPTIONS, MEMORY_METHOD_TABLE, OPTION_TABLE
                     REGULARISERS, VARIANTS, check_option, family, method_label)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Configuration
-# ----------------------------------------------------------------------------------------------------------------
+# -------- Configuration -----------------------------------------------------------------------------------------------
 @dataclass
 class Hyperparameters:
     """Hyperparameters of Appendix B."""
@@ -100,9 +98,7 @@ class TrainConfig(FamilyOptions):
                 if (k not in BUDGET_OPTIONS or v != OPTIONS[k].default) and (k, v) != ("optimizer_state", "task")}
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Gradients
-# ----------------------------------------------------------------------------------------------------------------
+# -------- Gradients ---------------------------------------------------------------------------------------------------
 def params_vector(model: nn.Module) -> torch.Tensor:
     """theta: the model's parameters as one flat, detached vector (the order of `model.parameters()`)."""
     return parameters_to_vector(model.parameters()).detach()
@@ -169,9 +165,7 @@ IMPORTANCE: dict[str, Callable[[TrainConfig], Importance]] = {r.name: estimator_
                                                               for r in REGULARISER_TABLE}
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Methods
-# ----------------------------------------------------------------------------------------------------------------
+# -------- Methods -----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Method:
     """One row of Table 1: keys into `IMPORTANCE` (or None), `TASK_GRADIENT` and `BALANCE`; a method of the memory
@@ -218,9 +212,7 @@ def get_method(name: str) -> Method:
     return ALL_METHODS[name]
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Training and evaluation
-# ----------------------------------------------------------------------------------------------------------------
+# -------- Training and evaluation -------------------------------------------------------------------------------------
 @dataclass
 class RegState:
     """What a method carries from task to task: Omega (summed over tasks) and the anchor bar_theta (the parameters
@@ -285,9 +277,7 @@ def use_compiled(bench: Benchmark, method: Method, cfg: TrainConfig, exps: Itera
                                  cfg.device)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Logs: hooks the training loop calls, outside its arithmetic
-# ----------------------------------------------------------------------------------------------------------------
+# -------- Logs: hooks the training loop calls, outside its arithmetic -------------------------------------------------
 @dataclass
 class Step:
     """What one outer step leaves for the step hooks: theta before the step (None where nothing needed it), g1, g2

@@ -42,7 +42,6 @@ MESSAGES = {
     "lab.bench.time_pmnist": "the `data` field of a GPU bench record (what the timed grid trained on)",
     "lab.bench.time_synthetic": "the `data` field of a GPU bench record (what the timed grid trained on)",
     "lab.dynamics.load_dynamics": "the file kind named in read_json's errors",
-    "tools.timing_files.migrate_timing_files": "the file kind named in read_json's errors",
     "data.mnist.fetch_hint_mnist": "the how-to-fetch hint of MNIST's missing-data errors (a checkout or an installed "
                                    "copy)",
     "lab.atomic._restore": "how to restore a file that cannot be read (the fix of read_json's errors)",

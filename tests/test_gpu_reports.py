@@ -50,16 +50,16 @@ def test_gpu_figures_name_the_commit_whose_code_ran_where_the_note_says_so(tmp_p
     import json
 
     from metacl_lite.lab.store import load
-    from metacl_lite.tools.timing_files import migrate_timing_files
+    from metacl_lite.report.timings import RAN_COMMIT_FIELD
 
+    ran_field = {RAN_COMMIT_FIELD: {"commit": "977ad48", "why": _NOTE.split("(")[1].split(")")[0]}, "note": "N.B."}
     doc = _doc()
-    doc["provenance"] = {**doc["provenance"], "git_commit": _BASE, "git_dirty": True, "note": _NOTE + " N.B."}
+    doc["provenance"] = {**doc["provenance"], "git_commit": _BASE, "git_dirty": True, **ran_field}
     (tmp_path / "bench-cub-cuda.json").write_text(json.dumps(doc))
     check = {"kind": "gpu-check", "device": "cuda: GPU X", "passed": 1, "failed": 0, "tests": [],
              "provenance": {"command": "python data_scripts/gpu_check.py", "git_commit": _BASE, "git_dirty": True,
-                            "note": _NOTE + " N.B."}}
+                            **ran_field}}
     (tmp_path / "gpu-check.json").write_text(json.dumps(check))
-    migrate_timing_files([tmp_path / "bench-cub-cuda.json", tmp_path / "gpu-check.json"])  # the note's sentence
     doc = load(tmp_path / "bench-cub-cuda.json", "bench")  # as the pages read it
     check = json.loads((tmp_path / "gpu-check.json").read_text())
     ran = {"commit": "977ad48", "recorded": "0078ca70e6", "from_note": True, "dirty": True}

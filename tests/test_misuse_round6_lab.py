@@ -136,7 +136,7 @@ def test_run_refuses_a_gamma_chosen_at_another_memory_budget(checked_hparams, fa
     assert fake_units == [] and not (tmp_path / "r5.json").exists()
     assert main([*args, "--memory", "1", "--out", str(tmp_path / "r1.json")]) == 0
     assert fake_units and json.loads((tmp_path / "r1.json").read_text())["config"]["method_hparams"] == {
-        "mas-metacl-lambda-mem": {"gamma": 0.1}}
+        "mas-metacl-lambda-mem": H.load()["pmnist"]["methods"]["mas-metacl-lambda-mem"]}
 
 
 @pytest.mark.parametrize("tool", ["pages", "readme"])

@@ -177,44 +177,8 @@ def test_a_negative_number_gets_the_minus_sign_and_a_name_keeps_its_hyphens():
     assert (signed(-1.25), signed(3.04), signed(-0.004), signed(-2, "+.0f")) == ("−1.2", "+3.0", "−0.0", "−2")
 
 
-def test_the_migration_turns_the_note_that_named_the_commit_that_ran_into_the_field():
-    """Files made before `RAN_COMMIT_FIELD` named the commit in a sentence of their note: `tools migrate` turns it into
-    the field once (the note keeps what it says besides), and writes a maintainers' tool recorded through the users'
-    command line as it runs today; the readers read the field only."""
-    from metacl_lite.tools.timing_files import migrate_timing_doc
-    from metacl_lite.report.timings import RAN_COMMIT_FIELD, note_beyond_commit, ran_commit
-
-    ran = ("The code that ran is commit 977ad48 (this session's device runs send the working tree; the device copy's "
-           "git metadata showed the base commit 0078ca7).")
-    doc = {"kind": "bench", "provenance": {"git_commit": "0078ca70e6ff", "note": ran + " Timed under NVIDIA MPS.",
-                                           "command": "python -m metacl_lite bench --suite cub --device cuda"}}
-    assert ran_commit(doc["provenance"])["commit"] == "0078ca70e6"  # the sentence is not read any more
-    assert migrate_timing_doc(doc, "python -m metacl_lite.tools migrate x.json") == [
-        f"provenance.{RAN_COMMIT_FIELD}", "provenance.command"]
-    prov = doc["provenance"]
-    assert ran_commit(prov)["commit"] == "977ad48" and ran_commit(prov)["why"].startswith("this session's device")
-    assert note_beyond_commit(prov) == "Timed under NVIDIA MPS."
-    assert prov["command"] == "python -m metacl_lite.tools bench --suite cub --device cuda"
-    assert [m["command"] for m in prov["migrations"]] == ["python -m metacl_lite.tools migrate x.json"]
-    assert migrate_timing_doc(doc, "again") == [] and len(prov["migrations"]) == 1  # once
-    only = {"kind": "gpu-check", "provenance": {"note": ran}}
-    migrate_timing_doc(only, "m")
-    assert "note" not in only["provenance"] and note_beyond_commit(only["provenance"]) == ""
-    assert note_beyond_commit({"note": "N.B."}) == "N.B." and note_beyond_commit({}) == ""
 
 
-def test_migrate_refuses_a_file_that_is_no_timing_file_and_names_it(tmp_path):
-    import json
-
-    import pytest
-
-    from metacl_lite.errors import FileFormatError
-    from metacl_lite.tools.timing_files import migrate_timing_files
-
-    other = tmp_path / "x.json"
-    other.write_text(json.dumps({"kind": "dynamics"}))
-    with pytest.raises(FileFormatError, match=f"{other} is not a speed benchmark or GPU check file"):
-        migrate_timing_files([other], "m")
 
 
 def test_the_commit_that_ran_is_a_provenance_field():
@@ -318,19 +282,3 @@ def test_elapsed_of_a_file_without_a_timed_run_is_a_clear_error(prov):
     with pytest.raises(FileFormatError, match="results/t.json: its provenance records no run"):
         Ti.elapsed({"provenance": prov}, "results/t.json")
 
-
-def test_the_lambda_storys_moved_module_is_migrated_once_in_its_file():
-    """The λ story's file recorded `python -m metacl_lite.report.lambda_story` (the module has moved to the lab): the
-    one-time migration writes the command as it runs today and records itself; no reader rewrites it any more."""
-    from metacl_lite.report.commands import relative_command
-    from metacl_lite.tools.timing_files import migrate_timing_doc
-
-    doc = {"kind": "lambda-story", "runs": {"x": 1},
-           "provenance": {"command": "python -m metacl_lite.report.lambda_story --seeds 0,1 --out results/l.json"}}
-    assert migrate_timing_doc(doc, "python -m metacl_lite.tools migrate l.json") == ["provenance.command"]
-    assert doc["provenance"]["command"] == "python -m metacl_lite.lab.lambda_story --seeds 0,1 --out results/l.json"
-    assert migrate_timing_doc(doc, "again") == [] and len(doc["provenance"]["migrations"]) == 1
-    assert doc["runs"] == {"x": 1}
-    committed = json.loads((ROOT / "results" / "lambda-story-pmnist.json").read_text())["provenance"]["command"]
-    assert committed.startswith("python -m metacl_lite.lab.lambda_story ")
-    assert relative_command("python -m metacl_lite.report.lambda_story") == "python -m metacl_lite.report.lambda_story"
