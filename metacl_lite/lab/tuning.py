@@ -125,7 +125,7 @@ def is_default(protocol: dict) -> bool:
     in a window of it; such a file is results/tuning-<b>-K<K>.json and writes hparams.json."""
     b, K = protocol["benchmark"], protocol["K"]
     rest = {k: v for k, v in protocol.items() if k not in NOT_PROTOCOL_CHOICES}
-    if rest.pop("precision", "float32") != "float32":  # float32 is the default, recorded or not
+    if rest.pop("precision", "float32") != "float32" or rest.pop("memory_policy", POLICY) != POLICY:  # the defaults
         return False
     extensions = _extension_options(protocol)  # an extension is in the protocol when it is tuned, with its options
     if any(_open(o) != H.method_options(b, m) for m, o in extensions.items()):  # a budget is given, never a protocol's
