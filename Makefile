@@ -159,13 +159,13 @@ data-check: mnist-raw
 clean:
 	rm -rf book/_build dist/assignments
 
-# The memory family's methods (extensions, issue 44: A-GEM, ER, MetaCL-A-GEM, MetaCL-lambda with both references) on
-# Permuted MNIST at the paper's K, each K and budget M into results/pmnist-K<K>-memory-M<M>.json beside the paper's
-# files (never in them). The grid is metacl_lite/lab/memory_plan.py's, one file a line ("K M seeds methods tune
-# around compile"; compile: the --compile of the paper's file at K, whose runs the file is paired with): M = 1 for
-# every memory method, M = 5 for those without a knob; ten seeds, five at K = 500 (the whole grid's estimate,
-# `python -m metacl_lite.lab.memory_plan --estimate`, exceeds eight CPU hours). Where a line says "tune", the gamma of
-# MetaCL-lambda with both references is first chosen on the validation split (`tune --memory M`, into
+# The memory family's methods (extensions, issues 44 and 52: A-GEM, ER, GEM, MetaCL-A-GEM, MetaCL-lambda with both
+# references) on Permuted MNIST at the paper's K, each K and budget M into results/pmnist-K<K>-memory-M<M>.json beside
+# the paper's files (never in them). The grid is metacl_lite/lab/memory_plan.py's, one file a line ("K M seeds methods
+# tune around compile"; compile: the --compile of the paper's file at K, whose runs the file is paired with): M = 1 for
+# every memory method, M = 5 for those without a knob; ten seeds, five at K = 500, whose runs take longest. Where a
+# line says "tune", the gamma of MetaCL-lambda with both references is first chosen on the validation split (`tune
+# --memory M`, into
 # results/tuning-pmnist-K<K>-memory-M<M>.json and hparams.json), at K = 500 in a window around K = 200's values
 # (around: 200, `tune --around 200`, as the paper's methods there). Every step resumes where it stopped: rerun the same
 # command, on any machine for a finished file; in the background, `nohup make reproduce-memory > reproduce-memory.log

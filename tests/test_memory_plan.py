@@ -1,6 +1,5 @@
 """The memory family's grid (metacl_lite.lab.memory_plan, issue 44 point 4): which files, methods and seeds; the
-estimate that decides the seeds at K = 500, worked out by hand on hand-made files; the commands chapter 9 names for
-a file not yet run; and `make reproduce-memory` running exactly the plan, tuning first, stopping at a failed step."""
+commands chapter 9 names for a file not yet run; and `make reproduce-memory` running exactly the plan, tuning first, stopping at a failed step."""
 import json
 import os
 import subprocess
@@ -15,7 +14,7 @@ from metacl_lite.paths import REPO_ROOT
 from metacl_lite.vocab import MEMORY_METHODS
 
 KNOB = ("mas-metacl-lambda-mem", "pi-metacl-lambda-mem", "ewc-metacl-lambda-mem")
-PLAIN = ("agem", "er", "metacl-agem")
+PLAIN = ("agem", "er", "gem", "metacl-agem")
 
 
 def test_every_memory_method_runs_at_m1_and_only_the_knobless_at_m5():
@@ -30,52 +29,10 @@ def test_every_memory_method_runs_at_m1_and_only_the_knobless_at_m5():
     assert steps[-2].tune_args() == ["--K", "500", "--memory", "1", "--around", "200"]
 
 
-def test_the_tuning_units_are_the_gamma_grid_times_the_tuning_seeds():
-    from metacl_lite.lab.tuning import GAMMA_GRID, TUNING_SEEDS
-
-    assert MP.TUNING_UNITS == len(GAMMA_GRID) * len(TUNING_SEEDS)
-
-
-def test_the_window_units_are_a_gamma_window_times_the_tuning_seeds():
-    from metacl_lite.lab.lattice import window_grid
-    from metacl_lite.lab.tuning import TUNING_SEEDS
-
-    assert MP.WINDOW_UNITS == len(window_grid(3.0, "gamma")) * len(TUNING_SEEDS)
-
-
-def _results(folder: Path, name: str, walls: dict, seeds=2):
-    runs = {f"{m}/{s}": {"acc_matrix": [[50.0]], "wall_s": w} for m, w in walls.items() for s in range(seeds)}
-    (folder / name).write_text(json.dumps({"runs": runs}))
-
-
-@pytest.mark.parametrize("unit_s, seeds_500", [(1.0, 10), (100.0, 5)])
-def test_the_estimate_by_hand_decides_the_seeds_at_the_largest_k(tmp_path, unit_s, seeds_500):
-    """Every paper file: each base method's unit takes unit_s at K = 20, 2 unit_s at K = 50, 3 at 200, 4 at 500; the
-    memory file at K = 20, M = 1: each memory method 1.5 times its base's. So a memory unit at K takes 1.5 k unit_s
-    (k = 1..4), and the grid: per K, 10 seeds x (6 methods at M = 1 + 3 at M = 5) + 28 tuning units x 3 knobs (12,
-    a window's, at K = 500)."""
-    bases = {"finetune", "metacl", "mas-metacl-lambda", "pi-metacl-lambda", "ewc-metacl-lambda"}
-    for k, K in enumerate(MP.KS, start=1):
-        _results(tmp_path, f"pmnist-K{K}.json", {b: k * unit_s for b in bases})
-    _results(tmp_path, "pmnist-K20-memory-M1.json", {m: 1.5 * unit_s for m in MEMORY_METHODS})
-    unit = MP.unit_seconds(tmp_path)
-    assert unit[(200, "agem")] == pytest.approx(4.5 * unit_s) and unit[(500, "pi-metacl-lambda-mem")] == \
-        pytest.approx(6 * unit_s)
-    per_k = {k: 10 * (6 + 3) + (28 if k < 4 else 12) * 3 for k in (1, 2, 3, 4)}  # units of a K, each 1.5 k unit_s
-    expected = sum(1.5 * k * unit_s * per_k[k] for k in (1, 2, 3, 4)) / 3600
-    assert MP.estimate({K: 10 for K in MP.KS}, tmp_path) == pytest.approx(expected)
-    assert (expected > MP.CPU_HOURS_BOUND) == (seeds_500 == 5)
-    if unit_s == 1.0:  # a method the memory file does not hold (its runs discarded to be retrained): its base's time
-        _results(tmp_path, "pmnist-K20-memory-M1.json", {m: 1.5 for m in MEMORY_METHODS if m != "er"})
-        assert MP.unit_seconds(tmp_path)[(50, "er")] == pytest.approx(2.0)
-        _results(tmp_path, "pmnist-K20-memory-M1.json", {m: 1.5 for m in MEMORY_METHODS})
-    assert MP.decided_seeds(tmp_path) == {20: 10, 50: 10, 200: 10, 500: seeds_500}
-
-
-def test_the_committed_files_estimate_above_the_bound_so_k500_runs_five_seeds():
-    """What the Makefile's comment and chapter 9 say: the committed unit times put the grid above eight CPU hours."""
-    assert MP.estimate({K: 10 for K in MP.KS}) > MP.CPU_HOURS_BOUND
-    assert MP.decided_seeds() == {20: 10, 50: 10, 200: 10, 500: 5}
+def test_ten_seeds_as_the_papers_files_and_five_at_k500():
+    """What the Makefile's comment and chapter 9 say: ten seeds at every K but 500, whose runs take longest."""
+    assert MP.decided_seeds() == MP.SEEDS_AT == {20: 10, 50: 10, 200: 10, 500: 5}
+    assert [s.seeds for s in MP.plan()] == [10, 10, 10, 10, 10, 10, 5, 5]
 
 
 def test_a_file_not_yet_run_is_named_with_the_plans_commands_tuning_first():
@@ -88,7 +45,7 @@ def test_a_file_not_yet_run_is_named_with_the_plans_commands_tuning_first():
     assert Q.missing_commands(ev, 500, 1, seeds)[0] == \
         "python -m metacl_lite tune --benchmark pmnist --K 500 --memory 1 --around 200"
     five = Q.missing_commands(ev, 500, 5, seeds)  # compiled, as the paper's file at K = 500 it is paired with
-    assert five == ["python -m metacl_lite run --benchmark pmnist --K 500 --seeds 5 --methods agem,er,metacl-agem "
+    assert five == ["python -m metacl_lite run --benchmark pmnist --K 500 --seeds 5 --methods agem,er,gem,metacl-agem "
                     "--memory 5 --compile auto --out results/pmnist-K500-memory-M5.json"]
 
 
@@ -101,7 +58,7 @@ def test_make_reproduce_memory_runs_the_plan_tuning_first_and_stops_at_a_failed_
     fake.write_text(f"""#!/bin/bash
 if [ "$2" = metacl_lite.lab.memory_plan ]; then exec {sys.executable} "$@"; fi
 echo "$*" >> {log}
-case "$*" in *"run --benchmark pmnist --K 500 --seeds 5 --methods agem,er,metacl-agem,mas"*) exit 3;; esac
+case "$*" in *"run --benchmark pmnist --K 500 --seeds 5 --methods agem,er,gem,metacl-agem,mas"*) exit 3;; esac
 """)
     fake.chmod(0o755)
     r = subprocess.run(["make", "-s", "reproduce-memory", f"PY={fake}", "STAMP="], cwd=REPO_ROOT, text=True,

@@ -126,6 +126,8 @@ def test_budget_file_names_and_the_default_protocol():
     p = TU.default_protocol("pmnist", 20)
     mem = {**p, "method_options": {**p["method_options"], **{m: {"memory": 3} for m in MEM}}}
     assert TU.is_default(mem) and TU.default_tuning_out(mem).name == "tuning-pmnist-K20-memory-M3.json"
+    assert TU.is_default({**mem, "memory_policy": "balanced"})  # today's memory, as tune records it
+    assert not TU.is_default({**mem, "memory_policy": "end-of-task"})
     assert TU.default_tuning_out(p).name == "tuning-pmnist-K20.json"
     other = {**mem, "method_options": {**mem["method_options"], MEM[0]: {"memory": 3, "omega_normalise": "max"}}}
     assert not TU.is_default(other) and TU.default_tuning_out(other).parent.name == "runs"

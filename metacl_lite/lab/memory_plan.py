@@ -8,23 +8,20 @@ on the validation split at M = 1 first (`tune --memory 1`), so it runs at that b
 at K = 500, where it searches a window around the value tuned at K = 200 (`AROUND`, `tune --around 200`), as the
 paper's methods were tuned at K = 500 (`make reproduce-pmnist`). Each file trains with the `--compile` of the paper's
 file at its K (`paper_compile`: "auto" at K = 500), whose runs it is paired with. Ten seeds, as the paper's files; at
-K = 500 five, because the whole grid, tunings included, needs more than `CPU_HOURS_BOUND` CPU hours (`estimate`, from
-the unit times the committed files measured).
+K = 500, whose units take longest, five (`SEEDS_AT`).
 
 `python -m metacl_lite.lab.memory_plan` prints the grid one file a line, "K M seeds methods tune around compile" (tune:
 "tune" where that K's knobs are chosen before the file is run, else "-"; around: the K whose values centre that
-tuning's window, else "-"; compile: the run's --compile), which the Makefile reads; `--estimate` prints the
-estimate. Torch-free: it reads the vocabulary and the results files only.
+tuning's window, else "-"; compile: the run's --compile), which the Makefile reads. Torch-free: it reads the
+vocabulary and the results files only.
 """
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from ..keys import runs_by_key
 from ..paths import REPO_ROOT
 from ..vocab import MEMORY_METHODS, regulariser_of
 
@@ -33,18 +30,12 @@ BENCHMARK = "pmnist"
 KS = (20, 50, 200, 500)
 #: The budgets, M examples per class of each past task: M = 1 for every memory method, M = 5 for those without a knob.
 BUDGETS = (1, 5)
-#: The paper's seeds per file, and the fewer seeds of the largest K when the whole grid would exceed the bound.
-SEEDS, FEWER_SEEDS = 10, 5
-#: The CPU hours above which the grid runs its largest K with FEWER_SEEDS (the issue's bound).
-CPU_HOURS_BOUND = 8.0
-#: The tuning grid's size for one method with a knob: the gamma grid's 14 values times the 2 tuning seeds
-#: (`tuning.GAMMA_GRID` and `tuning.TUNING_SEEDS`, which import torch; a test keeps them equal).
-TUNING_UNITS = 14 * 2
+#: Seeds per file: ten, as the paper's files; five at K = 500, whose units take longest (issues 44 and 52).
+SEEDS_AT = {20: 10, 50: 10, 200: 10, 500: 5}
 #: {K: K'}: the K whose tuned values centre a windowed search of the knobs at K (`tune --around K'`), as the paper's
 #: methods at K = 500; the window's size for one method: gamma = 0 and two half-decades either side of the centre
-#: (`lattice.WINDOW`), times the 2 tuning seeds, before any extension at an edge (a test keeps it equal).
+#: (`lattice.WINDOW`), before any extension at an edge.
 AROUND = {500: 200}
-WINDOW_UNITS = (1 + 2 * 2 + 1) * 2
 
 
 class Step(NamedTuple):
@@ -99,8 +90,8 @@ def tuning_compile(K: int, M: int, folder: Path = REPO_ROOT / "results") -> Opti
 
 def plan(seeds_at: Optional[dict] = None, folder: Path = REPO_ROOT / "results") -> list[Step]:
     """The grid in the order it runs: for each K, M = 1 (knobs tuned first) then M = 5. `seeds_at` ({K: seeds}):
-    the decided seeds (`decided_seeds`) unless given."""
-    seeds_at = decided_seeds() if seeds_at is None else seeds_at
+    `SEEDS_AT` unless given."""
+    seeds_at = SEEDS_AT if seeds_at is None else seeds_at
     steps = []
     for K in KS:
         compile_ = paper_compile(K, folder)  # one read of the paper's file per K
@@ -110,53 +101,12 @@ def plan(seeds_at: Optional[dict] = None, folder: Path = REPO_ROOT / "results") 
     return steps
 
 
-def _mean_wall(path: Path) -> dict[str, float]:
-    """Each method's mean unit time (s) in a results file (`wall_s` of its runs)."""
-    runs: dict[str, list] = {}
-    for key, r in runs_by_key(json.loads(path.read_text())["runs"]):
-        if "wall_s" in r:
-            runs.setdefault(key.method, []).append(r["wall_s"])
-    return {m: statistics.fmean(v) for m, v in runs.items()}
-
-
-def unit_seconds(folder: Path = REPO_ROOT / "results") -> dict[tuple[int, str], float]:
-    """{(K, memory method): estimated seconds of one unit}: its base method's mean unit time at K in the paper's file,
-    times the ratio of the method's to its base's mean unit time at the smallest K that has a memory file of M = 1
-    (measured there; both files' unit times come from the machines that made them, so this is an estimate). A
-    method that file does not hold (yet: its runs discarded to be trained again) counts as its base's time."""
-    base_K = min(K for K in KS if (folder / f"{BENCHMARK}-K{K}-memory-M1.json").exists())
-    mem, paper0 = (_mean_wall(folder / f"{BENCHMARK}-K{base_K}{s}.json") for s in ("-memory-M1", ""))
-    out = {}
-    for K in KS:
-        paper = _mean_wall(folder / f"{BENCHMARK}-K{K}.json")
-        for m, spec in MEMORY_METHODS.items():
-            out[(K, m)] = paper[spec.base] * mem.get(m, paper0[spec.base]) / paper0[spec.base]
-    return out
-
-
-def estimate(seeds_at: dict, folder: Path = REPO_ROOT / "results") -> float:
-    """The grid's CPU hours with `seeds_at` seeds per K: every method unit of `plan`, and the tuning of each knob
-    (TUNING_UNITS units of that method at its K, WINDOW_UNITS where the step searches a window). The references and
-    the oracle each file trains are left out (a few units per file)."""
-    unit = unit_seconds(folder)
-    seconds = sum(unit[(s.K, m)] * s.seeds for s in plan(seeds_at) for m in s.methods)
-    seconds += sum(unit[(s.K, m)] * (WINDOW_UNITS if s.around else TUNING_UNITS)
-                   for s in plan(seeds_at) if s.tune for m in s.methods if has_knob(m))
-    return seconds / 3600
-
-
-def decided_seeds(folder: Path = REPO_ROOT / "results") -> dict[int, int]:
-    """Ten seeds at every K, unless the whole grid's estimate exceeds CPU_HOURS_BOUND: then the largest K has five."""
-    full = {K: SEEDS for K in KS}
-    return full if estimate(full, folder) <= CPU_HOURS_BOUND else {**full, KS[-1]: FEWER_SEEDS}
+def decided_seeds() -> dict[int, int]:
+    """The seeds of each K's files (`SEEDS_AT`)."""
+    return dict(SEEDS_AT)
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--estimate"]:
-        full = {K: SEEDS for K in KS}
-        print(f"{estimate(full):.1f} CPU hours with {SEEDS} seeds at every K (bound {CPU_HOURS_BOUND:g}); "
-              f"{estimate(decided_seeds()):.1f} as planned: {decided_seeds()}")
-        return 0
     for s in plan():
         print(s.K, s.M, s.seeds, ",".join(s.methods), "tune" if s.tune else "-", s.around or "-", s.compile)
     return 0

@@ -40,14 +40,16 @@ def dual_check(n: int = 100, seed: int = 0) -> dict:
     """The closed-form dual (`balance.two_reference_lambdas`) on `instances`: "n"; "kkt", the largest KKT residual
     (stationarity, primal, dual, complementarity; relative to the instance's scale, 1 + max|g1| and the references'
     norms); "slsqp", the largest difference from SciPy's SLSQP solving the QP with both constraints at once
-    (`balance.balance_qp_numeric`, relative to 1 + max|g1|); "active": the active sets met, per kind, as
-    (λ2 > 0, λm > 0) pairs."""
+    (`balance.balance_qp_numeric`, relative to 1 + max|g1|); "many", the largest difference from GEM's path
+    (`balance.many_reference_lambdas`, relative as "kkt"); "active": the active sets met, per kind, as (λ2 > 0,
+    λm > 0) pairs."""
     import numpy as np
     import torch
 
-    from ..balance import balance_qp_numeric, kkt_residuals, two_reference_balance, two_reference_lambdas
+    from ..balance import (balance_qp_numeric, kkt_residuals, many_reference_lambdas, two_reference_balance,
+                           two_reference_lambdas)
 
-    kkt = slsqp = 0.0
+    kkt = slsqp = many = 0.0
     active: dict[str, set] = {k: set() for k in KINDS}
     for g1, g2, gm, kind in instances(n, seed):
         G1, G2, GM = (torch.tensor(v, dtype=torch.float64) for v in (g1, g2, gm))
@@ -55,33 +57,42 @@ def dual_check(n: int = 100, seed: int = 0) -> dict:
         lam = two_reference_lambdas(G1, G2, GM)
         scale = (1 + np.abs(g1).max()) * max(1.0, np.linalg.norm(g2), np.linalg.norm(gm))
         kkt = max(kkt, max(kkt_residuals(G1, torch.stack([G2, GM]), g, lam).values()) / scale)
+        R = torch.stack([G2, GM])
+        many = max(many, float((G1 + many_reference_lambdas(G1, R) @ R - g).abs().max()) / scale)
         s, norms = np.abs(g1).max(), np.linalg.norm([g2, gm], axis=1, keepdims=True)
         ref = s * balance_qp_numeric(g1 / s, np.stack([g2, gm]) / np.where(norms > 0, norms, 1.0))  # scale-free
         slsqp = max(slsqp, float(np.abs(g.numpy() - ref).max() / (1 + s)))
         active[kind].add(tuple(bool(x > 0) for x in lam.tolist()))
-    return {"n": n, "kkt": kkt, "slsqp": slsqp, "active": active}
+    return {"n": n, "kkt": kkt, "slsqp": slsqp, "many": many, "active": active}
 
 
 def several_check(n: int = 5, seed: int = 5) -> dict:
     """The generic solver with three constraints, and two solvers on two: on n random problems in 12 dimensions,
-    "three_violation" (the largest violation of the three constraints by SLSQP's solution) and "osqp" (the largest
-    difference between OSQP's solution with two constraints and the closed form; None without the osqp package)."""
+    "three_violation" (the largest violation of the three constraints by SLSQP's solution), "osqp" (the largest
+    difference between OSQP's solution with two constraints and the closed form; None without the osqp package) and
+    "gem" (the largest difference between GEM's path, `balance.many_reference_lambdas`, and SLSQP, with three
+    constraints and with nineteen in 40 dimensions, relative to 1 + max|g1|)."""
     import importlib.util
 
     import numpy as np
     import torch
 
-    from ..balance import balance_qp_numeric, two_reference_balance
+    from ..balance import balance_qp_numeric, many_reference_lambdas, two_reference_balance
 
     rng = np.random.default_rng(seed)
-    worst, osqp = 0.0, 0.0 if importlib.util.find_spec("osqp") else None
-    for _ in range(n):
-        g1, *refs = rng.normal(size=(4, 12))
-        worst = max(worst, float(np.maximum(0, -(np.stack(refs) @ balance_qp_numeric(g1, np.stack(refs)))).max()))
+    worst, gem, osqp = 0.0, 0.0, 0.0 if importlib.util.find_spec("osqp") else None
+    for size in [(4, 12)] * n + [(20, 40)] * n:
+        g1, *refs = rng.normal(size=size)
+        qp = balance_qp_numeric(g1, np.stack(refs))
+        gem = max(gem, float(np.abs(g1 + many_reference_lambdas(*map(torch.tensor, (g1, np.stack(refs)))).numpy()
+                                    @ np.stack(refs) - qp).max()) / (1 + np.abs(g1).max()))
+        if size[0] > 4:
+            continue
+        worst = max(worst, float(np.maximum(0, -(np.stack(refs) @ qp)).max()))
         if osqp is not None:
             closed, _ = two_reference_balance(*(torch.tensor(v) for v in (g1, refs[0], refs[1])))
             osqp = max(osqp, float(np.abs(balance_qp_numeric(g1, np.stack(refs[:2]), "osqp") - closed.numpy()).max()))
-    return {"n": n, "three_violation": worst, "osqp": osqp}
+    return {"n": n, "three_violation": worst, "osqp": osqp, "gem": gem}
 
 
 def dual_glue(d: dict, several: dict) -> dict:
@@ -92,7 +103,8 @@ def dual_glue(d: dict, several: dict) -> dict:
     return {"dual_n": d["n"], "dual_kinds": listing(KINDS), "dual_kkt": sci(d["kkt"]), "dual_slsqp": sci(d["slsqp"]),
             "dual_generic_sets": len(generic), "several_n": several["n"],
             "several_violation": sci(several["three_violation"]),
-            "several_osqp": "–" if several["osqp"] is None else sci(several["osqp"])}
+            "several_osqp": "–" if several["osqp"] is None else sci(several["osqp"]), "dual_many": sci(d["many"]),
+            "several_gem": sci(several["gem"])}
 
 
 def _setting(K, M) -> str:
@@ -173,24 +185,21 @@ def state_glue(state: dict, K: int) -> dict:
 
 
 def plan_record() -> dict:
-    """The memory grid's estimate (`lab.memory_plan`): "hours" with ten seeds at every K, "planned" with the seeds
-    decided, "bound", "seeds" {K: seeds}, "fewer" (the seeds of a K above the bound), "around" {K: K'} (the K whose
-    values centre the tuning's window at K), "compile" {K: the runs' --compile} and "tuning_compile" {K: the
-    --compile its tuning file records, where it exists}."""
+    """The memory grid (`lab.memory_plan`): "seeds" {K: seeds}, "fewer" (the fewest, K = 500's), "around" {K: K'}
+    (the K whose values centre the tuning's window at K), "compile" {K: the runs' --compile} and "tuning_compile"
+    {K: the --compile its tuning file records, where it exists}."""
     from ..lab import memory_plan as MP
 
     seeds = MP.decided_seeds()
     steps = MP.plan(seeds)
-    return {"hours": MP.estimate({K: MP.SEEDS for K in MP.KS}), "planned": MP.estimate(seeds),
-            "bound": MP.CPU_HOURS_BOUND, "seeds": seeds, "fewer": MP.FEWER_SEEDS,
+    return {"seeds": seeds, "fewer": min(seeds.values()),
             "around": {s.K: s.around for s in steps if s.around}, "compile": {s.K: s.compile for s in steps},
             "tuning_compile": {s.K: c for s in steps if s.tune and (c := MP.tuning_compile(s.K, s.M)) is not None}}
 
 
 def plan_glue(plan: dict) -> dict:
     """The glued values of `plan_record`."""
-    return {"plan_hours": f"{plan['hours']:.0f}", "plan_hours_planned": f"{plan['planned']:.0f}",
-            "plan_bound": f"{plan['bound']:g}", "plan_fewer": str(plan["fewer"])}
+    return {"plan_fewer": str(plan["fewer"])}
 
 
 def _cell(entry: dict, metric: str) -> str:
@@ -443,3 +452,38 @@ def er5_glue(ev: _Q.MemoryEvidence, top: dict) -> dict:
             ahead += f" and {method_label(top)}'s {top_mean:.1f}% at M = {M}"
         behind.append(f"{er['ACC']['mean']:.1f}% at K = {K}, against {ahead}")
     return {"er5_leads": listing(leads) or "none", "er5_behind": "; ".join(behind) or "none"}
+
+
+def policy_table(ev: _Q.MemoryEvidence, before: _Q.MemoryEvidence, stream: dict):
+    """ACC (mean ± 95% t-interval) of each memory method at each (K, M) with a file of both memories: the end-of-task
+    memory's (`before`), today's, and today's with Adam's state kept over the stream where run (`stream`: {(K, M):
+    results})."""
+    import pandas as pd
+
+    rows = []
+    for (K, M), res in sorted(ev.memory.items()):
+        old, kept = (before.memory.get((K, M)) or {}).get("summary", {}), (stream.get((K, M)) or {}).get("summary", {})
+        rows += [{"K": K, "M": M, "method": method_label(m), "end-of-task memory": _cell(old[m], "ACC"),
+                  "balanced memory": _cell(s, "ACC"), "balanced, Adam's state kept": _cell(kept.get(m, {}), "ACC")}
+                 for m, s in res["summary"].items() if m in MEMORY_METHODS and m in old]
+    return pd.DataFrame(rows, columns=["K", "M", "method", "end-of-task memory", "balanced memory",
+                                       "balanced, Adam's state kept"])
+
+
+def changes_text(changes: list[dict]) -> str:
+    """The tests whose Holm verdict changed with the memory (`findings.memory.verdict_changes`), as a list."""
+    return listing(f"({c['question']}) {method_label(c['a'])} − {method_label(c['b'])} in {c['metric']} at "
+                   f"{_setting(c['K'], c['M'])}: {c['before']} ({pts(c['mean_before'])}), now {c['now']} "
+                   f"({pts(c['mean_now'])})" for c in changes) or "none"
+
+
+def compute_table(rows: list[dict]):
+    """`findings.memory.compute_rows` as the page shows it: images per outer step (mean over the stream, most) and
+    the measured step time with its ratio to fine-tune's."""
+    import pandas as pd
+
+    return pd.DataFrame([{"method": method_label(r["method"]), "images a step (mean)": f"{r['images_mean']:.0f}",
+                          "images a step (most)": r["images_max"],
+                          "step (ms)": "–" if r["step_ms"] is None else f"{r['step_ms']:.1f}",
+                          "× fine-tune's": "–" if r["vs_finetune"] is None else f"{r['vs_finetune']:.2f}"}
+                         for r in rows])
