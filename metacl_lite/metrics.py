@@ -1,5 +1,5 @@
-"""Metrics ("Metrics" section): the accuracy matrix a_{i,j}, ACC, BT and FA (Eqs. 15-17), and 95% intervals
-over seeds.
+"""Metrics ("Metrics" section): the accuracy matrix a_{i,j}, ACC, BT and FA (Eqs. 15-17), each task's forgetting
+and 95% intervals over seeds.
 
 Accuracy matrices are (n, n) arrays in percent with a[i, j] = accuracy on task j after training through task i
 (0-based here); entries with j > i are NaN (not evaluated).
@@ -33,16 +33,19 @@ def average_accuracy_curve(a: np.ndarray) -> np.ndarray:
     return np.array([a[i, : i + 1].mean() for i in range(len(a))])
 
 
-def backward_transfer(a: np.ndarray) -> float:
-    """BT = 1/(n-1) sum_{j<n} min_{j<=i<n} (a_{n,j} - a_{i,j})  (Eq. 16, the forgetting measure of RWalk, negated).
-
-    The min runs over the tasks i after task j was learned (i >= j), where a_{i,j} exists.
-    """
+def forgetting(a: np.ndarray) -> np.ndarray:
+    """Each task's forgetting at the end of the stream, f_j = max_{j<=i<n} a_{i,j} - a_{n,j} (j < n): its best accuracy
+    before the last task, where a_{i,j} exists, minus its final one (Chaudhry et al. 2018, "Riemannian Walk for
+    Incremental Learning"). n - 1 values, in points."""
     a = _check(a)
-    n = len(a)
-    if n < 2:
+    return np.array([a[j: len(a) - 1, j].max() - a[-1, j] for j in range(len(a) - 1)])
+
+
+def backward_transfer(a: np.ndarray) -> float:
+    """BT = 1/(n-1) sum_{j<n} min_{j<=i<n} (a_{n,j} - a_{i,j})  (Eq. 16): the mean `forgetting`, negated."""
+    if len(_check(a)) < 2:
         raise ValueError("BT needs at least two tasks")
-    return float(np.mean([np.min(a[n - 1, j] - a[j: n - 1, j]) for j in range(n - 1)]))
+    return 0.0 - float(np.mean(forgetting(a)))  # 0.0 - x: no negative zero where nothing is forgotten
 
 
 def forward_adaptation(a: np.ndarray, reference: Sequence[float]) -> float:

@@ -138,8 +138,10 @@ def test_the_figures_draw_l2_in_its_own_colour_and_name_it_only_where_drawn():
 
     from metacl_lite.report import plots as P
 
-    assert P.FAMILY_COLOURS == {"none": "0.35", "MAS": "C0", "PI": "C1", "EWC": "C2", "L2": "C3"}  # the three as before
-    assert P.method_style("l2-metacl-lambda") == {"color": "C3", "ls": ":"} and P.method_style("joint") is None
+    assert list(P.FAMILY_COLOURS) == ["none", "MAS", "PI", "EWC", "L2"]  # the three as before, then L2's own
+    assert P.method_style("l2-metacl-lambda") == {"color": P.FAMILY_COLOURS["L2"], "ls": ":", "marker": "v",
+                                                  "mfc": None}
+    assert P.method_style("joint") is None
 
     def legend(methods):
         fig, ax = plt.subplots()

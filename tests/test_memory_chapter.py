@@ -253,11 +253,12 @@ def test_the_dual_check_meets_every_active_set_and_the_solvers():
 
 @pytest.mark.parametrize("method, expected", [
     ("agem", (P.MEMORY_FAMILY, "plain")), ("metacl-agem", (P.MEMORY_FAMILY, "MetaCL-β")),
-    ("er", (P.MEMORY_FAMILY, P.REPLAY)), ("pi-metacl-lambda-mem", ("PI", P.BOTH))])
+    ("er", (P.MEMORY_FAMILY, P.REPLAY)), ("gem", (P.MEMORY_FAMILY, P.CONSTRAIN)),
+    ("pi-metacl-lambda-mem", ("PI", P.BOTH))])
 def test_family_variant_of_the_memorys_methods(method, expected):
     assert P.family_variant(method) == expected
-    style = P.method_style(method)
-    assert style is not None and style["color"] == {**P.FAMILY_COLOURS, **P.MEMORY_COLOURS}[expected[0]]
+    style = P.method_style(method)  # a memory method without a regulariser in its own colour, the others in theirs
+    assert style is not None and style["color"] == P.MEMORY_COLOURS.get(method, P.FAMILY_COLOURS.get(expected[0]))
 
 
 def test_the_memorys_lines_differ_from_each_other_and_the_papers():
@@ -274,7 +275,7 @@ def test_accuracy_curves_with_budgets_draw_the_larger_thicker():
     widths = {tuple(line.get_ydata()): line.get_linewidth() for line in ax.get_lines()}
     assert widths[(61, 52)] < widths[(62, 55)] and widths[(60, 50)] == widths[(61, 52)]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "episodic memory" in labels and "M = 1" in labels and "M = 5" in labels and P.REPLAY not in labels
+    assert "A-GEM" in labels and "M = 1" in labels and "M = 5" in labels and P.REPLAY not in labels
     plt.close(fig)
 
 

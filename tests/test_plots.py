@@ -55,8 +55,8 @@ def test_fig3_draws_the_mean_and_the_seed_range():
     assert [ax.get_title() for ax in axes] == ["K = 20", "K = 50"]
     lines = {(matplotlib.colors.to_hex(ln.get_color()), ln.get_linestyle()): ln.get_ydata().tolist()
              for ln in axes[0].lines}
-    assert lines == {(matplotlib.colors.to_hex("0.35"), "-"): [65.0, 65.0],  # fine-tune: mean of 60 and 70
-                     (matplotlib.colors.to_hex("C1"), ":"): [85.0, 85.0]}  # PI-MetaCL-λ, dotted
+    assert lines == {(matplotlib.colors.to_hex(plots.FAMILY_COLOURS["none"]), "-"): [65.0, 65.0],  # fine-tune: 60, 70
+                     (matplotlib.colors.to_hex(plots.FAMILY_COLOURS["PI"]), ":"): [85.0, 85.0]}  # PI-MetaCL-λ, dotted
     bands = [c.get_paths()[0].vertices[:, 1] for c in axes[0].collections]
     assert [(b.min(), b.max()) for b in bands] == [(60.0, 70.0), (80.0, 90.0)]  # min to max over seeds
     plt.close(fig)

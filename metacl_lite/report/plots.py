@@ -1,8 +1,11 @@
-"""Figures used by the book (seaborn/matplotlib): the balance geometry (Fig. 2), accuracy curves (Fig. 3, one method
-set per axes, or `plot_fig3`: four panels by K, colour by regulariser, line style by variant, a band over seeds) and
-our-minus-paper differences."""
+"""Figures used by the book (seaborn/matplotlib), each method in one style throughout (`method_style`): the balance
+geometry (Fig. 2), accuracy curves (Fig. 3, one method set per axes, or `plot_fig3`: four panels by K, a band over
+seeds), our-minus-paper differences, and chapters 8 and 9's (per task: `plot_task_curves`, `plot_forgetting`)."""
 from __future__ import annotations
 
+import base64
+import html
+import io
 import re
 from typing import Optional, Sequence
 
@@ -14,20 +17,25 @@ import torch
 
 from ..balance import dynamic_balance, fixed_balance
 from ..keys import runs_by_key
-from ..vocab import BASELINES, MEMORY_METHODS, PAPER_REGULARISERS, REGULARISER_LABELS, VARIANTS, parse_method
+from ..lab.summary import matrix_from_json
+from ..metrics import average_accuracy_curve, forgetting, mean_ci95
+from ..vocab import (BASELINES, MEMORY_METHODS, PAPER_REGULARISERS, REGULARISER_LABELS, VARIANTS, method_label,
+                     parse_method)
 
-#: Colour by regulariser ("none": fine-tune and MetaCL w/o reg), in the vocabulary's order (MAS C0, PI C1, EWC C2,
-#: then the extensions: L2 C3), line style by variant.
-FAMILY_COLOURS = {"none": "0.35", **{label: f"C{i}" for i, label in enumerate(REGULARISER_LABELS.values())}}
-VARIANT_STYLES = {"plain": "-", **{label: style for label, style in zip(VARIANTS.values(), ("--", ":"))}}
+#: A method's style in every figure (`method_style`), in Okabe and Ito's colour-blind-safe palette: its regulariser's
+#: colour and marker (grey circles for fine-tune and MetaCL w/o reg; MAS blue, PI orange, EWC black: their MetaCL-λ
+#: lines share a dash and stay apart in grey; L2 yellow) or a memory method's own; its variant's line style: A-GEM
+#: fine-tune's, MetaCL-A-GEM MetaCL's, ER dash-dot-dot, GEM densely dotted, both references dash-dot, hollow markers.
+MEMORY_FAMILY, REPLAY, CONSTRAIN, BOTH = ("episodic memory", "replay (ER)", "a constraint per task (GEM)",
+                                         "MetaCL-λ, both references")
+FAMILY_COLOURS = {"none": "0.6", **dict(zip(REGULARISER_LABELS.values(), ("#0072B2", "#E69F00", "#000", "#F0E442")))}
+FAMILY_MARKERS = dict(zip(FAMILY_COLOURS, "os^Dv"))
+MEMORY_COLOURS = {"agem": "#D55E00", "er": "#56B4E9", "gem": "#CC79A7", "metacl-agem": "#009E73"}
+MEMORY_MARKERS = {"agem": "X", "er": "P", "gem": "*", "metacl-agem": "X"}
+VARIANT_STYLES = {"plain": "-", **dict(zip(VARIANTS.values(), ("--", ":"))), REPLAY: (0, (5, 1, 1, 1, 1, 1)),
+                  CONSTRAIN: (0, (1, 1)), BOTH: "-."}
 #: The families of the paper's methods: the legends' default (an extension's family shows where it is drawn).
 PAPER_FAMILIES = ("none", *(REGULARISER_LABELS[r] for r in PAPER_REGULARISERS))
-#: The memory family's lines (extensions, chapter 9): A-GEM, ER and MetaCL-A-GEM in a colour of their own, A-GEM with
-#: fine-tune's line style and MetaCL-A-GEM with MetaCL w/o reg's, ER dash-dot-dot (its replay); MetaCL-λ with both
-#: references in its regulariser's colour, dash-dot.
-MEMORY_FAMILY, REPLAY, BOTH = "episodic memory", "replay (ER)", "MetaCL-λ, both references"
-MEMORY_COLOURS = {MEMORY_FAMILY: "C4"}
-MEMORY_STYLES = {REPLAY: (0, (5, 1, 1, 1, 1, 1)), BOTH: "-."}
 
 
 def _balance_parts(g1, g2, beta: float, gamma: float):
@@ -64,9 +72,7 @@ def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[
         ax.annotate("", xy=(float(v[0]), float(v[1])), xytext=(0, 0),
                     arrowprops=dict(arrowstyle="-|>", color=c, lw=2))
         ax.plot([], [], color=c, lw=2, label=words[key])
-    ax.set_xlim(-lim, lim)
-    ax.set_ylim(-lim, lim)
-    ax.set_aspect("equal")
+    ax.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal")
     ax.axhline(0, color="0.7", lw=0.5)
     ax.axvline(0, color="0.7", lw=0.5)
     ax.tick_params(labelsize=fontsize)
@@ -79,30 +85,35 @@ def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[
 #: window, 100 dpi), so that their text is printed at its own size: legends and tick labels at 9 pt or more.
 PAGE_WIDTH_IN = 6.8
 PAGE_FONT_PT = 9.5
+MARKS = 0.1  # a line's markers (`markevery`) a tenth of the axes' diagonal apart: a long curve keeps its line
 
 
 def method_style(method: str) -> Optional[dict]:
-    """The line of a method in the book's accuracy figures: colour by regulariser and line style by variant, from
-    `FAMILY_COLOURS` and `VARIANT_STYLES` (as `plot_fig3`); None for a name outside the method families."""
+    """A method's line in every figure: its colour and marker (its own, `MEMORY_COLOURS`, or its regulariser's,
+    `FAMILY_COLOURS`) and its variant's line style (`VARIANT_STYLES`); None for a name outside the families."""
     try:
         family, variant = family_variant(method)
     except (KeyError, ValueError):
         return None
-    colours, styles = {**FAMILY_COLOURS, **MEMORY_COLOURS}, {**VARIANT_STYLES, **MEMORY_STYLES}
-    if family not in colours:
-        return None
-    return {"color": colours[family], "ls": styles[variant]}
+    key = method if method in MEMORY_COLOURS else family
+    colours, markers = {**FAMILY_COLOURS, **MEMORY_COLOURS}, {**FAMILY_MARKERS, **MEMORY_MARKERS}
+    return {"color": colours[key], "ls": VARIANT_STYLES[variant], "marker": markers[key],
+            "mfc": "white" if variant == BOTH else None} if key in colours else None
 
 
-def family_variant_handles(families: Sequence[str] = PAPER_FAMILIES, variants: Sequence[str] = ()) -> list:
-    """Legend entries that decode `method_style`: one coloured line per regulariser (of `families`, default the
-    paper's; the memory's where named), one black line per variant of the paper's and of `variants` (the memory's
-    where drawn)."""
+def family_variant_handles(methods: Sequence[str] = ()) -> list:
+    """Legend entries that decode `method_style` for the `methods` drawn: a line in each regulariser's colour with its
+    family's marker (the paper's families always, an extension's where drawn), a black line per variant (the paper's
+    always, both references' where drawn) and a method of its own colour (A-GEM, ER, ...) under its own name."""
     names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
-    styles = {**VARIANT_STYLES, **{v: s for v, s in MEMORY_STYLES.items() if v in variants}}
-    return ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f))
-             for f, c in {**FAMILY_COLOURS, **MEMORY_COLOURS}.items() if f in families]
-            + [plt.Line2D([], [], color="k", ls=s, lw=1.6, label=names.get(v, v)) for v, s in styles.items()])
+    drawn = [family_variant(m) for m in methods if method_style(m) and m not in MEMORY_COLOURS]
+    families = {*PAPER_FAMILIES, *(f for f, _ in drawn)}
+    variants = {"plain", *VARIANTS.values(), *(v for _, v in drawn)}
+    line = lambda label, **kw: plt.Line2D([], [], lw=1.8, label=names.get(label, label), **kw)  # noqa: E731
+    return ([line(f, color=c, marker=FAMILY_MARKERS[f]) for f, c in FAMILY_COLOURS.items() if f in families]
+            + [line(v, color="k", ls=s, marker="o" if v == BOTH else "", mfc="white")
+               for v, s in VARIANT_STYLES.items() if v in variants]
+            + [line(method_label(m), **method_style(m)) for m in dict.fromkeys(methods) if m in MEMORY_COLOURS])
 
 
 def balance_g2(norm: float, angle_deg: float) -> np.ndarray:
@@ -142,10 +153,9 @@ def plot_balance_panels(g1, norms, angle_deg: float, beta: float, gamma: float =
 def plot_accuracy_curves(curves: dict, labels: Optional[dict[str, str]] = None,
                          ax: Optional[plt.Axes] = None, title: str = "") -> plt.Axes:
     """Fig. 3 for one setting: the average accuracy over the tasks seen so far, after each task (`curves`: method ->
-    mean curve, as `tables.average_accuracy_curves`; a memory method at budget M keyed (method, M)). Colour by
-    regulariser and line style by variant (`method_style`, the palette of `plot_fig3`), decoded by a legend of
-    regularisers and variants below the axes, a memory method at its larger budgets drawn thicker (each M in the
-    legend); a method outside the families (none in the book) gets the next colour of the cycle and its own entry."""
+    mean curve, as `tables.average_accuracy_curves`; a memory method at budget M keyed (method, M)) in `method_style`,
+    decoded by a legend below (`family_variant_handles`), a memory method's larger budgets thicker (each M in the
+    legend); a method outside the families (none in the book): the cycle's next colour and its own entry."""
     ax = ax or plt.gca()
     others, budgets = [], sorted({k[1] for k in curves if isinstance(k, tuple)})
     width = {M: 1.6 + 1.2 * i for i, M in enumerate(budgets)}
@@ -156,18 +166,12 @@ def plot_accuracy_curves(curves: dict, labels: Optional[dict[str, str]] = None,
         if style is None:
             others.append(ax.plot(x, c, lw=1.6, label=(labels or {}).get(m, m))[0])
         else:
-            ax.plot(x, c, lw=width.get(M, 1.6), alpha=0.8 if M else 1.0, **style)
+            ax.plot(x, c, lw=width.get(M, 1.6), alpha=0.8 if M else 1.0, ms=4, markevery=MARKS, **style)
     n = max((len(c) for c in curves.values()), default=1)
-    ax.set(xlabel="tasks learnt", ylabel="average accuracy on tasks seen (%)", xlim=(1, max(n, 2)))
+    ax.set_xlim(1, max(n, 2))
     ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    ax.set_title(title, fontsize=PAGE_FONT_PT + 1)
-    ax.tick_params(labelsize=PAGE_FONT_PT)
-    ax.xaxis.label.set_size(PAGE_FONT_PT)
-    ax.yaxis.label.set_size(PAGE_FONT_PT)
-    ax.grid(True, alpha=0.4)
-    drawn = [family_variant(k[0] if isinstance(k, tuple) else k) for k in curves
-             if method_style(k[0] if isinstance(k, tuple) else k) is not None]
-    handles = family_variant_handles((*PAPER_FAMILIES, *sorted({f for f, _ in drawn})), {v for _, v in drawn}) + [
+    _panel(ax, title, xlabel="tasks learnt", ylabel="average accuracy on tasks seen (%)")
+    handles = family_variant_handles([k[0] if isinstance(k, tuple) else k for k in curves]) + [
         plt.Line2D([], [], color="0.5", lw=width[M], label=f"M = {M}") for M in budgets] + others
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4 if len(handles) < 10 else 3,
               fontsize=PAGE_FONT_PT, frameon=False)
@@ -191,30 +195,24 @@ def plot_differences(rows: list[dict], ax=None):
         colours = [(method_style(r["method"]) or {"color": "k"})["color"] for r in methods]
         a.barh(y, vals, color=colours, height=0.7)
         a.axvline(0, color="k", lw=0.8)
-        a.set_title(k, fontsize=PAGE_FONT_PT + 1)
-        a.set_xlabel("ours − paper (points)", fontsize=PAGE_FONT_PT)
-        a.tick_params(labelsize=PAGE_FONT_PT)
-        a.grid(True, axis="x", alpha=0.4)
+        _panel(a, k, xlabel="ours − paper (points)", grid="x")
     ax[0].set_yticks(y, labels)
     ax[0].invert_yaxis()
     return ax
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Fig. 3: average accuracy after each task, one panel per K
-# ----------------------------------------------------------------------------------------------------------------
 def family_variant(method: str) -> tuple[str, str]:
     """(regulariser family, variant) of a method name: fine-tune is ("none", "plain"), MetaCL w/o reg is
     ("none", "MetaCL-β") (the MetaCL update with no penalty draws as the MetaCL line of the "none" family), "pi" is
     ("PI", "plain"), "pi-metacl-lambda" is ("PI", "MetaCL-λ"); of the memory family, "agem" is ("episodic memory",
-    "plain"), "metacl-agem" ("episodic memory", "MetaCL-β"), "er" ("episodic memory", `REPLAY`) and
-    "pi-metacl-lambda-mem" ("PI", `BOTH`)."""
+    "plain"), "metacl-agem" ("episodic memory", "MetaCL-β"), "er" ("episodic memory", `REPLAY`), "gem" ("episodic
+    memory", `CONSTRAIN`) and "pi-metacl-lambda-mem" ("PI", `BOTH`)."""
     if method in BASELINES:
         return "none", "plain" if method == "finetune" else VARIANTS["beta"]
-    if method in MEMORY_METHODS:  # an extension: the memory's colour, its base's line style (chapter 9)
+    if method in MEMORY_METHODS:  # an extension (chapter 9): its base's line style, or its use's
         base, use = MEMORY_METHODS[method].base, MEMORY_METHODS[method].use
         if base in BASELINES:
-            return MEMORY_FAMILY, REPLAY if use == "replay" else family_variant(base)[1]
+            return MEMORY_FAMILY, {"replay": REPLAY, "constrain": CONSTRAIN}.get(use, family_variant(base)[1])
         return family_variant(base)[0], BOTH
     imp, variant = parse_method(method)
     return REGULARISER_LABELS[imp], "plain" if variant is None else VARIANTS[variant]
@@ -224,9 +222,6 @@ def seed_accuracy_curves(res: dict) -> pd.DataFrame:
     """Fig. 3's data in long form: one row per method, seed and task i, with the average accuracy over the tasks
     seen so far after task i (`metrics.average_accuracy_curve` of each seed's matrix); the mean over seeds of a
     method is `tables.average_accuracy_curves`."""
-    from ..metrics import average_accuracy_curve
-    from ..lab.summary import matrix_from_json
-
     rows = []
     for (method, seed), run in runs_by_key(res["runs"]):
         family, variant = family_variant(method)
@@ -242,55 +237,60 @@ COLUMN_IN = 6.9
 MIN_FONT = 9.5
 
 
+def _legend_below(fig, handles, ncol: int, row_in: float = 0.22, fontsize: float = MIN_FONT, **kw):
+    """`handles` in `ncol` columns below the panels, the figure grown by their rows (`row_in` inches each)."""
+    rows = -(-len(handles) // ncol)
+    fig.set_figheight(fig.get_figheight() + row_in * rows)
+    fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=fontsize, frameon=False, **kw)
+    fig.tight_layout(rect=(0, (row_in * rows + 0.05) / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def _panel(ax, title: str, xlabel: str = "", ylabel: str = "", grid: str = "both"):
+    """A panel's words at the book's sizes (title and labels 10 pt, ticks `MIN_FONT`) and its grid."""
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(xlabel, fontsize=10)
+    ax.set_ylabel(ylabel, fontsize=10)
+    ax.tick_params(labelsize=MIN_FONT)
+    ax.grid(True, axis=grid, alpha=0.4)
+
+
 def plot_fig3(results: dict[int, dict], band: str = "range", axes=None):
     """Fig. 3 as one figure with a panel per K in `results` ({K: results file}), two panels a row, sized for the
     book's column (`COLUMN_IN`): the average accuracy after each task, mean over seeds (line) and a band over seeds
-    ("range": min to max; "sd": ± one standard deviation). Colour: the regulariser (grey for none); line style: the
-    variant (solid plain, dashed MetaCL-β, dotted MetaCL-λ; fine-tune is the plain and MetaCL w/o reg the MetaCL
-    line of "none"). The legend sits below the panels. Returns the figure."""
+    ("range": min to max; "sd": ± one standard deviation), in `method_style` (fine-tune is the plain and MetaCL w/o
+    reg the MetaCL-β line of "none"). The legend sits below the panels. Returns the figure."""
     ks = sorted(results)
     if axes is None:
         ncols = min(2, len(ks))
         nrows = -(-len(ks) // ncols)
-        fig, grid = plt.subplots(nrows, ncols, figsize=(COLUMN_IN, 2.7 * nrows + 0.9), sharey=True, sharex=True,
+        fig, grid = plt.subplots(nrows, ncols, figsize=(COLUMN_IN, 2.7 * nrows + 0.3), sharey=True, sharex=True,
                                  squeeze=False)
         for ax in grid.flat[len(ks):]:
             ax.remove()
         axes = list(grid.flat[:len(ks)])
-    fig = axes[0].figure
+    fig, drawn = axes[0].figure, []
     for ax, K in zip(axes, ks):
         data = seed_accuracy_curves(results[K])
-        for (family, variant), sub in data.groupby(["family", "variant"], sort=False):
+        for method, sub in data.groupby("method", sort=False):
             per_task = sub.groupby("task")["average accuracy (%)"]
             mean = per_task.mean()
             lo, hi = (per_task.min(), per_task.max()) if band == "range" else (mean - per_task.std(ddof=1),
                                                                                mean + per_task.std(ddof=1))
-            colour, style = FAMILY_COLOURS[family], VARIANT_STYLES[variant]
-            ax.plot(mean.index, mean.values, color=colour, ls=style, lw=1.6)
-            ax.fill_between(mean.index, lo.values, hi.values, color=colour, alpha=0.12, lw=0)
-        ax.set_title(f"K = {K}", fontsize=11)
-        ax.set_xlim(1, data.task.max())
-        ax.tick_params(labelsize=MIN_FONT)
-        ax.grid(True, alpha=0.4)
-    for ax in axes:
+            style = method_style(method)
+            ax.plot(mean.index, mean.values, lw=1.6, ms=4, markevery=MARKS, **style)
+            ax.fill_between(mean.index, lo.values, hi.values, color=style["color"], alpha=0.12, lw=0)
+            drawn.append(method)
         ss = ax.get_subplotspec()
-        ax.set_xlabel("tasks learnt" if ss.is_last_row() or len(axes) <= 2 else "", fontsize=10)
-        ax.set_ylabel("accuracy on tasks seen (%)" if ss.is_first_col() else "", fontsize=10)
-    names = {"none": "no penalty", "plain": "plain (fine-tune)", "MetaCL-β": "MetaCL-β (MetaCL w/o reg)"}
-    drawn = {f for K in ks for f in seed_accuracy_curves(results[K])["family"]}
-    handles = ([plt.Line2D([], [], color=c, lw=2, label=names.get(f, f)) for f, c in FAMILY_COLOURS.items()
-                if f in PAPER_FAMILIES or f in drawn]
-               + [plt.Line2D([], [], color="k", ls=s, label=names.get(v, v)) for v, s in VARIANT_STYLES.items()])
-    legend_rows = 2 if len(axes) > 1 else 3
-    fig.legend(handles=handles, loc="lower center", ncol=-(-len(handles) // legend_rows), fontsize=10,
-               frameon=False, bbox_to_anchor=(0.5, 0), columnspacing=1.2, handlelength=2.2)
-    fig.tight_layout(rect=(0, (0.3 * legend_rows + 0.05) / fig.get_figheight(), 1, 1))
-    return fig
+        _panel(ax, f"K = {K}", xlabel="tasks learnt" if ss.is_last_row() or len(axes) <= 2 else "",
+               ylabel="accuracy on tasks seen (%)" if ss.is_first_col() else "")
+        ax.set_xlim(1, data.task.max())
+    handles = family_variant_handles(drawn)
+    return _legend_below(fig, handles, -(-len(handles) // (2 if len(axes) > 1 else 3)), row_in=0.3, fontsize=10,
+                         columnspacing=1.2, handlelength=2.2)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Chapter 8 (analysis): MetaCL's gain across K and the λ story, sized for the book's column
-# ----------------------------------------------------------------------------------------------------------------
+# Chapters 8 and 9: MetaCL's gain across K, ACC by K with the memory, per task, the λ story; sized for the column
 def plot_gain_by_K(rows: list[dict], Ks: list[int], paper_Ks: list[int]):
     """MetaCL's paired ACC gain over its plain regulariser at every K (`claims.gain_by_K` rows): one panel per
     regulariser, stacked; filled markers and bars: our mean and 95% t-interval per variant; hollow markers: the
@@ -299,7 +299,7 @@ def plot_gain_by_K(rows: list[dict], Ks: list[int], paper_Ks: list[int]):
     regs = list(dict.fromkeys(gain.regulariser)) if len(gain) else ["MAS", "PI", "EWC"]
     variants = list(dict.fromkeys(gain.variant)) if len(gain) else []
     colours = dict(zip(variants, sns.color_palette("colorblind", max(len(variants), 1))))
-    fig, axes = plt.subplots(len(regs), 1, figsize=(COLUMN_IN, 1.9 * len(regs) + 1.0), sharex=True, sharey=True,
+    fig, axes = plt.subplots(len(regs), 1, figsize=(COLUMN_IN, 1.9 * len(regs) + 0.56), sharex=True, sharey=True,
                              squeeze=False)
     axes = axes[:, 0]
     below = [K for K in Ks if K < min(paper_Ks)]
@@ -328,26 +328,21 @@ def plot_gain_by_K(rows: list[dict], Ks: list[int], paper_Ks: list[int]):
     axes[-1].set_xlabel("K, training images per class (shaded: below the paper's K)", fontsize=10)
     handles, labels = axes[0].get_legend_handles_labels()
     order = sorted(range(len(labels)), key=lambda i: (labels[i].split(" − ")[0], not labels[i].endswith("ours")))
-    fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="lower center", ncol=2, fontsize=10,
-               frameon=False, bbox_to_anchor=(0.5, 0))
-    fig.tight_layout(rect=(0, 0.55 / fig.get_figheight(), 1, 1))
-    return fig
+    return _legend_below(fig, [handles[i] for i in order], 2, fontsize=10)
 
 
 def plot_acc_by_K(points: list[dict], Ks: Sequence[int], groups: dict[str, str]):
     """ACC against K (chapter 9, `findings.memory.acc_by_K` points): one panel per group (`groups`: its key in the
     points -> the panel's title), sharing the y axis; per method and budget M, the mean ACC over seeds joined across
-    K with its 95% t-interval, in the method's line (`method_style`) and a marker per M (a circle for the paper's
-    methods, which have none), hollow where a run has not yet every seed of its file; a run with fewer than two
-    seeds, or fewer than half its file's, is left out. The K axis is logarithmic with a tick at each K of `Ks`; the legend below names the
-    methods and the markers. Sized for the book's column. Returns the figure."""
-    from ..vocab import method_label
-
+    K with its 95% t-interval, in the method's colour and line style (`method_style`) and a marker per M (a circle
+    for the paper's methods, which have none), hollow where a run has not yet every seed of its file; a run with fewer
+    than two seeds, or fewer than half its file's, is left out. The K axis is logarithmic with a tick at each K of
+    `Ks`; the legend below names the methods and the markers. Sized for the book's column. Returns the figure."""
     data = pd.DataFrame(points)
     data = data[(data.n >= 2) & (2 * data.n >= data["of"])] if len(data) else data
     budgets = sorted({int(M) for M in data.M if M == M and M is not None}) if len(data) else []
     markers = {None: "o", **dict(zip(budgets, "s^vDP"))}
-    fig, axes = plt.subplots(1, len(groups), figsize=(COLUMN_IN, 3.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(COLUMN_IN, 2.9), sharey=True, squeeze=False)
     handles = {}
     for ax, (group, title) in zip(axes[0], groups.items()):
         sub = data[data.group == group] if len(data) else data
@@ -355,9 +350,9 @@ def plot_acc_by_K(points: list[dict], Ks: Sequence[int], groups: dict[str, str])
         for i, ((m, M), g) in enumerate(lines):
             M = None if M == 0 else int(M)
             g = g.sort_values("K").assign(K=lambda f: f.K * 1.07 ** (i - (len(lines) - 1) / 2))  # side by side
-            style = method_style(m) or {}
-            line = ax.errorbar(g.K, g["mean"], yerr=[g["mean"] - g.lo, g.hi - g["mean"]], marker=markers[M], ms=5,
-                               capsize=2, lw=1.4, **style)
+            style = {**(method_style(m) or {}), "marker": markers[M], "mfc": None}  # hollow: a run not done
+            line = ax.errorbar(g.K, g["mean"], yerr=[g["mean"] - g.lo, g.hi - g["mean"]], ms=5, capsize=2, lw=1.4,
+                               label=method_label(m), **style)
             part = g[g.n < g["of"]]  # a run not yet at every seed of its file: a hollow marker
             ax.scatter(part.K, part["mean"], marker=markers[M], s=25, color="white", zorder=3)
             handles.setdefault(method_label(m), line)
@@ -365,19 +360,51 @@ def plot_acc_by_K(points: list[dict], Ks: Sequence[int], groups: dict[str, str])
         ax.set_xticks(list(Ks), [str(k) for k in Ks])
         ax.minorticks_off()
         ax.set_xlim(min(Ks) / 1.5, max(Ks) * 1.5)
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("K", fontsize=10)
-        ax.tick_params(labelsize=MIN_FONT)
-        ax.grid(True, alpha=0.4)
-    axes[0][0].set_ylabel("ACC (%)", fontsize=10)
+        _panel(ax, title, xlabel="K", ylabel="ACC (%)" if ax is axes[0][0] else "")
     marks = [plt.Line2D([], [], color="0.4", ls="none", marker=markers[M], label="paper's file" if M is None
                         else f"M = {M}") for M in markers]
-    fig.legend(list(handles.values()) + marks, list(handles) + [h.get_label() for h in marks], loc="lower center",
-               ncol=3, fontsize=MIN_FONT, frameon=False, bbox_to_anchor=(0.5, 0))
-    rows = -(-(len(handles) + len(marks)) // 3)
-    fig.set_figheight(2.9 + 0.22 * rows)
-    fig.tight_layout(rect=(0, (0.22 * rows + 0.05) / fig.get_figheight(), 1, 1))
-    return fig
+    return _legend_below(fig, list(handles.values()) + marks, 3)
+
+
+def method_matrices(res: dict, methods: Optional[Sequence[str]] = None) -> dict[str, list[np.ndarray]]:
+    """A results file's accuracy matrices, {method: one per seed in seed order}, of `methods` with runs (default all),
+    for `plot_task_curves` and `plot_forgetting`; two files' joined as {**a, **b}."""
+    runs = sorted(runs_by_key(res["runs"]), key=lambda kr: kr[0].seed)
+    mats = {m: [matrix_from_json(r["acc_matrix"]) for k, r in runs if k.method == m]
+            for m in methods or dict.fromkeys(k.method for k, _ in runs)}
+    return {m: v for m, v in mats.items() if v}
+
+
+def plot_task_curves(runs: dict[str, list[np.ndarray]], tasks: Sequence[int] = (1, 5, 10),
+                     labels: Optional[dict[str, str]] = None):
+    """The paper's Fig. 3 per task: a panel per task j of `tasks` (1-based) with the accuracy on it after each task
+    i >= j, mean over seeds, a line per method of `runs` ({method: its seeds' accuracy matrices, `method_matrices`})
+    in its `method_style`, named below (`labels`: method -> name; default the tables'). Returns the figure."""
+    labels = {m: (labels or {}).get(m, method_label(m) if method_style(m) else m) for m in runs}
+    fig, axes = plt.subplots(1, len(tasks), figsize=(COLUMN_IN, 2.5), sharex=True, sharey=True, squeeze=False)
+    for ax, j in zip(axes[0], tasks):
+        for m, mats in runs.items():
+            mean = np.mean([a[j - 1:, j - 1] for a in mats], axis=0)
+            ax.plot(np.arange(j, j + len(mean)), mean, lw=1.4, ms=5, markevery=MARKS, label=labels[m],
+                    **(method_style(m) or {}))
+        _panel(ax, f"task {j}", xlabel="tasks learnt", ylabel="accuracy on the task (%)" if j == tasks[0] else "")
+        ax.set_xlim(1, len(mean) + j - 1)
+    return _legend_below(fig, axes[0][0].get_lines(), 3)
+
+
+def plot_forgetting(runs: dict[str, list[np.ndarray]], labels: Optional[dict[str, str]] = None):
+    """Each task's forgetting at the end of the stream (`metrics.forgetting`), a line per method of `runs` (as
+    `plot_task_curves`) in its `method_style`: the mean over seeds with its 95% t-interval, methods side by side."""
+    labels = {m: (labels or {}).get(m, method_label(m) if method_style(m) else m) for m in runs}
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, 2.7))
+    for i, (m, mats) in enumerate(runs.items()):
+        mean, half = np.array([mean_ci95(f) for f in np.array([forgetting(a) for a in mats]).T]).T
+        x = np.arange(1, len(mean) + 1) + 0.1 * (i - (len(runs) - 1) / 2)
+        ax.errorbar(x, mean, yerr=half, lw=1.4, ms=5, capsize=2, label=labels[m], **(method_style(m) or {}))
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set_xticks(range(1, len(mean) + 1))
+    _panel(ax, "", xlabel="task", ylabel="forgetting at the end (points)")
+    return _legend_below(fig, ax.containers, 3)
 
 
 def plot_story_steps(frame, stat: str = "frac_increase",
@@ -387,7 +414,7 @@ def plot_story_steps(frame, stat: str = "frac_increase",
     Returns the figure."""
     data = frame.assign(pct=100 * frame[stat])
     Ks = sorted(data.K.unique())
-    fig, axes = plt.subplots(1, len(Ks), figsize=(COLUMN_IN, 3.4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(Ks), figsize=(COLUMN_IN, 3.18), sharey=True, squeeze=False)
     axes = axes[0]
     order = list(dict.fromkeys(data.setting))
     for ax, K in zip(axes, Ks):
@@ -398,12 +425,9 @@ def plot_story_steps(frame, stat: str = "frac_increase",
         ax.set(title=f"K = {K}", xlabel="", ylim=(0, 125), yticks=range(0, 101, 20),
                ylabel=ylabel if ax is axes[0] else "")
         ax.tick_params(labelsize=MIN_FONT)
-    handles, labels = axes[0].get_legend_handles_labels()
+    handles = axes[0].get_legend_handles_labels()[0]
     axes[0].get_legend().remove()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=MIN_FONT, frameon=False,
-               bbox_to_anchor=(0.5, 0), columnspacing=1.0, handlelength=1.2)
-    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))
-    return fig
+    return _legend_below(fig, handles, len(handles), columnspacing=1.0, handlelength=1.2)
 
 
 def plot_story_ratio(frame, setting: str = "MetaCL-λ (tuned γ)"):
@@ -430,10 +454,6 @@ def plot_story_ratio(frame, setting: str = "MetaCL-λ (tuned γ)"):
 def png_html(fig, alt: str):
     """A figure as an HTML <img> with alt text (`IPython.display.HTML`): for outputs that a caption cannot reach,
     such as a widget's drawing, which the static page shows as a snapshot."""
-    import base64
-    import html
-    import io
-
     from IPython.display import HTML
 
     buf = io.BytesIO()
@@ -453,8 +473,6 @@ def claim_differences(frame, claim: str, width: float = 6.8):
     """One claim's per-seed differences (`claims.differences_frame`): a row per test, dots for seeds and a diamond with the
     95% t-interval for their mean, one colour per K (the same colour for a K in every claim's figure), the claim's
     threshold as a black line; the legend above the axes. Sized for the book's column (`width` inches)."""
-    from matplotlib.lines import Line2D
-
     from ..findings.stats import paired_test
 
     sub = frame[frame.claim == claim].assign(test=lambda f: f.test.map(_short_test))
@@ -475,7 +493,7 @@ def claim_differences(frame, claim: str, width: float = 6.8):
     ax.set(ylabel="", xlabel=f"paired per-seed difference a − b ({unit})")
     ax.tick_params(labelsize=9)
     ax.xaxis.label.set_size(9)
-    handles = [Line2D([], [], marker="D", linestyle="none", color=colours[k], label=k) for k in ks]
+    handles = [plt.Line2D([], [], marker="D", linestyle="none", color=colours[k], label=k) for k in ks]
     ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(ks), fontsize=9, frameon=False,
               borderaxespad=0.2, handletextpad=0.2, columnspacing=1.0)
     fig.tight_layout()
