@@ -286,7 +286,7 @@ def test_acc_by_K_figure_draws_each_method_of_each_group():
     fig = P.plot_acc_by_K(Q.acc_by_K(ev), (20, 50, 200, 500), {"regulariser": "r", "memory": "m", "both": "b"})
     axes = fig.axes
     assert [a.get_title() for a in axes] == ["r", "m", "b"]
-    assert [len(a.containers) for a in axes] == [4, 3, 3]  # fine-tune and 3 MetaCL-λ; A-GEM, ER, MetaCL-A-GEM; 3
+    assert [len(a.containers) for a in axes] == [4, 4, 3]  # fine-tune and 3 MetaCL-λ; A-GEM, ER, GEM, MetaCL-A-GEM; 3
     plt.close(fig)
     begun = _evidence(mem_seeds=[0])  # a run of one seed is left out
     fig = P.plot_acc_by_K(Q.acc_by_K(begun), (20, 50), {"regulariser": "r", "memory": "m", "both": "b"})
@@ -395,12 +395,55 @@ def test_chapter_9_executes_and_its_numbers_are_the_files(tmp_path):
     ev = Q.load_memory_evidence()
     rows = Q.question_rows(ev)
     a = [r for r in rows if r["question"] == "a" and r["metric"] == "ACC" and (r["K"], r["M"]) == (20, 1)]
-    assert g["qa_acc_span"].startswith(R.span(rows, "a", "ACC", 20, 1) + " at K = 20; ")
+    assert g["qa_acc_span"].split("; ")[0] == R.span(rows, "a", "ACC", 20, 1) + " at K = 20"
     means = sorted(np.mean([ev.results[20]["summary"][r["a"]]["ACC"]["values"][i]
                             - dict(zip(ev.memory[(20, 1)]["summary"]["agem"]["seeds"],
                                        ev.memory[(20, 1)]["summary"]["agem"]["ACC"]["values"]))[s]
                             for i, s in enumerate(ev.results[20]["summary"][r["a"]]["seeds"])]) for r in a)
     assert g["qa_acc_span"].startswith(f"+{means[0]:.1f}") and math.isclose(a[0]["n"], 10)
-    assert g["dual_n"] == 100 and g["dual_generic_sets"] == 4 and g["qd_best"].startswith("MAS-MetaCL-λ at K = 20; ")
+    assert g["dual_n"] == 100 and g["dual_generic_sets"] == 4 and g["qd_best"].split("; ")[0] == "MAS-MetaCL-λ at K = 20"
     assert g["mem_files"].startswith("K = 20 (M = 1")
     assert g["qb_fa_larger"].startswith("PI-MetaCL-λ-mem at K = 20 (γ 300 against 100: FA −")
+    # the memory's policy and Adam's state beside ER at K = 20, M = 1, from the three files themselves
+    er = {f: json.loads((REPO_ROOT / "results" / f).read_text())["summary"]["er"]["ACC"]["mean"] for f in
+          ("memory-end-of-task/pmnist-K20-memory-M1.json", "pmnist-K20-memory-M1.json",
+           "pmnist-K20-memory-M1-optimizer-stream.json")}
+    old, now, kept = er.values()
+    assert g["er_policy_gain"] == R.pts(now - old) and g["er_state_gain"] == R.pts(kept - now)
+    assert g["er_kept"] == f"{kept:.1f}" and g["er_images"] == "2" and g["curves_both"].endswith("-MetaCL-λ-mem")
+
+
+def test_verdict_changes_lists_the_tests_whose_holm_verdict_moved():
+    """Two memories on the same paper's files: A-GEM 50 + s before, 65 + s now, so MAS-MetaCL-λ (60 + s) − A-GEM in
+    ACC goes from confirmed (+10) to refuted (−5); a test run with one memory only is not listed."""
+    before = _evidence()
+    now = _evidence({"agem": lambda s: 65.0 + s})
+    changed = Q.verdict_changes(Q.question_rows(before), Q.question_rows(now))
+    acc = [c for c in changed if (c["question"], c["a"], c["b"], c["metric"]) == ("a", "mas-metacl-lambda", "agem",
+                                                                                  "ACC")]
+    assert acc == [{"question": "a", "a": "mas-metacl-lambda", "b": "agem", "metric": "ACC", "K": 20, "M": 1,
+                    "before": S.CONFIRMED, "now": S.REFUTED, "mean_before": 10.0, "mean_now": -5.0}]
+    assert Q.verdict_changes(Q.question_rows(before), Q.question_rows(before)) == []
+    assert "(a) MAS-MetaCL-λ − A-GEM in ACC at K = 20, M = 1: confirmed (+10.0 pts), now refuted (−5.0 pts)" in \
+        R.changes_text(acc) and R.changes_text([]) == "none"
+    policy = R.policy_table(now, before, {})
+    assert policy.set_index("method").loc["A-GEM", ["end-of-task memory", "balanced memory"]].tolist() == [
+        "51.5\u00a0±\u00a02.1", "66.5\u00a0±\u00a02.1"]
+
+
+def test_compute_rows_count_the_images_each_step_passes_by_hand():
+    """K = 20, 2 tasks of 10 classes, M = 1: the memory holds nothing during the first task and min(200, 1 x 10 x 2)
+    = 20 images during the second. Fine-tune: 100 a step; ER: 100 + min(100, 20); A-GEM: 100 + min(256, 20); GEM:
+    100 + 20 (its whole memory). Mean over the two tasks' steps, most, and the step time's ratio to fine-tune's."""
+    from metacl_lite.memory import images_per_step
+
+    assert [images_per_step(u, 100, 300) for u in (None, "replay", "project", "constrain")] == [100, 200, 356, 400]
+    ev = _evidence()
+    ev.memory[(20, 1)]["config"]["train"]["batch_size"] = 100
+    rows = {r["method"]: r for r in Q.compute_rows(ev, 20, 1, {"finetune": 4.0, "er": 6.0})}
+    assert [(rows[m]["images_mean"], rows[m]["images_max"]) for m in ("finetune", "er", "agem", "gem")] == [
+        (100, 100), (110, 120), (110, 120), (110, 120)]
+    assert rows["er"]["vs_finetune"] == 1.5 and rows["agem"]["step_ms"] is None and rows["agem"]["vs_finetune"] is None
+    assert list(rows)[:5] == ["finetune", "metacl", "mas-metacl-lambda", "pi-metacl-lambda", "ewc-metacl-lambda"]
+    table = R.compute_table(list(rows.values()))
+    assert table.set_index("method").loc["ER", ["images a step (most)", "× fine-tune's"]].tolist() == [120, "1.50"]

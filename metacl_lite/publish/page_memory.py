@@ -398,6 +398,8 @@ def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
             "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
             "qc_bt_refuted": ks_where(rows, "c", "BT", 1, REFUTED),
             "qc_bt_inconclusive": ks_where(rows, "c", "BT", 1, INCONCLUSIVE),
+            **{f"qc5_{m.lower()}_{v}": ks_where(rows, "c", m, 5, v) for m in ("ACC", "BT", "FA")
+               for v in (CONFIRMED, REFUTED, INCONCLUSIVE)},
             "qd_best": each("d_best"), "qd_acc_span": each("d_acc")}
 
 
