@@ -169,7 +169,8 @@ class EpisodicMemory:
         "project": the step projected onto the memory gradient's half-space as well (module docstring), its lambda
         the regulariser's multiplier where there is one, else the memory's; "constrain" (GEM): g1 projected onto the
         intersection of the past tasks' half-spaces (`task_gradients`, `balance.many_reference_lambdas`), its lambda
-        the largest multiplier."""
+        the largest multiplier; with a regulariser's g2 as one more reference, gamma added to its multiplier, which is
+        the lambda (as Alg. 2 adds it)."""
         if use not in USES:
             raise ValueError(f"unknown use of the memory {use!r}; one of {', '.join(USES)}")
         if len(self) == 0:
@@ -178,9 +179,11 @@ class EpisodicMemory:
             return (lambda model, x, y, task, cfg: self.replay_gradient(model, x, y, task)), balance
         if use == "constrain":
             def constrain(g1: torch.Tensor, g2: Optional[torch.Tensor], beta: float, gamma: float):
-                refs = self.task_gradients(model)
+                refs = self.task_gradients(model) if g2 is None else torch.cat([g2[None], self.task_gradients(model)])
                 lam = many_reference_lambdas(g1, refs)
-                return g1 + lam.to(refs) @ refs, lam.max()
+                if g2 is None:
+                    return g1 + lam.to(refs) @ refs, lam.max()
+                return g1 + lam[1:].to(refs) @ refs[1:] + (lam[0] + gamma).to(g2.dtype) * g2, lam[0]
             return task_gradient, constrain
 
         def project(g1: torch.Tensor, g2: Optional[torch.Tensor], beta: float, gamma: float):

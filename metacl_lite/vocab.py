@@ -314,7 +314,8 @@ class MemoryMethod(NamedTuple):
 
 #: The memory family's methods: A-GEM (Chaudhry et al., ICLR 2019), experience replay (Chaudhry et al. 2019, "On Tiny
 #: Episodic Memories in Continual Learning"), GEM (Lopez-Paz and Ranzato, NeurIPS 2017), MetaCL's Reptile gradient (Alg. 2) projected as A-GEM projects, and
-#: MetaCL-λ of the paper's regularisers with both references, the regulariser's and the memory's.
+#: MetaCL-λ of the paper's regularisers with both references, the regulariser's and the memory's, and with the
+#: regulariser's and GEM's constraints (one per past task).
 MEMORY_METHOD_TABLE: tuple[MemoryMethod, ...] = (
     MemoryMethod("agem", "A-GEM", "finetune", "project"),
     MemoryMethod("er", "ER", "finetune", "replay"),
@@ -322,6 +323,8 @@ MEMORY_METHOD_TABLE: tuple[MemoryMethod, ...] = (
     MemoryMethod("metacl-agem", "MetaCL-A-GEM", "metacl", "project"),
     *(MemoryMethod(method_name(r, "lambda") + "-mem", f"{REGULARISER_LABELS[r]}-{VARIANTS['lambda']}-mem",
                    method_name(r, "lambda"), "project") for r in PAPER_REGULARISERS),
+    *(MemoryMethod(method_name(r, "lambda") + "-gem", f"{REGULARISER_LABELS[r]}-{VARIANTS['lambda']}-GEM",
+                   method_name(r, "lambda"), "constrain") for r in PAPER_REGULARISERS),
 )
 MEMORY_METHODS: dict[str, MemoryMethod] = {m.name: m for m in MEMORY_METHOD_TABLE}
 

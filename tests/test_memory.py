@@ -252,28 +252,37 @@ def test_the_memorys_cost_stands_beside_the_regularisers(bench, monkeypatch):
                                rtol=0, atol=0, equal_nan=True)
 
 
-def test_a_gem_step_is_g1_projected_onto_every_past_tasks_half_space(bench, adam):
+@pytest.mark.parametrize("name", ["gem", "mas-metacl-lambda-gem"])
+def test_a_gem_step_is_g1_projected_onto_every_past_tasks_half_space(bench, adam, name):
     """Task 3 with tasks 1 and 2 in the memory: each update GEM applies is, from scratch, the solution of
     min ||g - g1||^2 s.t. <g, g_k> >= 0 for k = 1, 2 (g_k: the gradient on all of task k's memory examples), as
-    SciPy's generic solver finds it, and meets both constraints."""
-    cfg, method = TrainConfig(**CFG), get_method("gem")
+    SciPy's generic solver finds it, and meets both constraints. MetaCL-λ with GEM's constraints: g1 its Reptile
+    gradient, and the regulariser's g2 = 2 Omega (theta - anchor) a third constraint, gamma g2 added after."""
+    cfg, method = TrainConfig(**CFG), get_method(name)
     model, mem = tiny_mlp(), MEM.new_memory("episodic", cfg, 0, 30)
     for t in range(2):
         mem.add(bench.train_stream[t])
     x_mem, y_mem, t_mem = mem.batch(None)
-    exp, order = bench.train_stream[2], torch.Generator().manual_seed(7)
+    exp, order, gen = bench.train_stream[2], torch.Generator().manual_seed(7), torch.Generator().manual_seed(5)
+    theta0 = params_vector(model)
+    omega, anchor = torch.rand(theta0.shape, generator=gen), theta0 + 0.05 * torch.randn(theta0.shape, generator=gen)
+    reg = RegState(omega.clone(), anchor.clone(), mem) if method.regulariser else RegState(memory=mem)
     state = order.get_state()
-    train_experience(model, exp, method, cfg, RegState(memory=mem), order)
+    train_experience(model, exp, method, cfg, reg, order)
     steps, active = adam[-math.ceil(len(exp) / cfg.batch_size):], 0
     for (x, y), st in zip(_batches(exp, cfg, state), steps):
-        refs = torch.stack([_by_hand(model, st["theta"], lambda c: plain_gradient(c, x_mem[t_mem == k],
-                                                                                  y_mem[t_mem == k], 0))
+        theta = st["theta"]
+        refs = torch.stack([_by_hand(model, theta, lambda c: plain_gradient(c, x_mem[t_mem == k], y_mem[t_mem == k], 0))
                             for k in (0, 1)])
-        g1 = _by_hand(model, st["theta"], lambda c: plain_gradient(c, x, y, 0))
+        g1 = _by_hand(model, theta, lambda c: plain_gradient(c, x, y, 0) if method.update == "plain" else
+                      metacl_gradient(c, x, y, 0, cfg.inner_lr, cfg.bundle_size))
+        g2 = 2 * omega * (theta - anchor) if method.regulariser else None
+        refs = refs if g2 is None else torch.cat([g2[None], refs])
         s = float(g1.abs().max())
         want = s * balance.balance_qp_numeric((g1 / s).double().numpy(), (refs / refs.norm(dim=1, keepdim=True))
                                               .double().numpy())
-        torch.testing.assert_close(st["g"].double(), torch.from_numpy(want), rtol=1e-4, atol=1e-5 * s)
-        assert (refs @ st["g"] >= -1e-4 * float(g1.norm()) * refs.norm(dim=1)).all()
-        active += int(float(g1 @ refs[0]) < 0 or float(g1 @ refs[1]) < 0)
+        got = st["g"] if g2 is None else st["g"] - cfg.gamma * g2  # the projection itself, before gamma g2
+        torch.testing.assert_close(got.double(), torch.from_numpy(want), rtol=1e-4, atol=1e-5 * s)
+        assert (refs @ got >= -1e-4 * float(g1.norm()) * refs.norm(dim=1)).all()
+        active += int(bool((refs @ g1 < 0).any()))
     assert len(steps) == 5 and active > 0  # a constraint was met

@@ -286,7 +286,7 @@ def test_acc_by_K_figure_draws_each_method_of_each_group():
     fig = P.plot_acc_by_K(Q.acc_by_K(ev), (20, 50, 200, 500), {"regulariser": "r", "memory": "m", "both": "b"})
     axes = fig.axes
     assert [a.get_title() for a in axes] == ["r", "m", "b"]
-    assert [len(a.containers) for a in axes] == [4, 4, 3]  # fine-tune and 3 MetaCL-λ; A-GEM, ER, GEM, MetaCL-A-GEM; 3
+    assert [len(a.containers) for a in axes] == [4, 4, 6]  # fine-tune, 3 MetaCL-λ; A-GEM, ER, GEM, MetaCL-A-GEM; 3 + 3
     plt.close(fig)
     begun = _evidence(mem_seeds=[0])  # a run of one seed is left out
     fig = P.plot_acc_by_K(Q.acc_by_K(begun), (20, 50), {"regulariser": "r", "memory": "m", "both": "b"})

@@ -13,7 +13,8 @@ from metacl_lite.lab import memory_plan as MP
 from metacl_lite.paths import REPO_ROOT
 from metacl_lite.vocab import MEMORY_METHODS
 
-KNOB = ("mas-metacl-lambda-mem", "pi-metacl-lambda-mem", "ewc-metacl-lambda-mem")
+KNOB = ("mas-metacl-lambda-mem", "pi-metacl-lambda-mem", "ewc-metacl-lambda-mem", "mas-metacl-lambda-gem",
+        "pi-metacl-lambda-gem", "ewc-metacl-lambda-gem")
 PLAIN = ("agem", "er", "gem", "metacl-agem")
 
 

@@ -43,8 +43,9 @@ def seen(monkeypatch, fake_training):  # noqa: F811
     return cfgs
 
 
-def test_the_three_memory_lambdas_are_the_methods_with_a_knob():
-    assert MEM == ["mas-metacl-lambda-mem", "pi-metacl-lambda-mem", "ewc-metacl-lambda-mem"]
+def test_the_six_memory_lambdas_are_the_methods_with_a_knob():
+    assert MEM == ["mas-metacl-lambda-mem", "pi-metacl-lambda-mem", "ewc-metacl-lambda-mem", "mas-metacl-lambda-gem",
+                   "pi-metacl-lambda-gem", "ewc-metacl-lambda-gem"]
     assert TU.budget_methods(["memory"]) == MEM and all(H.strength_key(m) == "gamma" for m in MEM)
 
 

@@ -75,8 +75,11 @@ def test_the_memory_familys_methods_are_extensions_read_as_their_base_methods():
     """A method of the memory family (issue 44) names the method it adds the memory to; it reads as that method
     (`parse_method`), its label is its own, its families are its regulariser's and the memory's, and it is not the
     paper's."""
-    assert list(vocab.MEMORY_METHODS) == ["agem", "er", "metacl-agem",
-                                          *(vocab.method_name(r, "lambda") + "-mem" for r in vocab.PAPER_REGULARISERS)]
+    assert list(vocab.MEMORY_METHODS) == ["agem", "er", "gem", "metacl-agem",
+                                          *(vocab.method_name(r, "lambda") + "-mem" for r in vocab.PAPER_REGULARISERS),
+                                          *(vocab.method_name(r, "lambda") + "-gem" for r in vocab.PAPER_REGULARISERS)]
+    assert vocab.memory_of("ewc-metacl-lambda-gem") == ("ewc-metacl-lambda-gem", "EWC-MetaCL-λ-GEM",
+                                                         "ewc-metacl-lambda", "constrain", "episodic")
     assert vocab.parse_method("agem") == vocab.parse_method("er") == vocab.parse_method("metacl-agem") == (None, None)
     assert vocab.parse_method("pi-metacl-lambda-mem") == ("pi", "lambda") and vocab.memory_of("pi") is None
     assert vocab.memory_of("pi-metacl-lambda-mem").base == "pi-metacl-lambda"

@@ -25,15 +25,15 @@ from ..vocab import (BASELINES, MEMORY_METHODS, PAPER_REGULARISERS, REGULARISER_
 #: A method's style in every figure (`method_style`), in Okabe and Ito's colour-blind-safe palette: its regulariser's
 #: colour and marker (grey circles for fine-tune and MetaCL w/o reg; MAS blue, PI orange, EWC black: their MetaCL-λ
 #: lines share a dash and stay apart in grey; L2 yellow) or a memory method's own; its variant's line style: A-GEM
-#: fine-tune's, MetaCL-A-GEM MetaCL's, ER dash-dot-dot, GEM densely dotted, both references dash-dot, hollow markers.
-MEMORY_FAMILY, REPLAY, CONSTRAIN, BOTH = ("episodic memory", "replay (ER)", "a constraint per task (GEM)",
-                                         "MetaCL-λ, both references")
+#: fine-tune's, MetaCL-A-GEM MetaCL's, ER dash-dot-dot, GEM densely dotted, hollow markers with a regulariser too.
+MEMORY_FAMILY, REPLAY, CONSTRAIN, BOTH, BOTH_GEM = ("episodic memory", "replay (ER)", "a constraint per task (GEM)",
+                                                   "MetaCL-λ, both references", "MetaCL-λ, GEM's constraints")
 FAMILY_COLOURS = {"none": "0.6", **dict(zip(REGULARISER_LABELS.values(), ("#0072B2", "#E69F00", "#000", "#F0E442")))}
 FAMILY_MARKERS = dict(zip(FAMILY_COLOURS, "os^Dv"))
 MEMORY_COLOURS = {"agem": "#D55E00", "er": "#56B4E9", "gem": "#CC79A7", "metacl-agem": "#009E73"}
 MEMORY_MARKERS = {"agem": "X", "er": "P", "gem": "*", "metacl-agem": "X"}
 VARIANT_STYLES = {"plain": "-", **dict(zip(VARIANTS.values(), ("--", ":"))), REPLAY: (0, (5, 1, 1, 1, 1, 1)),
-                  CONSTRAIN: (0, (1, 1)), BOTH: "-."}
+                  CONSTRAIN: (0, (1, 1)), BOTH: "-.", BOTH_GEM: (0, (3, 1, 1, 1, 1, 1))}
 #: The families of the paper's methods: the legends' default (an extension's family shows where it is drawn).
 PAPER_FAMILIES = ("none", *(REGULARISER_LABELS[r] for r in PAPER_REGULARISERS))
 
@@ -98,7 +98,7 @@ def method_style(method: str) -> Optional[dict]:
     key = method if method in MEMORY_COLOURS else family
     colours, markers = {**FAMILY_COLOURS, **MEMORY_COLOURS}, {**FAMILY_MARKERS, **MEMORY_MARKERS}
     return {"color": colours[key], "ls": VARIANT_STYLES[variant], "marker": markers[key],
-            "mfc": "white" if variant == BOTH else None} if key in colours else None
+            "mfc": "white" if variant in (BOTH, BOTH_GEM) else None} if key in colours else None
 
 
 def family_variant_handles(methods: Sequence[str] = ()) -> list:
@@ -111,7 +111,7 @@ def family_variant_handles(methods: Sequence[str] = ()) -> list:
     variants = {"plain", *VARIANTS.values(), *(v for _, v in drawn)}
     line = lambda label, **kw: plt.Line2D([], [], lw=1.8, label=names.get(label, label), **kw)  # noqa: E731
     return ([line(f, color=c, marker=FAMILY_MARKERS[f]) for f, c in FAMILY_COLOURS.items() if f in families]
-            + [line(v, color="k", ls=s, marker="o" if v == BOTH else "", mfc="white")
+            + [line(v, color="k", ls=s, marker="o" if v in (BOTH, BOTH_GEM) else "", mfc="white")
                for v, s in VARIANT_STYLES.items() if v in variants]
             + [line(method_label(m), **method_style(m)) for m in dict.fromkeys(methods) if m in MEMORY_COLOURS])
 
@@ -213,7 +213,7 @@ def family_variant(method: str) -> tuple[str, str]:
         base, use = MEMORY_METHODS[method].base, MEMORY_METHODS[method].use
         if base in BASELINES:
             return MEMORY_FAMILY, {"replay": REPLAY, "constrain": CONSTRAIN}.get(use, family_variant(base)[1])
-        return family_variant(base)[0], BOTH
+        return family_variant(base)[0], BOTH_GEM if use == "constrain" else BOTH
     imp, variant = parse_method(method)
     return REGULARISER_LABELS[imp], "plain" if variant is None else VARIANTS[variant]
 
