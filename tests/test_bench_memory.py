@@ -20,8 +20,10 @@ def test_each_memory_method_is_timed_beside_its_base():
     assert bench.memory_ratios({"pi-metacl-lambda": 2.0, "pi-metacl-lambda-mem": 2.8, "agem": 5.0}) == [
         {"method": "pi-metacl-lambda-mem", "base": "pi-metacl-lambda", "ratio": pytest.approx(1.4), "target": 1.5,
          "met": True}]  # agem's base was not timed: no ratio
-    assert bench.memory_ratios({"finetune": 2.0, "gem": 7.0}) == [  # a gradient per past task: no target
-        {"method": "gem", "base": "finetune", "ratio": 3.5, "target": None, "met": None}]
+    assert bench.memory_ratios({"finetune": 2.0, "gem": 7.0, "pi-metacl-lambda": 2.0, "pi-metacl-lambda-gem": 6.2}) == [
+        {"method": "gem", "base": "finetune", "ratio": 3.5, "target": None, "met": None},  # a gradient per past task
+        {"method": "pi-metacl-lambda-gem", "base": "pi-metacl-lambda", "ratio": pytest.approx(3.1), "target": 3.0,
+         "met": False}]  # issue 52's bound for MetaCL-lambda with GEM's constraints
     assert bench.bench_budgets(MEMORY) == {"memory": 1} and bench.bench_budgets(vocab.PAPER_METHOD_NAMES) == {}
     units = [{"unit": "runs/agem/0", "wall_s": 2.0}, {"unit": "runs/agem/1", "wall_s": 4.0},
              {"unit": "references/0", "wall_s": 9.0}, {"unit": "runs/finetune/0", "wall_s": 2.0}]

@@ -178,3 +178,28 @@ def test_interpret_records_the_budget_and_the_borrowed_gamma():
     assert source_record("pi-metacl-lambda's gamma, K=50: results/t.json") == {"file": "results/t.json", "K": 50,
                                                                                "from": "pi-metacl-lambda"}
     assert source_record("default: results/t.json", 20) == {"file": "results/t.json", "K": 20}
+
+
+def test_a_method_may_join_a_tuning_file_under_the_same_protocol():
+    """MetaCL-λ with GEM's constraints joined the memory's tuning file made for the two-reference methods: a tuning
+    file is continued where every protocol field is equal, the per-method ones compared on the methods both tune;
+    the joined file's protocol holds every method's options. A method tuned again with other options is refused."""
+    from types import SimpleNamespace
+
+    from metacl_lite.lab.files import TuningFile
+
+    p = TU.default_protocol("pmnist", 20)
+    old = {"protocol": {**p, "method_options": {**p["method_options"], MEM[0]: {"memory": 1}}}, "units": {},
+           "methods": [MEM[0]]}
+    new = {**p, "method_options": {**p["method_options"], MEM[3]: {"memory": 1}}}
+    stub = SimpleNamespace(req=SimpleNamespace(protocol=new, methods=[MEM[3]]), path="t.json",
+                           PER_METHOD=TuningFile.PER_METHOD, text="")
+    assert TuningFile.compatible(stub, old) == []
+    TuningFile.merge(stub, old)
+    assert {m: o for m, o in old["protocol"]["method_options"].items() if m in MEM} == {
+        MEM[0]: {"memory": 1}, MEM[3]: {"memory": 1}} and old["methods"] == [MEM[0], MEM[3]]
+    other = {**p, "method_options": {**p["method_options"], MEM[0]: {"memory": 1, "omega_normalise": "max"}}}
+    stub.req.protocol = other
+    assert TuningFile.compatible(stub, old) == [f"method_options[{MEM[0]}]"]
+    stub.req.protocol = {**new, "seeds": [7]}
+    assert TuningFile.compatible(stub, old) == ["seeds"]

@@ -312,8 +312,8 @@ def grid_of(doc: dict) -> dict:
 
 
 class TuningFile(UnitFile):
-    """The tuning file of a `TuneRequest` (`req.out`): continued only under the same protocol (every field equal),
-    its methods merged, its grid, chosen values and edges derived from its units. `command(doc, out)` writes the
+    """The tuning file of a `TuneRequest` (`req.out`): continued only under the same protocol (every field equal; of
+    the per-method fields, `PER_METHOD`, those of the methods both tune: a method may join), its methods merged, its grid, chosen values and edges derived from its units. `command(doc, out)` writes the
     command that regenerates it; `text` is the protocol in words (`tuning.PROTOCOL`), recorded as protocol_text."""
 
     def __init__(self, req: TuneRequest, command: Callable[[dict, Path], str], text: str):
@@ -326,13 +326,20 @@ class TuningFile(UnitFile):
         if outdated:
             raise migrate_advice(self.path, outdated)
         op, protocol = old["protocol"], self.req.protocol
-        diff = sorted(k for k in set(protocol) | set(op) if op.get(k) != protocol.get(k))
+        diff = sorted(k for k in set(protocol) | set(op) if k not in self.PER_METHOD and op.get(k) != protocol.get(k))
+        diff += [f"{k}[{m}]" for k in self.PER_METHOD for m, v in protocol.get(k, {}).items()
+                 if m in op.get(k, {}) and op[k][m] != v]
         old_b, new_b = protocol_budgets(op), protocol_budgets(protocol)  # one budget per file, named when they differ
         return diff + [DIFFERS.format(k, sorted(old_b[k]), sorted(new_b[k])) for k in BUDGET_OPTIONS
                        if old_b[k] and new_b[k] and old_b[k] != new_b[k]]
 
+    #: The protocol's fields that hold a value per method tuned.
+    PER_METHOD = ("method_options", "method_grids")
+
     def merge(self, doc: dict) -> None:
-        protocol = self.req.protocol
+        old = doc.get("protocol", {})
+        protocol = {**self.req.protocol, **{k: {**old.get(k, {}), **self.req.protocol[k]} for k in self.PER_METHOD
+                                            if k in self.req.protocol}}
         doc["protocol"] = protocol
         doc["methods"] = [m for m in REGULARISED if m in set(doc.get("methods", [])) | set(self.req.methods)]
         doc["protocol_text"] = self.text
