@@ -26,11 +26,9 @@ from ..data.specs import get_spec
 from ..keys import unit_name
 from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_METHOD_NAMES, memory_of, options_of
 
-#: Issue 44's target for a method of the memory family: one more gradient per outer step, at most 1.5 times the step
-#: of the method it adds the memory to (MetaCL-lambda's, for MetaCL-lambda with both references), on the CPU.
-MEMORY_TARGET = 1.5
-#: Issue 52's bound for a MetaCL-lambda with GEM's constraints (a gradient per past task): 3 times MetaCL-lambda's step.
-GEM_TARGET = 3.0
+#: The step of a memory method against its base method's, on the CPU: at most 1.5 times (issue 44: one more gradient
+#: per outer step), 3 times for MetaCL-lambda with GEM's constraints (issue 52: a gradient per past task).
+MEMORY_TARGET, GEM_TARGET = 1.5, 3.0
 
 
 def measures(doc: dict) -> set:
@@ -152,17 +150,13 @@ def with_bases(methods: Sequence[str]) -> list[str]:
 
 def memory_ratios(times: dict[str, float]) -> list[dict]:
     """For each method of the memory family in `times` ({method: seconds or ms per step}) whose base method is there
-    too: its time over its base's (`ratio`), with issue 44's target (`MEMORY_TARGET`: one more gradient a step) and
-    whether it is met; GEM's constraints take a gradient per past task ("constrain"): no target for GEM, issue 52's
-    (`GEM_TARGET`) for a MetaCL-lambda with them."""
-    out = []
-    for m in (m for m in times if memory_of(m) and memory_of(m).base in times):
-        target = (GEM_TARGET if "lambda" in memory_of(m).base else None) if memory_of(m).use == "constrain" else \
-            MEMORY_TARGET
-        ratio = times[m] / times[memory_of(m).base]
-        out.append({"method": m, "base": memory_of(m).base, "ratio": ratio, "target": target,
-                    "met": None if target is None else ratio <= target})
-    return out
+    too: its time over its base's (`ratio`), its `target` and whether it is met: issue 44's (`MEMORY_TARGET`: one more
+    gradient a step); for GEM's constraints, a gradient per past task, none for GEM and issue 52's with a MetaCL-lambda
+    (`GEM_TARGET`)."""
+    aim = {m: (GEM_TARGET if "lambda" in mm.base else None) if mm.use == "constrain" else MEMORY_TARGET
+           for m, mm in ((m, memory_of(m)) for m in times if memory_of(m))}
+    return [{"method": m, "base": memory_of(m).base, "ratio": (r := times[m] / times[memory_of(m).base]),
+             "target": t, "met": None if t is None else r <= t} for m, t in aim.items() if memory_of(m).base in times]
 
 
 def print_ratios(ratios: list[dict], what: str) -> None:
