@@ -162,7 +162,7 @@ def memory_ratios(times: dict[str, float]) -> list[dict]:
 def print_ratios(ratios: list[dict], what: str) -> None:
     """The memory methods' `what` beside their base methods', with the ratio and the target."""
     for r in ratios:
-        aim = "no target: a gradient per past task" if r["target"] is None else \
+        aim = "no target" if r["target"] is None else \
             f"target <= {r['target']:g} x: {'met' if r['met'] else 'MISSED'}"
         print(f"{r['method']:22s} {r['ratio']:5.2f} x the {what} of {r['base']} ({aim})", flush=True)
 
