@@ -67,7 +67,7 @@ def test_the_committed_file_is_valid():
     hp = H.load()["pmnist"]
     paper = {m for m in PAPER_METHOD_NAMES if H.strength_key(m)}
     both = {m for m in vocab.MEMORY_METHODS if H.strength_key(m)}
-    assert both == {"mas-metacl-lambda-mem", "pi-metacl-lambda-mem", "ewc-metacl-lambda-mem"}
+    assert both == {f"{r}-metacl-lambda-{m}" for r in vocab.PAPER_REGULARISERS for m in ("mem", "gem")}
     assert set(hp["methods"]) == paper | set(vocab.family("l2")) | both
     assert hp["source"] == "results/tuning-pmnist-K20.json"
     assert {m: s["source"] for m, s in hp["sources"].items()} == {
