@@ -445,5 +445,5 @@ def test_compute_rows_count_the_images_each_step_passes_by_hand():
         (100, 100), (110, 120), (110, 120), (110, 120)]
     assert rows["er"]["vs_finetune"] == 1.5 and rows["agem"]["step_ms"] is None and rows["agem"]["vs_finetune"] is None
     assert list(rows)[:5] == ["finetune", "metacl", "mas-metacl-lambda", "pi-metacl-lambda", "ewc-metacl-lambda"]
-    table = R.compute_table(list(rows.values()))
+    table = R.compute_table({1: list(rows.values())})
     assert table.set_index("method").loc["ER", ["images a step (most)", "× fine-tune's"]].tolist() == [120, "1.50"]

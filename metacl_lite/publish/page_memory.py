@@ -398,8 +398,11 @@ def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
             "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
             "qc_bt_refuted": ks_where(rows, "c", "BT", 1, REFUTED),
             "qc_bt_inconclusive": ks_where(rows, "c", "BT", 1, INCONCLUSIVE),
-            **{f"qc5_{m.lower()}_{v}": ks_where(rows, "c", m, 5, v) for m in ("ACC", "BT", "FA")
-               for v in (CONFIRMED, REFUTED, INCONCLUSIVE)},
+            "qc5_fa_confirmed": ks_where(rows, "c", "FA", 5, CONFIRMED),
+            "qc5_bt_refuted": ks_where(rows, "c", "BT", 5, REFUTED),
+            "qc5_bt_inconclusive": ks_where(rows, "c", "BT", 5, INCONCLUSIVE),
+            "qc5_acc_refuted": ks_where(rows, "c", "ACC", 5, REFUTED),
+            "qc5_acc_inconclusive": ks_where(rows, "c", "ACC", 5, INCONCLUSIVE),
             "qd_best": each("d_best"), "qd_acc_span": each("d_acc")}
 
 
@@ -479,13 +482,13 @@ def changes_text(changes: list[dict]) -> str:
                    f"({pts(c['mean_now'])})" for c in changes) or "none"
 
 
-def compute_table(rows: list[dict]):
-    """`findings.memory.compute_rows` as the page shows it: images per outer step (mean over the stream, most) and
-    the measured step time with its ratio to fine-tune's."""
+def compute_table(rows: dict):
+    """`findings.memory.compute_rows` per budget ({M: rows}) as the page shows it: images per outer step (mean over
+    the stream, most) and the measured step time with its ratio to fine-tune's."""
     import pandas as pd
 
-    return pd.DataFrame([{"method": method_label(r["method"]), "images a step (mean)": f"{r['images_mean']:.0f}",
-                          "images a step (most)": r["images_max"],
+    return pd.DataFrame([{"M": M, "method": method_label(r["method"]),
+                          "images a step (mean)": f"{r['images_mean']:.0f}", "images a step (most)": r["images_max"],
                           "step (ms)": "–" if r["step_ms"] is None else f"{r['step_ms']:.1f}",
                           "× fine-tune's": "–" if r["vs_finetune"] is None else f"{r['vs_finetune']:.2f}"}
-                         for r in rows])
+                         for M, rs in rows.items() for r in rs])
