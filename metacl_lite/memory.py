@@ -42,7 +42,7 @@ from torch import nn
 
 from .balance import dynamic_balance, flatten, many_reference_lambdas, two_reference_balance
 from .data.streams import Experience
-from .vocab import MEMORIES, registrar
+from .vocab import MEMORIES, memory_of, registrar
 
 #: A-GEM's reference batch: at most 256 examples of the memory (A-GEM's code, `eps_mem_batch`).
 REFERENCE_BATCH = 256
@@ -160,8 +160,8 @@ class EpisodicMemory:
         """GEM's references, one row per past task: the gradient of the mean cross-entropy on all of that task's
         examples in the memory."""
         x, y, task = self.batch(None)
-        return torch.stack([_flat_grad(F.cross_entropy(model(x[task == k], task[task == k]), y[task == k]), model)
-                            for k in torch.unique(task).tolist()])
+        return torch.stack([_flat_grad(F.cross_entropy(model(x[m], task[m]), y[m]), model)
+                            for m in (task == k for k in torch.unique(task).tolist())])
 
     def hook(self, model: nn.Module, use: str, task_gradient: Callable, balance: Callable) -> tuple[Callable, Callable]:
         """The training loop's task gradient and balance for a method that uses the memory as `use` says (`USES`):
@@ -179,7 +179,8 @@ class EpisodicMemory:
             return (lambda model, x, y, task, cfg: self.replay_gradient(model, x, y, task)), balance
         if use == "constrain":
             def constrain(g1: torch.Tensor, g2: Optional[torch.Tensor], beta: float, gamma: float):
-                refs = self.task_gradients(model) if g2 is None else torch.cat([g2[None], self.task_gradients(model)])
+                refs = self.task_gradients(model)
+                refs = refs if g2 is None else torch.cat([g2[None], refs])  # the regulariser's, one reference more
                 lam = many_reference_lambdas(g1, refs)
                 if g2 is None:
                     return g1 + lam.to(refs) @ refs, lam.max()
@@ -201,6 +202,12 @@ def new_memory(memory: Optional[str], cfg, seed: int, groups: int):
     if memory not in MEMORY_CLASSES:
         raise ValueError(f"the memory {memory!r} has no class: decorate one with @memory_family({memory!r})")
     return MEMORY_CLASSES[memory].from_config(cfg, seed, groups)
+
+
+def policy_record(methods) -> dict:
+    """What a results or tuning file of `methods` records of its memory: {"memory_policy": POLICY} where a method has
+    one, else nothing; a file whose record differs is of another memory and is refused."""
+    return {"memory_policy": POLICY} if any(map(memory_of, methods)) else {}
 
 
 def images_per_step(use: Optional[str], batch: int, held: int) -> int:

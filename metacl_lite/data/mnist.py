@@ -18,7 +18,7 @@ from .datafiles import (ChecksumError, DataError, MissingDataError, check_folder
 from ..paths import PACKAGE_DIR
 from ..errors import UsageError
 from .specs import SPECS, BenchmarkSpec
-from .streams import Benchmark, Experience, check_request, first_k_indices
+from .streams import Benchmark, Experience, check_request, first_k_indices, unit_scale
 
 #: The four original MNIST files and their official md5 (torchvision's `MNIST.resources`; a test checks they agree).
 #: Kept here so that verifying the files does not import torchvision; downloads use torchvision's `MNIST.mirrors`.
@@ -170,7 +170,7 @@ def make_permutations(n_tasks: int, seed: int, n_pixels: int = 784, identity_fir
 
 
 def _to_float(x: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(x.reshape(len(x), -1).astype(np.float32) / 255.0)
+    return unit_scale(torch.from_numpy(np.array(x.reshape(len(x), -1))))  # what a memory's uint8 images give back
 
 
 def _mnist_kind(K: int, source: str, need: int) -> str:

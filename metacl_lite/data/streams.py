@@ -84,7 +84,7 @@ class Experience:
 
 
 def unit_scale(q: torch.Tensor) -> torch.Tensor:
-    """uint8 images as float32 in [0, 1], as the streams scale them (Permuted MNIST: `mnist._to_float`)."""
+    """uint8 images as float32 in [0, 1]: Permuted MNIST's inputs (`mnist._to_float`), and a memory's images back."""
     return q.float() / 255.0
 
 

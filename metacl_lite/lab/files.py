@@ -22,8 +22,8 @@ from ..errors import UserError
 from ..keys import RunKey, TuningKey, unit_name
 from ..paths import REPO_ROOT
 from ..training import ALL_METHODS, TrainConfig
-from ..memory import POLICY
-from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_METHOD_NAMES, memory_of
+from ..memory import policy_record
+from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_METHOD_NAMES
 from .checks import effective_options, recorded_options
 from .commands import option_flags, out_flag
 from .lattice import choose
@@ -201,8 +201,8 @@ class ResultsFile(UnitFile):
         diff = compat_diff(oc, config)
         diff += ["gamma_control"] if oc.get("gamma_control") != config.get("gamma_control") else []
         # a memory's runs of another policy (`memory.POLICY`; none recorded: the end-of-task memory before it)
-        old_memory = any(map(memory_of, oc.get("methods", [])))
-        diff += ["memory_policy"] if old_memory and oc.get("memory_policy") != POLICY else []
+        diff += ["memory_policy"] if oc.get("memory_policy") != policy_record(oc.get("methods", [])).get(
+            "memory_policy") else []
         diff += [f"method_hparams[{m}]" for m in config["methods"]
                  if m in oc.get("method_hparams", {}) and oc["method_hparams"][m] != config["method_hparams"][m]]
         diff += [f"method_options[{m}]" for m in config["method_options"]
@@ -217,8 +217,7 @@ class ResultsFile(UnitFile):
         merged = dict(config)
         merged["methods"] = [m for m in ALL_METHODS if m in set(old.get("methods", [])) | set(config["methods"])]
         merged["seeds"] = sorted(set(old.get("seeds", [])) | set(config["seeds"]))
-        if any(map(memory_of, merged["methods"])):
-            merged["memory_policy"] = POLICY
+        merged.update(policy_record(merged["methods"]))
         merged["method_hparams"] = {**old.get("method_hparams", {}), **config["method_hparams"]}
         merged["hparams_source"] = {**old.get("hparams_source", {}), **config["hparams_source"]}
         merged["method_options"] = {**{m: effective_options(old, m) for m in old.get("methods", [])
@@ -313,7 +312,8 @@ def grid_of(doc: dict) -> dict:
 
 class TuningFile(UnitFile):
     """The tuning file of a `TuneRequest` (`req.out`): continued only under the same protocol (every field equal; of
-    the per-method fields, `PER_METHOD`, those of the methods both tune: a method may join), its methods merged, its grid, chosen values and edges derived from its units. `command(doc, out)` writes the
+    the per-method fields, `PER_METHOD`, those of the methods both tune: a method may join), its methods merged, its
+    grid, chosen values and edges derived from its units. `command(doc, out)` writes the
     command that regenerates it; `text` is the protocol in words (`tuning.PROTOCOL`), recorded as protocol_text."""
 
     def __init__(self, req: TuneRequest, command: Callable[[dict, Path], str], text: str):

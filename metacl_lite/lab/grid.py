@@ -29,8 +29,8 @@ from ..data.specs import BenchmarkSpec, get_spec
 from ..keys import RunKey, unit_name
 from ..progress import progress
 from ..training import TrainConfig, get_method, run_stream, train_joint, train_reference
-from ..memory import POLICY
-from ..vocab import BUDGET_OPTIONS, memory_of
+from ..memory import policy_record
+from ..vocab import BUDGET_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -274,8 +274,7 @@ def results_config(req: RunRequest) -> RunRequest:
               "method_options": {m: method_option_values(cfgs[m].to_dict(), m) for m in methods if recorded_options(m)},
               "data_source": req.source, "model": req.model, "accelerator": req.loc.accelerator,
               "threads": req.plan.threads if req.device_kind == "cpu" else None}
-    if any(memory_of(m) for m in methods):  # what the memory keeps and when (`memory.POLICY`)
-        config["memory_policy"] = POLICY
+    config.update(policy_record(methods))  # what the memory keeps and when (`memory.POLICY`)
     if gamma is not None:
         config["gamma_control"] = gamma
     return replace(req, options=options, config=config, cfgs={m: c.to_dict() for m, c in cfgs.items()},

@@ -35,8 +35,8 @@ from ..data.specs import get_spec
 from ..keys import TuningKey
 from ..progress import progress
 from ..training import ALL_METHODS, TrainConfig
-from ..memory import POLICY
-from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_REGULARISERS, in_paper, memory_of
+from ..memory import POLICY, policy_record
+from ..vocab import BUDGET_OPTIONS, OPTIONS, PAPER_REGULARISERS, in_paper
 
 PROTOCOL = (
     "a stream of n_tasks tasks with permutation seeds disjoint from the evaluation seeds (100, 101 vs 0-4), training "
@@ -275,8 +275,7 @@ def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Op
     if around is not None:
         _window_in_protocol(protocol, methods, around, window)
     protocol["method_options"] = _method_options(spec, methods, options or {}, H.load() if decided else None)
-    if any(map(memory_of, methods)):  # what the memory keeps and when: a file of another policy is refused
-        protocol["memory_policy"] = POLICY
+    protocol.update(policy_record(methods))  # what the memory keeps and when: a file of another policy is refused
     if K > spec.val_offset:
         raise UsageError(f"K={K}: the validation images of {spec.title} start at image {spec.val_offset} of each class, "
                          f"so tuning needs K <= {spec.val_offset}")

@@ -83,12 +83,13 @@ def several_check(n: int = 5, seed: int = 5) -> dict:
     worst, gem, osqp = 0.0, 0.0, 0.0 if importlib.util.find_spec("osqp") else None
     for size in [(4, 12)] * n + [(20, 40)] * n:
         g1, *refs = rng.normal(size=size)
-        qp = balance_qp_numeric(g1, np.stack(refs))
-        gem = max(gem, float(np.abs(g1 + many_reference_lambdas(*map(torch.tensor, (g1, np.stack(refs)))).numpy()
-                                    @ np.stack(refs) - qp).max()) / (1 + np.abs(g1).max()))
+        R = np.stack(refs)
+        qp = balance_qp_numeric(g1, R)
+        gem = max(gem, float(np.abs(g1 + many_reference_lambdas(*map(torch.tensor, (g1, R))).numpy() @ R - qp).max())
+                  / (1 + np.abs(g1).max()))
         if size[0] > 4:
             continue
-        worst = max(worst, float(np.maximum(0, -(np.stack(refs) @ qp)).max()))
+        worst = max(worst, float(np.maximum(0, -(R @ qp)).max()))
         if osqp is not None:
             closed, _ = two_reference_balance(*(torch.tensor(v) for v in (g1, refs[0], refs[1])))
             osqp = max(osqp, float(np.abs(balance_qp_numeric(g1, np.stack(refs[:2]), "osqp") - closed.numpy()).max()))
