@@ -8,7 +8,7 @@ is named in provenance and messages as ``"{section}/{key}"`` (`unit_name`). Torc
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, NamedTuple, TypeVar
+from typing import Iterator, Mapping, NamedTuple, TypeVar
 
 V = TypeVar("V")
 
@@ -85,8 +85,3 @@ def runs_by_key(runs: Mapping[str, V]) -> Iterator[tuple[RunKey, V]]:
 def runs_of(runs: Mapping[str, V], method: str) -> dict[int, V]:
     """The runs of one method, by seed."""
     return {k.seed: r for k, r in runs_by_key(runs) if k.method == method}
-
-
-def methods_in(keys: Iterable[str]) -> set[str]:
-    """The methods that a "runs" section's keys name."""
-    return {RunKey.parse(k).method for k in keys}

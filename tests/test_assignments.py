@@ -8,6 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import secret_lines
 
 from metacl_lite.course import assignments as A
 
@@ -55,7 +56,7 @@ def test_book_pages_are_generated_from_the_sources():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_student_pages_hide_solutions_and_hidden_tests(name):
-    secrets = A.secret_lines(name)
+    secrets = secret_lines(name)
     assert len(secrets) >= 5
     nb = nbformat.read(str(ROOT / "book/assignments" / f"{name}.ipynb"), as_version=4)
     text = "\n".join(c.source for c in nb.cells) + json.dumps(nb.metadata)

@@ -73,7 +73,9 @@ def test_book_renders_in_browser(book_build):
 def _assignment_pages_hide_solutions(html: Path):
     from html import unescape
 
-    from metacl_lite.course.assignments import list_assignments, secret_lines
+    from conftest import secret_lines
+
+    from metacl_lite.course.assignments import list_assignments
 
     assert "Course assignments" in (html / "assignments" / "index.html").read_text()
     for name in list_assignments():

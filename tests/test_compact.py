@@ -53,6 +53,7 @@ MESSAGES = {
     "course.sheet._run_lines": "a feedback's lines on how the run ended (timeout, crash, error) and the time-limit hint",
     "course.grading.grade_one": "a submission's status when the grader's worker ended without a result",
     "course.jail.init": "the jail's error line when it cannot start the submission's process",
+    "course.cgroup.where": "why the machine gives the grader no control group (the grading's one-line note)",
     "course.grading_refs._stub": "the source of a withheld reference's stand-in, whose error names the refusal",
     "course.grading_worker.grade": "a submission's status when its process ended early (the sheet's status column)",
     "course.jail_runner.one_line": "the error a student's cell raised, as its feedback line",

@@ -8,8 +8,11 @@ The tests run as root in CI: the rootless grader then runs under `setpriv` as an
 environment lives in root's home). Run without root, these tests and the rest of the grading suite grade rootless
 themselves. The whole grading suite runs in both modes: as itself (root in CI) and, from here, under `setpriv`."""
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -20,7 +23,18 @@ from conftest import UNPRIVILEGED_UID, give_to_unprivileged
 ROOT = Path(__file__).resolve().parents[1]
 #: the grading suite, run a second time without root by `test_the_whole_grading_suite_passes_without_root`
 SUITE = ("tests/test_grading.py", "tests/test_grading_attacks.py", "tests/test_grading_channel.py",
-         "tests/test_grading_fixtures.py", "tests/test_grading_round2.py", "tests/test_sheet_round6.py")
+         "tests/test_grading_fixtures.py", "tests/test_grading_round2.py", "tests/test_grading_round3.py",
+         "tests/test_sheet_round6.py")
+
+
+@pytest.fixture
+def tmp_path():
+    """A folder of the test's own, outside pytest's per-user folder: any other pytest that root starts on the machine
+    meanwhile resets that folder to 0700 (pytest does so for safety), and an unprivileged grader working below it
+    loses its folder (`PermissionError` in the middle of the suite)."""
+    where = Path(tempfile.mkdtemp(prefix="metacl-rootless-test-", dir="/tmp"))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +111,7 @@ NESTED = textwrap.dedent("""
         r, w = os.pipe()
         if os.fork() == 0:  # a submission's process: its own nested namespace, or (nest=False) its limit only
             if nest:
-                jail.become_submission(conf)
+                jail.become_submission(conf, jail.submission_filter())
             else:
                 jail._limits(conf)
             made = 0
@@ -131,7 +145,7 @@ def test_the_submission_is_the_graders_uid_without_capabilities_or_namespaces_of
     """In its nested user namespace the submission is the grader's uid, mapped onto the jail's root, with no
     capability (none to regain), and the kernel refuses it any namespace: a user namespace too."""
     out = nested(python, tmp_path, """
-        jail.become_submission(conf)
+        jail.become_submission(conf, jail.submission_filter())
         libc = ctypes.CDLL(None, use_errno=True)
         status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
         print("ids", os.getuid(), os.geteuid(), os.getgid())
@@ -190,6 +204,13 @@ def test_an_unprivileged_grader_grades_a_class_with_the_same_sheet_as_root(pytho
 
 
 @pytest.mark.slow
+def test_an_unprivileged_grader_works_outside_pytests_per_user_folder(tmp_path):
+    """The folder the unprivileged grader and its suite work in is not below /tmp/pytest-of-USER, which a second
+    pytest run by the same user resets to 0700."""
+    per_user = Path(tempfile.gettempdir()) / f"pytest-of-{pwd.getpwuid(os.getuid()).pw_name}"
+    assert per_user not in tmp_path.parents, tmp_path
+
+
 def test_the_whole_grading_suite_passes_without_root(python, tmp_path):
     """The grading suite, attacks included, run again as an unprivileged uid (when these tests run as root, as in
     CI): every attack scores what its notebook scores without it, and no file outside the jail changes, in both

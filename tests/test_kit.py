@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import secret_lines
 
 from metacl_lite.course import assignments as A
 from metacl_lite.course import kit
@@ -39,7 +40,7 @@ def test_the_kit_holds_notebooks_wheel_and_readme_and_no_source(kit_zip):
     assert "metacl_lite/balance.py" in inside and "metacl_lite/course/grading.py" in inside
     assert not [n for n in inside if "book/" in n or n.endswith(".md") and "assignments" in n]
     for name in A.list_assignments():
-        for secret in A.secret_lines(name):
+        for secret in secret_lines(name):
             leaks = [n for n, data in texts.items() if secret.encode() in data]
             assert not leaks, f"{name}: {secret!r} is in {leaks}"
             # the package is the book's reference implementation (the solutions' code is in it by design, withheld

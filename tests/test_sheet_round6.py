@@ -230,14 +230,31 @@ def _pip_working(tmp: Path) -> list:
     return [p for p in [*tmp.glob("pip-*"), *tmp.glob("*/pip-tmp/*")] if "pip" in p.name]
 
 
+#: a pip that stays at work (deterministic, where the real one may finish first): its build backend, a child of its
+#: own, keeps making its folder and writing there (for 30 s) as setuptools' does, however pip ends
+SLOW_PIP = ("import os, subprocess, sys, tempfile, time\n"
+            "d = tempfile.mkdtemp(prefix='pip-')\n"
+            "backend = ('import os, sys, time\\nt = time.time()\\nwhile time.time() - t < 30:\\n'\n"
+            "           '    os.makedirs(sys.argv[1], exist_ok=True)\\n'\n"
+            "           '    open(os.path.join(sys.argv[1], str(time.time_ns())), \"w\").close()\\n'\n"
+            "           '    time.sleep(0.01)\\n')\n"
+            "subprocess.Popen([sys.executable, '-c', backend, d])\ntime.sleep(600)\n")
+
+
 @pytest.mark.parametrize("sig, when", [(signal.SIGTERM, _copying), (signal.SIGHUP, _copying),
                                        (signal.SIGTERM, _pip_working)], ids=["SIGTERM", "SIGHUP", "SIGTERM-in-pip"])
 def test_a_signal_during_the_kit_leaves_no_temporary_copy(tmp_path, sig, when):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     out = tmp_path / "kit.zip"
+    env = dict(os.environ, TMPDIR=str(tmp))
+    if when is _pip_working:
+        (tmp_path / "fake" / "pip").mkdir(parents=True)
+        (tmp_path / "fake" / "pip" / "__init__.py").write_text("")
+        (tmp_path / "fake" / "pip" / "__main__.py").write_text(SLOW_PIP)
+        env["PYTHONPATH"] = str(tmp_path / "fake")
     proc = subprocess.Popen([sys.executable, "-m", "metacl_lite", "assignments", "kit", "--out", str(out)],
-                            env=dict(os.environ, TMPDIR=str(tmp)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 180  # a loaded machine starts Python slowly
         while not when(tmp) and proc.poll() is None and time.monotonic() < deadline:
@@ -250,7 +267,8 @@ def test_a_signal_during_the_kit_leaves_no_temporary_copy(tmp_path, sig, when):
             proc.kill()
             proc.wait()
     assert proc.returncode == 130 and "Traceback" not in err, err
-    assert list(tmp.iterdir()) == [] and list(tmp_path.iterdir()) == [tmp]  # no copy, no kit, no .part
+    time.sleep(0.5)  # a backend left running would have made its folder again by now
+    assert list(tmp.iterdir()) == [] and not out.exists() and not list(tmp_path.glob("*.part"))  # no copy, no kit
 
 
 # 13. a timeout's limit in its status; which rows to grade again

@@ -206,47 +206,6 @@ def update_pages(names: Optional[Sequence[str]] = None, check: bool = False, dis
     return changed
 
 
-def secret_lines(name: str, source_dir: Path = SOURCE_DIR, min_len: int = 15) -> list[str]:
-    """What a student must never see, read from the source: solution code (between `# BEGIN SOLUTION` and
-    `# END SOLUTION` in code cells), solution text (written answers and rubrics, between the otter SOLUTION fences),
-    and the names of the hidden tests. Lines shorter than `min_len` are skipped (too generic to search for)."""
-    out: list[str] = []
-    in_block = in_code = in_inline = hidden_cell = False
-    cell_first = False
-    lines = source_path(name, source_dir).read_text().splitlines()
-    for i, line in enumerate(lines):
-        s = line.strip()
-        if s.startswith("```{code-cell}"):
-            in_code, cell_first = True, True
-            continue
-        if in_code and s == "```":
-            in_code = hidden_cell = False
-            continue
-        if s == "```otter" and i + 1 < len(lines):
-            nxt = lines[i + 1].strip().upper()
-            if nxt.startswith("# BEGIN SOLUTION"):
-                in_block = True
-            elif nxt.startswith("# END SOLUTION"):
-                in_block = False
-            continue
-        if in_code:
-            if cell_first:
-                cell_first = False
-                if s.startswith(":"):  # MyST cell options
-                    cell_first = True
-                    continue
-                hidden_cell = s.upper() == "# HIDDEN"
-            if s.startswith("# BEGIN SOLUTION"):
-                in_inline = True
-            elif s.startswith("# END SOLUTION"):
-                in_inline = False
-            elif in_inline or (hidden_cell and s.startswith("def test_")):
-                out.append(s)
-        elif in_block and s and not s.startswith("#"):
-            out.append(s)
-    return [s for s in out if len(s) >= min_len]
-
-
 def read_notebook(notebook: Path):
     """A notebook as nbformat reads it; a file that is not a notebook (not JSON, `{}`, a list, a folder) raises an
     AssignmentError naming it."""

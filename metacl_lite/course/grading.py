@@ -183,10 +183,12 @@ def _worker_conf(tmp: Path, notebook: Path, uid: int, gid: int, timeout: float, 
 def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidden: Sequence[Path] = ()) -> dict:
     """Grade one submission: a trusted worker (`grading_worker`) runs the tests against its notebook's code, which
     runs in a jail (`jail`); its record (`questions` and `cell_errors`, or `error` / `crashed` / `timeout`)."""
-    from . import jail
+    from . import cgroup, jail
 
-    uid, gid = (os.getuid(), os.getgid()) if jail.rootless() else (jail.submission_uid(), jail.ensure_user()[1])
+    slot = None if jail.rootless() else jail.Slot()
+    uid, gid = (os.getuid(), os.getgid()) if slot is None else (slot.uid, jail.ensure_user()[1])
     tmp = Path(tempfile.mkdtemp(prefix="metacl-grade-"))
+    group = cgroup.Group(f"metacl-jail-{tmp.name}")
     try:
         os.chmod(tmp, 0o711)
         private, scratch, pkg = tmp / "private", tmp / "scratch", tmp / "pkg"
@@ -208,7 +210,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
             shutil.copy2(zip_path, private / "autograder.zip")
         result = private / "result.json"
         (tmp / "root").mkdir(mode=0o700)  # the jail's root is built here, in the jail's own mount namespace
-        conf = _worker_conf(tmp, notebook, uid, gid, timeout, hidden)
+        conf = dict(_worker_conf(tmp, notebook, uid, gid, timeout, hidden), cgroup=group.procs())
         (private / "worker.json").write_text(json.dumps(conf))
         cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(private / "worker.json")]
         proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True, stdout=subprocess.DEVNULL,
@@ -234,8 +236,11 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         why = last[-1][:160] if last else f"exit status {proc.returncode}"
         return {"error": f"the grader's worker ended without a result ({why}); graded again on a rerun"}
     finally:
-        jail.end_jail(tmp / "private", uid)  # nothing of the submission runs once its row is written
+        jail.end_jail(tmp / "private")  # nothing of the submission runs once its row is written
+        group.remove()  # nor in its group
         shutil.rmtree(tmp, ignore_errors=True)
+        if slot is not None:
+            slot.release()
 
 
 def _check_folder(path: Optional[Path], option: str) -> None:
@@ -437,6 +442,7 @@ def _signals_interrupt() -> None:
 
 def command(a) -> int:
     """`assignments grade`: the grade sheet of ASSIGNMENT PATH..., or one notebook's scores (`grade NOTEBOOK`)."""
+    from . import cgroup
     from .assignments import assignment_name, nonempty_path
 
     def path(value, option):  # an empty path would mean the working folder: refused
@@ -477,5 +483,7 @@ def command(a) -> int:
                       answers=a.answers,
                       on_row=lambda r: print(f"{one_line(r['submission'])}: {r['total']} / {r['possible']} "
                                              f"{one_line(r['status'])}"))
-    print(f"{len(rows)} rows in {a.out}")
+    why = cgroup.where()[0]  # said last, where it is read: the rows' lines come first
+    print(f"{len(rows)} rows in {a.out}" + (f"; each submission's memory, processes and CPU were bounded process by "
+                                            f"process, not as a whole: {why}" if why else ""))
     return 0

@@ -20,10 +20,6 @@ WITHHELD = {
 }
 
 
-class Withheld(RuntimeError):
-    """A reference implementation called while it is withheld (grading)."""
-
-
 def reference(dotted: str):
     """The reference `module.name` the hidden tests compare with (in the jail: a stub that raises)."""
     module, name = dotted.rsplit(".", 1)

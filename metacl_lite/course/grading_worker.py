@@ -87,7 +87,7 @@ class Jail:
     """The jailed runner and its two pipes."""
 
     def __init__(self, conf: dict):
-        from . import jail
+        from . import cgroup, jail
 
         r_req, w_req = os.pipe()
         r_rep, w_rep = os.pipe()
@@ -99,7 +99,8 @@ class Jail:
         cfg = Path(conf["private"]) / "jail.json"
         cfg.write_text(json.dumps(conf))
         self.proc = subprocess.Popen(jail.command(cfg), pass_fds=(r_req, w_rep), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=w_err, preexec_fn=jail._pdeathsig)
+                                     stdout=subprocess.DEVNULL, stderr=w_err,
+                                     preexec_fn=lambda: (cgroup.attach(conf["cgroup"]), jail._pdeathsig()))
         for fd in (r_req, w_rep, w_err):
             os.close(fd)
         self.log = Tail(r_err)

@@ -7,18 +7,23 @@
 
 * every mount is remounted read-only, and a new root is built on an empty tmpfs (`build_root`): the system's software
   (`SYSTEM`), the grader's Python, the data and a copy of the package whose withheld references are stubs
-  (`grading_refs.sanitize`), all read-only; fresh, size-limited tmpfs for /tmp, /var/tmp and /dev/shm; a few devices;
+  (`grading_refs.sanitize`), all read-only; fresh tmpfs for /tmp, /var/tmp and /dev/shm, each limited in bytes and
+  in files (`_tmpfs`); a few devices;
   the PID namespace's /proc; the submission's scratch folder (its only writable place, owned by the jail user). What
   the grader hides (autograders, sources, the package's source, class folders, ...) is covered by an empty tmpfs where
   it lies inside one of those. Nothing else of the machine is there, world-readable or not;
 * `pivot_root` makes it the root, and the old root is let go (no path leads back to it);
 * loopback up in a network namespace of its own (no other interface: no network);
 * a new, empty session keyring (the grader's is not inherited);
-* the first process stays root and stays the namespace's init (`init`): it forks the submission's process, which
-  takes its limits (address space, processes, file size, CPU time, no core files), no new privileges, a seccomp
-  filter that refuses the keyring calls (`deny_keyrings`), then the submission's own uid (`submission_uid`: one per
-  submission, so one submission's processes never count against another's limit, nor another grader's) in the
-  group `metacl-grader` (created when missing), and execs `jail_runner`; init reaps, and ends when that process ends.
+* the first process stays root and stays the namespace's init (`init`, which handles no signal, so none sent from
+  inside reaches it): it forks the submission's process, which takes its limits (address space, processes, file
+  size, CPU time, no core files), the submission's own uid (`Slot`: one per submission on the machine, so one
+  submission's processes never count against another's limit, nor another grader's) in the group `metacl-grader`
+  (created when missing), then the seccomp filter (`submission_filter`: no keyrings, namespaces, io_uring or socket
+  families beyond local and IP), and execs `jail_runner`; init reaps, and ends when that process ends.
+
+The whole jail runs in a control group of its own (`cgroup`, joined by its first process before it execs): memory,
+processes and CPU are bounded per submission, whatever it forks.
 
 Grading without root (`userns`): a grader that is not root builds the same jail in an unprivileged user namespace
 (`unshare --user --map-root-user`: root there, its own uid on the machine), and the submission's process enters a
@@ -48,64 +53,59 @@ from . import userns  # here, not where it is used: the jail's process loses the
 
 USER = "metacl-grader"
 #: limits inside the jail: address space, processes of the submission's uid, file size; the sizes of its writable
-#: places (each a tmpfs of its own: what a submission writes never reaches the grading machine's disk)
+#: places (each a tmpfs of its own: what a submission writes never reaches the grading machine's disk) and the files
+#: each tmpfs holds
 LIMITS = {"as_bytes": 16 * 2 ** 30, "nproc": 512, "fsize_bytes": 2 * 2 ** 30, "tmp_size": "1g", "shm_size": "512m",
-          "scratch_size": "1g"}
-#: the submissions' uids: UID_BASE + the native id of the thread that grades it (unique on the machine while that
-#: thread lives), far above the users and systemd's dynamic and container ranges' starts
+          "scratch_size": "1g", "inodes": 16384}
+#: the submissions' uids: UID_BASE + a slot drawn at random and held by a lock (`Slot`), far above the users and
+#: systemd's dynamic and container ranges' starts
 UID_BASE = 0x70000000
 UID_SPAN = 1 << 24
+#: where the slots' locks are (root's, shared by every grader on the machine)
+SLOTS = Path("/run/lock/metacl-grader")
 
 
 #: the file of the worker's private folder where the jail writes its PID namespace (`end_jail` reads it)
 PIDNS = "jail.pidns"
 
 
-def submission_uid() -> int:
-    """The uid the current grading thread's submission runs as: no other submission graded now on this machine
-    (by this grader or another) has it, so a process limit counts that submission's processes only."""
-    import threading
+class Slot:
+    """A submission's uid while it is graded: no other submission graded now on this machine (by this grader or
+    another, in this container or another that shares /run/lock) holds it, so a process limit counts that
+    submission's processes only. Drawn at random from 2**24 (two graders that share no lock folder meet with a
+    chance of one in sixteen million a pair of rows), held by an exclusive lock until `release`."""
 
-    return UID_BASE + threading.get_native_id() % UID_SPAN
+    def __init__(self):
+        import fcntl
+        import secrets
+
+        SLOTS.mkdir(parents=True, mode=0o700, exist_ok=True)
+        while True:
+            self.uid = UID_BASE + secrets.randbelow(UID_SPAN)
+            self._lock = open(SLOTS / str(self.uid), "w")
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                self._lock.close()
+
+    def release(self) -> None:
+        (SLOTS / str(self.uid)).unlink(missing_ok=True)
+        self._lock.close()
 
 
 def is_submission_uid(uid: int) -> bool:
     return UID_BASE <= uid < UID_BASE + UID_SPAN
 
 
-def end_processes(uid: int, wait_s: float = 60.0) -> int:
-    """Return once no process runs as the submission's `uid`, not even one that has ended and is not yet reaped,
-    killing any that still runs (up to `wait_s`): when its worker was killed, the jail dies by parent-death signals,
-    a moment after the worker; the row is written after. The number of processes that were still there."""
-    import time
-
-    import psutil
-
-    deadline, seen = time.monotonic() + wait_s, set()
-    while time.monotonic() < deadline:
-        left = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid]
-        if not left:
-            break
-        seen.update(p.pid for p in left)
-        for p in left:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        time.sleep(0.1)
-    return len(seen)
-
-
-def end_jail(private: Path, uid: int) -> None:
+def end_jail(private: Path) -> None:
     """Return once no process of a submission graded in `private` runs: none in its jail's PID namespace (which the
-    jail wrote there, with its init's start time, before the submission started) and, as root, none running as its
-    uid (`end_processes`)."""
+    jail wrote there, with its init's start time, before the submission started; no process leaves its PID
+    namespace)."""
     try:
         userns.end_namespace(*map(int, (Path(private) / PIDNS).read_text().split()))
     except (OSError, ValueError, TypeError):
         pass  # no jail was started, so nothing of the submission ran
-    if not rootless():
-        end_processes(uid)
 
 
 class JailUnavailable(RuntimeError):
@@ -169,6 +169,18 @@ def check_available() -> None:
     for tool in ("unshare", "mount", "pivot_root", "ip"):
         if not _which(tool):
             raise JailUnavailable(f"the jail needs `{tool}` (util-linux / iproute2): run data_scripts/system_deps.sh")
+    try:
+        import pyseccomp  # noqa: F401 - the submission's filter (`submission_filter`)
+    except (ImportError, OSError) as e:
+        raise JailUnavailable(f"the jail's seccomp filter needs libseccomp and its binding pyseccomp ({e}): "
+                              "pip install -e '.[assignments]', and libseccomp2 from the system's packages") from None
+    r = subprocess.run([sys.executable, "-I", "-c", "import metacl_lite; print(metacl_lite.__file__)"],
+                       capture_output=True, text=True)
+    mine, theirs = Path(__file__).resolve().parents[1], Path(r.stdout.strip() or "/nowhere").resolve().parent
+    if mine != theirs:  # the jail runs `python -I`: no PYTHONPATH
+        raise JailUnavailable(f"the jail runs {sys.executable} -I (no PYTHONPATH), which imports metacl_lite from "
+                              f"{theirs if r.returncode == 0 else 'nowhere'}, not from {mine}: install this checkout "
+                              f"in that Python (pip install -e {mine.parent}), or grade with the Python it is in")
     if rootless():
         why = userns.probe()
         if why:
@@ -214,13 +226,6 @@ def _pdeathsig() -> None:
         pass
 
 
-def _no_new_privs() -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-    except (OSError, AttributeError):
-        pass
-
-
 #: the machine's software the jail's root holds (read-only, where present), beside the Python, the data and the
 #: package copy that the grader names: no home, no /opt, /srv, /mnt, /var or /run, no checkout
 SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
@@ -234,12 +239,18 @@ def _bind(src: str, dst: str, writable: bool = False) -> None:
     _mount("-o", "remount,bind," + ("rw,nosuid,nodev" if writable else "ro,nosuid,nodev"), dst)
 
 
+def _tmpfs(dst: str, size: str, opts: str = "mode=0755", nodev: bool = True) -> None:
+    """A tmpfs of `size` bytes and at most LIMITS['inodes'] files (the kernel's default, half the pages of memory,
+    lets a flood of empty files take gigabytes of kernel memory while `df` shows none used)."""
+    _mount("-t", "tmpfs", "-o", f"size={size},nr_inodes={LIMITS['inodes']},{opts},nosuid" + (",nodev" if nodev else ""),
+           "tmpfs", dst)
+
+
 def _scratch(src: str, dst: str, conf: dict) -> None:
     """The submission's writable folder: a tmpfs of `scratch_size` owned by its uid, at the same path, holding a copy
     of what the grader put in `src` (the notebook); what the submission writes stays in memory, within the size."""
     os.makedirs(dst, exist_ok=True)
-    _mount("-t", "tmpfs", "-o", f"size={LIMITS['scratch_size']},mode=0755,uid={conf['uid']},gid={conf['gid']},"
-           "nosuid,nodev", "tmpfs", dst)
+    _tmpfs(dst, LIMITS["scratch_size"], f"mode=0755,uid={conf['uid']},gid={conf['gid']}")
     for name in os.listdir(src):
         if os.path.isfile(os.path.join(src, name)) and not os.path.islink(os.path.join(src, name)):
             shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
@@ -252,7 +263,7 @@ def build_root(new: str, conf: dict) -> None:
     package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place, a tmpfs: `_scratch`), fresh
     /tmp, /var/tmp, /dev/shm, a few devices and the PID namespace's /proc. Whatever else is on the machine, world-readable or not,
     is not there; and what the grader hides (`hidden`) is covered even where it lies inside a bound folder."""
-    _mount("-t", "tmpfs", "-o", "size=16m,mode=0755,nosuid,nodev", "tmpfs", new)
+    _tmpfs(new, "16m")
     for top in SYSTEM:
         if os.path.islink(top):
             os.symlink(os.readlink(top), new + top)
@@ -260,10 +271,10 @@ def build_root(new: str, conf: dict) -> None:
             _bind(top, new + top)
     for tmp, size in (("/tmp", LIMITS["tmp_size"]), ("/var/tmp", LIMITS["shm_size"])):
         os.makedirs(new + tmp, exist_ok=True)
-        _mount("-t", "tmpfs", "-o", f"size={size},mode=1777,nosuid,nodev", "tmpfs", new + tmp)
+        _tmpfs(new + tmp, size, "mode=1777")
     dev = new + "/dev"
     os.makedirs(dev)
-    _mount("-t", "tmpfs", "-o", "size=1m,mode=0755,nosuid", "tmpfs", dev)
+    _tmpfs(dev, "1m", "mode=0755", nodev=False)
     for name in DEVICES:
         if os.path.exists("/dev/" + name):
             Path(dev, name).touch()
@@ -272,7 +283,7 @@ def build_root(new: str, conf: dict) -> None:
         os.symlink(f"/proc/self/fd/{i}", f"{dev}/{name}")
     os.symlink("/proc/self/fd", dev + "/fd")
     os.makedirs(dev + "/shm")
-    _mount("-t", "tmpfs", "-o", f"size={LIMITS['shm_size']},mode=1777,nosuid,nodev", "tmpfs", dev + "/shm")
+    _tmpfs(dev + "/shm", LIMITS["shm_size"], "mode=1777")
     os.makedirs(new + "/proc")
     _mount("-t", "proc", "-o", "nosuid,nodev,noexec", "proc", new + "/proc")
     binds = sorted([(p, False) for p in conf["binds_ro"]] + [(p, True) for p in conf["binds_rw"]],
@@ -286,7 +297,7 @@ def build_root(new: str, conf: dict) -> None:
         if any(b == p or b.startswith(p.rstrip("/") + "/") for b, _ in binds):
             continue  # only the bound folders below it are there
         if os.path.isdir(new + p):
-            _mount("-t", "tmpfs", "-o", "size=1m,mode=0755,nosuid,nodev", "tmpfs", new + p)
+            _tmpfs(new + p, "1m")
         elif os.path.lexists(new + p):
             _mount("--bind", "/dev/null", new + p)
 
@@ -304,56 +315,47 @@ def pivot(new: str, rootless: bool = False) -> None:
     _mount("-o", "remount,bind,ro,nosuid,nodev" if rootless else "remount,ro,nosuid,nodev", "/")
 
 
-#: the keyring system calls (add_key, request_key, keyctl) by machine, and the audit architecture of its syscalls
-KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
-X32_BIT = 0x40000000
+#: the socket families a submission may open: local sockets, loopback IP (its kernels) and netlink (the C library's
+#: interface queries); not AF_VSOCK, which no network namespace scopes, nor any other
+FAMILIES = (1, 2, 10, 16)  # AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+#: clone's namespace flags (NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET)
+NAMESPACE_FLAGS = (0x20000, 0x2000000, 0x4000000, 0x8000000, 0x10000000, 0x20000000, 0x40000000)
+#: the calls refused whole: the keyrings, new namespaces and io_uring (the usual entry points of local exploits)
+REFUSED = ("add_key", "request_key", "keyctl", "unshare", "setns", "io_uring_setup", "io_uring_enter",
+           "io_uring_register")
 
 
-def seccomp_program(machine: str) -> bytes:
-    """A classic-BPF seccomp filter (as `struct sock_filter[]`) that fails the keyring calls with EPERM, and every
-    call of another architecture (an x86_64 process's 32-bit or x32 calls), and allows the rest."""
+def submission_filter():
+    """The seccomp filter a submission runs under, the same with root and without, written with libseccomp (its
+    binding `pyseccomp`): `REFUSED` and clone with a namespace flag fail with EPERM; clone3, whose flags lie in memory
+    a filter cannot read, with ENOSYS (the C library then uses clone); a socket of a family not in `FAMILIES` with
+    EAFNOSUPPORT; and every call of another architecture (an x86_64 process's 32-bit or x32 calls) with EPERM. Built
+    before the pivot (the library is loaded from the machine's files), loaded by `become_submission`."""
     import errno
-    import struct
 
-    arch, calls = KEYRING_CALLS[machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO
-    conds = ([(jge, X32_BIT)] if machine == "x86_64" else []) + [(jeq, nr) for nr in calls]
-    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld, 0, 0, 0)]
-    prog += [(op, len(conds) - i, 0, k) for i, (op, k) in enumerate(conds)]  # each to the final deny
-    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
-    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+    import pyseccomp as sc
 
-
-def deny_keyrings() -> None:
-    """Install `seccomp_program` in this process (after no_new_privs): no keyring can be read, written or joined,
-    the session keyring it was given, the uid's own keyrings, or a key an earlier submission planted."""
-    import platform
-
-    machine = platform.machine()
-    if machine not in KEYRING_CALLS:
-        raise JailUnavailable(f"the jail's seccomp filter knows the system calls of x86_64 and aarch64, not {machine}")
-    code = seccomp_program(machine)
-
-    class Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-    prog = Prog(len(code) // 8, code)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-        raise JailUnavailable(f"seccomp: {os.strerror(ctypes.get_errno())}")
+    f = sc.SyscallFilter(sc.ALLOW)
+    f.set_attr(sc.Attr.ACT_BADARCH, sc.ERRNO(errno.EPERM))
+    for call in REFUSED:
+        f.add_rule(sc.ERRNO(errno.EPERM), call)
+    for flag in NAMESPACE_FLAGS:
+        f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    for family in set(range(max(FAMILIES))) - set(FAMILIES):
+        f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.EQ, family))
+    f.add_rule(sc.ERRNO(errno.EAFNOSUPPORT), "socket", sc.Arg(0, sc.GT, max(FAMILIES)))
+    return f
 
 
 def new_session_keyring() -> None:
     """Join a new, empty session keyring (keyctl JOIN_SESSION_KEYRING with no name): the grader's is left behind."""
-    import platform
+    import pyseccomp as sc
 
-    if platform.machine() in KEYRING_CALLS:
-        nr = KEYRING_CALLS[platform.machine()][1][2]
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        if libc.syscall(ctypes.c_long(nr), ctypes.c_long(1), ctypes.c_void_p(0)) < 0:
-            raise JailUnavailable(f"cannot leave the grader's session keyring: {os.strerror(ctypes.get_errno())}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    if libc.syscall(ctypes.c_long(sc.resolve_syscall(sc.system_arch(), "keyctl")), ctypes.c_long(1), None) < 0:
+        raise JailUnavailable(f"cannot leave the grader's session keyring: {os.strerror(ctypes.get_errno())}")
 
 
 def _limits(conf: dict) -> None:
@@ -365,10 +367,11 @@ def _limits(conf: dict) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (int(conf["cpu_seconds"]),) * 2)
 
 
-def become_submission(conf: dict) -> None:
+def become_submission(conf: dict, seccomp) -> None:
     """In the submission's process, before its exec: limits, the submission's uid and group (without root: its
     nested user namespace, entered before the limits, so that the process limit is that namespace's own count of
-    processes, above which the grader's limit stands), no new privileges, no keyrings."""
+    processes, above which the grader's limit stands), then the filter `seccomp` (`submission_filter`; loading it
+    sets no-new-privileges first)."""
     os.chdir(conf["cwd"])
     if conf.get("rootless"):
         userns.nest(conf["inner_uid"], conf["inner_gid"])
@@ -378,19 +381,22 @@ def become_submission(conf: dict) -> None:
         os.setgroups([])
         os.setgid(conf["gid"])
         os.setuid(conf["uid"])
-    _no_new_privs()
-    deny_keyrings()
+    seccomp.load()
 
 
-def init(conf: dict) -> int:
+def init(conf: dict, seccomp) -> int:
     """The namespace's init, root: fork the submission's process (`become_submission`, exec the runner), reap, and
     end with it (which ends every other process in the namespace). Init never changes its credentials, so it keeps
-    its parent-death signal."""
+    its parent-death signal; it handles no signal, so none sent from inside the namespace reaches it (the kernel
+    drops those an init does not handle), in both modes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python's own handler, the one a submission could reach
     fds = conf.get("fds", [])
     pid = os.fork()
     if pid == 0:
         try:
-            become_submission(conf)
+            become_submission(conf, seccomp)
             for fd in fds:
                 os.set_inheritable(fd, True)
             os.execve(sys.executable, [sys.executable, "-s", "-m", "metacl_lite.course.jail_runner",
@@ -417,13 +423,14 @@ def main(argv=None) -> int:
         if mp.startswith("/proc"):
             continue
         subprocess.run(["mount", "-o", "remount,bind,ro", mp], capture_output=True)
+    seccomp = submission_filter()  # here: libseccomp is loaded from the machine's files, before the pivot
     build_root(conf["root"], conf)
     subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)  # kernels talk over loopback only
     pivot(conf["root"], bool(conf.get("rootless")))
     new_session_keyring()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(init(conf))
+    os._exit(init(conf, seccomp))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ of a search centred on a value tuned at another K (`tune --around`). Numbers onl
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -69,24 +69,6 @@ def window_grid(centre: float, param: str, half_decades: int = WINDOW) -> list[f
     i = half_decade_index(centre)
     values = [half_decade(j) for j in range(i - half_decades, i + half_decades + 1)]
     return ([0.0] if param == "gamma" else []) + values
-
-
-def windowed_choice(full: dict, centre: float, half_decades: int = WINDOW) -> Optional[float]:
-    """What a windowed search centred on `centre` would choose, replayed on a complete full-grid search of the same
-    protocol (`grid_of`'s entry of one method): the window, extended as `tune` extends it, scored by the same units.
-    None when the replay needs a value the full grid did not search. This is the evidence that a windowed search finds
-    the full grid's choice (`tune(around=...)`)."""
-    known = dict(zip(full["values"], full["mean_val_acc"]))
-    base = window_grid(centre, full["param"], half_decades)
-    values = sorted(base)
-    while True:
-        if any(v not in known for v in values):
-            return None
-        g = {"values": values, "mean_val_acc": [known[v] for v in values]}
-        more = extension(g, base)
-        if not more:
-            return choose(g)["value"]
-        values = sorted(set(values) | set(more))
 
 
 def choose(g: dict) -> dict:
