@@ -1,7 +1,7 @@
 """Issue 53: a submission bounded as a whole. Through the path a submission really takes (`assignments grade` on a
 class folder), a correct notebook with a cell that tries what a hostile class tried: AF_VSOCK, new namespaces
 (unshare, setns, clone with a namespace flag, clone3), io_uring, the keyrings, the machine's network, root's uid, a
-flood of empty files in /tmp, and signals to the jail's init. The cell raises (and its error is in the feedback)
+flood of empty files in /tmp, the grader's folder in init's command line, and signals to the jail's init. The cell raises (and its error is in the feedback)
 when any of those is allowed; the notebook still scores 9 / 9 (its init survived). Run in both modes: as root here,
 and without root by `test_grading_rootless.test_the_whole_grading_suite_passes_without_root`."""
 import csv
@@ -65,6 +65,8 @@ for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
         os.kill(1, s)  # the jail's init: it handles none, so none reaches it
     except OSError:
         pass
+if 'metacl-grade-' in open('/proc/1/cmdline').read():
+    allowed.append("the grader's folder in /proc/1/cmdline")
 assert not allowed, 'allowed: ' + '; '.join(allowed)
 """
 
@@ -224,3 +226,25 @@ def test_a_hog_of_cpu_memory_or_files_leaves_a_correct_neighbour_its_score(tmp_p
         neighbour = rows[f"{name[0]}_neighbour"]
         assert (neighbour["total"], neighbour["status"]) == ("9", "ok"), (name, neighbour)
         assert rows[name]["total"] == "0", rows[name]
+
+
+def test_one_submissions_exception_in_the_grader_is_its_own_row_and_the_class_goes_on(tmp_path, monkeypatch):
+    """The grader's per-row catch-all: an exception of any kind while one submission is graded (here RuntimeError
+    from grade_one) is that submission's row, and the next one is graded."""
+    dist = tmp_path / "dist"
+    A.generate(NAME, dist, run_tests=False)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("a", "b"):
+        nbformat.write(nbformat.v4.new_notebook(), str(subs / f"{name}.ipynb"))
+
+    def grade_one(name, zip_path, submission, timeout, hidden=()):
+        if Path(submission).stem == "a":
+            raise RuntimeError("the grader's own bug")
+        return {"error": "graded"}
+
+    monkeypatch.setattr(G, "grade_one", grade_one)
+    monkeypatch.chdir(tmp_path)
+    rows = G.grade_many("a1", [subs], Path("grades.csv"), None, 60, dist)
+    status = {Path(r["submission"]).stem: r["status"] for r in rows}
+    assert status["b"] == "error: graded" and "RuntimeError: the grader's own bug" in status["a"], status

@@ -98,10 +98,11 @@ class Jail:
         conf["fds"] = [r_req, w_rep]
         cfg = Path(conf["private"]) / "jail.json"
         cfg.write_text(json.dumps(conf))
-        self.proc = subprocess.Popen(jail.command(cfg), pass_fds=(r_req, w_rep), stdin=subprocess.DEVNULL,
+        cfg_fd = os.open(cfg, os.O_RDONLY)  # by number: the jail's /proc/1/cmdline names no folder of the grader's
+        self.proc = subprocess.Popen(jail.command(cfg_fd), pass_fds=(r_req, w_rep, cfg_fd), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=w_err,
                                      preexec_fn=lambda: (cgroup.attach(conf["cgroup"]), jail._pdeathsig()))
-        for fd in (r_req, w_rep, w_err):
+        for fd in (r_req, w_rep, w_err, cfg_fd):
             os.close(fd)
         self.log = Tail(r_err)
         self.w, self.r = os.fdopen(w_req, "wb"), os.fdopen(r_rep, "rb")

@@ -1,7 +1,7 @@
 """The jail a submission's code runs in while it is graded (`grading_worker` starts it; `jail_runner` runs inside).
 
     unshare --net --mount --pid --ipc --uts --fork --kill-child --mount-proc --propagation private \\
-        python -m metacl_lite.course.jail CONFIG.json
+        python -m metacl_lite.course.jail FD    (the config file, open)
 
 `main` runs as root inside the new namespaces, then:
 
@@ -195,10 +195,10 @@ def check_available() -> None:
                               "--cap-add SYS_ADMIN --security-opt seccomp=unconfined)")
 
 
-def command(config: Path) -> list[str]:
-    """The command line that starts the jail on a config file (`main`'s argument)."""
+def command(config_fd: int) -> list[str]:
+    """The command line that starts the jail on a config file open as `config_fd` (`main`'s argument)."""
     return ["unshare", *(["--user", "--map-root-user"] if rootless() else []), "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc",
-            "--propagation", "private", sys.executable, "-I", "-m", "metacl_lite.course.jail", str(config)]
+            "--propagation", "private", sys.executable, "-I", "-m", "metacl_lite.course.jail", str(config_fd)]
 
 
 def _mount(*args: str) -> None:
@@ -417,7 +417,8 @@ def init(conf: dict, seccomp) -> int:
 
 def main(argv=None) -> int:
     """Inside the new namespaces, as root: build the jail's root, a new session keyring, then be its init."""
-    conf = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    with os.fdopen(int((argv or sys.argv[1:])[0])) as f:
+        conf = json.load(f)
     Path(conf["private"], PIDNS).write_text(f"{userns.pid_namespace()} {userns.start_time()}")  # before the submission
     for mp in _mountpoints():  # everything read-only first: what is bound below inherits it
         if mp.startswith("/proc"):
