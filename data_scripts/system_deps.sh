@@ -2,7 +2,7 @@
 # The system packages `make test` and `make pdf` need beyond Python's: Debian's chromium (the headless-browser checks
 # of the built book), TeX Live (the book as one PDF), g++ (torch.compile's inductor, for the compiled-gradient tests),
 # and the tools of the grading jail (metacl_lite/course/jail.py): unshare, pivot_root and mount (util-linux, mount),
-# ip (iproute2), useradd (passwd).
+# ip (iproute2), useradd (passwd), and libseccomp (the submissions' seccomp filter, through pyseccomp).
 # Each is installed with apt only when it is missing (as root, or through sudo), so on a machine that has them this
 # does nothing.
 set -euo pipefail
@@ -14,6 +14,7 @@ command -v unshare >/dev/null 2>&1 && PATH="$PATH:/usr/sbin:/sbin" command -v pi
 command -v mount >/dev/null 2>&1 || need+=(mount)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v useradd >/dev/null 2>&1 || need+=(passwd)
+PATH="$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need+=(libseccomp2)
 # `make pdf`: TeX Live's xelatex with the LaTeX packages Sphinx's output uses, latexmk, FreeFont (the book's Greek
 # and symbols); and pdftotext, with which the PDF's test reads it (tests/test_book_pdf.py)
 command -v xelatex >/dev/null 2>&1 && kpsewhich fncychap.sty >/dev/null 2>&1 && [ -n "$(fc-list FreeSerif)" ] \

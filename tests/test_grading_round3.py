@@ -110,10 +110,12 @@ def test_the_filter_is_libseccomps_and_refuses_only_what_it_names():
             "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
             "print(subprocess.run(['true']).returncode, open('/dev/null').read() == '')\n"
             "for fam in (3, 17, 40, 1000):\n    try:\n        socket.socket(fam, socket.SOCK_DGRAM)\n"
-            "    except OSError as e:\n        print(fam, errno.errorcode[e.errno])\n")
+            "    except OSError as e:\n        print(fam, errno.errorcode[e.errno])\n"
+            "high = libc.syscall(nr('socket'), ctypes.c_ulong((1 << 32) | 40), 1, 0)  # the kernel reads an int\n"
+            "print(high, errno.errorcode[ctypes.get_errno()])\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.split("\n") == ["-1 EPERM", "-1 EPERM", "thread", "0 True", "3 EAFNOSUPPORT", "17 EAFNOSUPPORT",
-                                    "40 EAFNOSUPPORT", "1000 EAFNOSUPPORT", ""], r.stdout + r.stderr
+                                    "40 EAFNOSUPPORT", "1000 EAFNOSUPPORT", "-1 EAFNOSUPPORT", ""], r.stdout + r.stderr
 
 
 def test_a_grader_whose_python_imports_another_checkout_is_refused_before_any_work(tmp_path):
