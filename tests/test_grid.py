@@ -84,7 +84,9 @@ def test_recorded_command_is_relative_inside_the_repository(hparams_file, spy):
     (dict(methods=["pi", "pi"]), "method 'pi' is given twice"),
     (dict(methods=["sgd"]), "unknown method 'sgd'"),
     (dict(n_tasks=1), "n_tasks=1: a stream needs at least 2 tasks"),
-    (dict(epochs=0), "epochs=0 must be a positive integer"),
+    (dict(epochs=0), "epochs=0 must be a whole number from 1 to 1000"),
+    (dict(epochs=1000001), "epochs=1000001 must be a whole number from 1 to 1000"),
+    (dict(n_tasks=1001), "n_tasks=1001: Permuted MNIST has at most 1000 tasks"),
 ])
 def test_library_callers_get_the_same_checks(hparams_file, spy, tmp_path, kw, needle):
     args = {**dict(seeds=[0], methods=["finetune"], out=tmp_path / "r.json"), **TINY, **kw}

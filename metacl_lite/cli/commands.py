@@ -87,6 +87,11 @@ def _tune(a) -> int:
     from ..lab.tuning import TUNING_SEEDS, tune_grid, tune_request
     if a.window is not None and a.around is None:
         raise UserError("--window sets the width of an --around search; give --around K too")
+    if a.window is not None and a.window > 8:  # 10^4 times the centre each way: past that, no float holds the grid
+        raise UserError(f"--window {a.window}: at most 8 half-decades each side of the centre (default {WINDOW})")
+    if a.around is not None and (a.beta_grid or a.gamma_grid):
+        raise UserError("--beta-grid and --gamma-grid set a full grid; an --around search makes its own window "
+                        "(--window): give one or the other")
 
     write = True if a.write_hparams else (False if a.no_write else None)
     req = tune_request(a.benchmark, a.K, n_tasks=a.n_tasks, seeds=a.seed_list or TUNING_SEEDS, methods=a.methods,

@@ -1,40 +1,20 @@
 """The jail a submission's code runs in while it is graded (`grading_worker` starts it; `jail_runner` runs inside).
+What it isolates, and why, is told on the book's instructors' page (book/assignments/instructors.md).
 
     unshare --net --mount --pid --ipc --uts --fork --kill-child --mount-proc --propagation private \\
         python -m metacl_lite.course.jail FD    (the config file, open)
 
-`main` runs as root inside the new namespaces, then:
+`main` runs as root inside the new namespaces (without root, in a user namespace: `userns`): every mount read-only,
+a new root on an empty tmpfs (`build_root`: the system's software, the Python, the data and the package copy whose
+withheld references are stubs, read-only; tmpfs bounded in bytes and files for the writable places; what the grader
+hides covered), `pivot_root` to it, loopback only, a new session keyring; then it stays root as the namespace's
+`init` (handling no signal), which forks the submission's process: limits, its uid (`Slot`; without root a nested
+user namespace, `userns.nest`), the seccomp filter (`submission_filter`), exec of `jail_runner`. The whole jail is in
+a control group of its own (`cgroup`), joined before the first exec.
 
-* every mount is remounted read-only, and a new root is built on an empty tmpfs (`build_root`): the system's software
-  (`SYSTEM`), the grader's Python, the data and a copy of the package whose withheld references are stubs
-  (`grading_refs.sanitize`), all read-only; fresh tmpfs for /tmp, /var/tmp and /dev/shm, each limited in bytes and
-  in files (`_tmpfs`); a few devices;
-  the PID namespace's /proc; the submission's scratch folder (its only writable place, owned by the jail user). What
-  the grader hides (autograders, sources, the package's source, class folders, ...) is covered by an empty tmpfs where
-  it lies inside one of those. Nothing else of the machine is there, world-readable or not;
-* `pivot_root` makes it the root, and the old root is let go (no path leads back to it);
-* loopback up in a network namespace of its own (no other interface: no network);
-* a new, empty session keyring (the grader's is not inherited);
-* the first process stays root and stays the namespace's init (`init`, which handles no signal, so none sent from
-  inside reaches it): it forks the submission's process, which takes its limits (address space, processes, file
-  size, CPU time, no core files), the submission's own uid (`Slot`: one per submission on the machine, so one
-  submission's processes never count against another's limit, nor another grader's) in the group `metacl-grader`
-  (created when missing), then the seccomp filter (`submission_filter`: no keyrings, namespaces, io_uring or socket
-  families beyond local and IP), and execs `jail_runner`; init reaps, and ends when that process ends.
-
-The whole jail runs in a control group of its own (`cgroup`, joined by its first process before it execs): memory,
-processes and CPU are bounded per submission, whatever it forks.
-
-Grading without root (`userns`): a grader that is not root builds the same jail in an unprivileged user namespace
-(`unshare --user --map-root-user`: root there, its own uid on the machine), and the submission's process enters a
-nested user namespace instead of taking a uid of its own (`userns.nest`: the grader's uid, no capability, no
-namespace of its own; its process limit counts that namespace's processes, one submission's budget).
-
-Everything in the jail lives in one PID namespace, and the kernel kills every process in it when its init dies.
-Init is root and never changes its credentials, so it keeps the parent-death signal `unshare --kill-child` gives it
-(a `setuid` would clear it): it dies when `unshare` dies, which dies when the grader's worker dies (PR_SET_PDEATHSIG
-again), and the worker dies with the grader (SIGTERM, then it kills the jail) or is killed by it on a timeout. So no
-process of a submission outlives its row, daemons and new sessions (`os.setsid`) included, whatever kills the grader.
+Nothing outlives a row: every process is in the PID namespace, which the kernel empties when init dies; init never
+changes its credentials, so it keeps the parent-death signal of `unshare --kill-child`, and dies with `unshare`,
+which dies with the grader's worker (PR_SET_PDEATHSIG), which dies with the grader or on a timeout.
 """
 from __future__ import annotations
 

@@ -26,6 +26,9 @@ def check_data(name: str | BenchmarkSpec, K: int, source: str = "auto", split: s
     benchmarks have one source."""
     spec = get_spec(name)
     need = check_request(spec, K, split)
+    if need > spec.max_K:  # before the files: no K too large is sent to download first (as CIFAR-100)
+        raise UsageError(f"K={K} is more than the {spec.max_K} training images of the smallest {spec.title} "
+                         f"class; choose K <= {spec.max_K}")
     if source not in MNIST_SOURCES:
         raise UsageError(f"unknown data source {source!r}; use {', '.join(MNIST_SOURCES)}")
     if source != "auto" and spec.loader != "permuted_mnist":
@@ -39,9 +42,6 @@ def check_data(name: str | BenchmarkSpec, K: int, source: str = "auto", split: s
         check_cifar100_request(K, need)
         return
     else:
-        if need > spec.max_K:  # before the files: no K too large is sent to download first (as CIFAR-100)
-            raise UsageError(f"K={K} is more than the {spec.max_K} training images of the smallest {spec.title} "
-                             f"class; choose K <= {spec.max_K}")
         idx = read_cub_index()
         labels = idx["labels"][idx["is_train"]]
     if split == "val":

@@ -27,7 +27,7 @@ class BenchmarkSpec:
     val_per_class: int
     tuning_K: int  # the K at which `tune` chooses the default beta/gamma
     paper_Ks: tuple[int, ...]  # the K values with published numbers (Table 1-3, Appendix D)
-    max_tasks: int  # the most tasks the dataset can give (Permuted MNIST: any number)
+    max_tasks: int  # the most tasks a stream may have (Permuted MNIST: 1,000, fifty times the paper's stream)
     max_K: int  # the fewest training images of any class in the official training set: the largest possible K
     permuted: bool  # the seed draws the task permutations (Permuted MNIST); class splits are fixed otherwise
     extra_Ks: tuple[int, ...] = ()  # K values we reproduce beyond the paper's (its future work: fewer shots)
@@ -54,7 +54,7 @@ class BenchmarkSpec:
 SPECS: dict[str, BenchmarkSpec] = {
     "pmnist": BenchmarkSpec("pmnist", "Permuted MNIST", n_tasks=20, epochs=5, classes_per_task=10, multi_head=False,
                             input_shape=(784,), model="mlp", loader="permuted_mnist", val_offset=500,
-                            val_per_class=100, tuning_K=20, paper_Ks=(20, 50, 200, 500), max_tasks=10**6, max_K=5421,
+                            val_per_class=100, tuning_K=20, paper_Ks=(20, 50, 200, 500), max_tasks=1000, max_K=5421,
                             permuted=True, extra_Ks=(1, 5, 10)),
     "cifar100": BenchmarkSpec("cifar100", "Split CIFAR-100", n_tasks=10, epochs=60, classes_per_task=10,
                               multi_head=True, input_shape=(3, 32, 32), model="cifar_cnn", loader="split_cifar100",

@@ -43,8 +43,9 @@ def jsonable(x: Any) -> Any:
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file in the same folder, fsync it, and rename it over `path`."""
-    path = Path(path)
+    """Write `data` to a temporary file in the same folder, fsync it, and rename it over `path` (over the file a
+    symbolic link names: the link stays, its target gets the data)."""
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -145,6 +146,9 @@ def check_writable(path: Path, fix: str = "choose another output path") -> Path:
         raise OutputError(f"{path} is a directory; give a file name" + (f" such as {path / path.name}" if path.suffix
                                                                        else " in it") + f", or {fix}")
     lock = path.with_name(path.name + ".lock")
+    if len(lock.name.encode()) > 255:  # the longest name a Linux file system takes
+        raise OutputError(f"{path.name[:30]}... is too long a file name ({len(path.name.encode())} bytes; with its "
+                          f"'.lock' at most 255); {fix}")
     if lock.exists() and not lock.is_file():  # `locked` could not open it after the first unit trained
         what = "a directory" if lock.is_dir() else "not a file"
         raise OutputError(f"cannot lock {path}: its lock file {lock} is {what}; remove it (no process holds a lock "
@@ -185,8 +189,8 @@ def locked(path: Path, wait: bool = True, timeout: Optional[float] = None) -> It
 
     A process that finds the lock held says on stderr which process holds it and waits (every WAIT_NOTE_EVERY s
     again); wait=False raises LockedError at once, `timeout` after that many seconds. A lock path that is not a file
-    (a folder) or cannot be created raises OutputError."""
-    path = Path(path)
+    (a folder) or cannot be created raises OutputError. A symbolic link is locked as the file it names."""
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
     try:

@@ -87,8 +87,8 @@ def check_n_tasks(benchmark: str | BenchmarkSpec, n_tasks: Optional[int]) -> int
 
 
 def check_epochs(epochs: Optional[int]) -> None:
-    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs <= 0):
-        raise UsageError(f"epochs={epochs!r} must be a positive integer")
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or not 0 < epochs <= 1000):
+        raise UsageError(f"epochs={epochs!r} must be a whole number from 1 to 1000 (the paper trains 1 or 5 a task)")
 
 
 def check_options(options: Optional[dict], methods: Optional[Sequence[str]] = None,

@@ -73,9 +73,11 @@ def load_tuning(path: Path) -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 # Results files
 # ----------------------------------------------------------------------------------------------------------------
-def default_out(benchmark: str, K: int, gamma: Optional[str] = None) -> Path:
-    """results/<benchmark>-K<K>.json, or for a gamma control run results/<benchmark>-K<K>-control-gamma-<beta|0>.json."""
-    return REPO_ROOT / "results" / (f"{benchmark}-K{K}.json" if gamma is None else control_file(benchmark, K, gamma))
+def default_out(benchmark: str, K: int, gamma: Optional[str] = None, budget: str = "") -> Path:
+    """results/<benchmark>-K<K><budget>.json (`budget_tag`: a memory run's file of its own, "-memory-M5"), or for a
+    gamma control run results/<benchmark>-K<K>-control-gamma-<beta|0>.json."""
+    name = f"{benchmark}-K{K}{budget}.json" if gamma is None else control_file(benchmark, K, gamma)
+    return REPO_ROOT / "results" / name
 
 
 def control_file(benchmark: str, K: int, gamma: str) -> str:
@@ -111,7 +113,7 @@ def run_command(config: dict, out: Path, spec: Optional[BenchmarkSpec] = None) -
         cmd += f" --data {config['data_source']}"
     if (config.get("model") or {}).get("random_init"):
         cmd += " --random-init"
-    return cmd + out_flag(out, default_out(b, config["K"], config.get("gamma_control")))
+    return cmd + out_flag(out, default_out(b, config["K"], config.get("gamma_control"), budget_tag(budgets(config))))
 
 
 def budgets(config: dict) -> dict[str, set]:

@@ -22,7 +22,8 @@ from ..errors import UnitsFailed, UsageError
 from .checks import (check_epochs, check_gamma_control, check_methods, check_n_tasks, check_options, check_seeds,
                      method_option_values, model_options, recorded_options, run_options)
 from .executors import Plan, check_plan, locate, run_all
-from .files import ResultsFile, control_file, default_out, run_command  # noqa: F401 (read from here too)
+from .files import (ResultsFile, budget_tag, budgets, control_file, default_out,  # noqa: F401 (read from here too)
+                    run_command)
 from .request import RunRequest
 from .summary import summarize
 from ..data.specs import BenchmarkSpec, get_spec
@@ -224,7 +225,7 @@ def run_request(benchmark: str, K: int, seeds: Sequence[int] = (0, 1, 2), method
     check_epochs(epochs)
     plan = plan or check_plan()
     loc = locate(plan, spec.device if device is None else device, spec.name)  # Ray: the cluster's GPUs
-    out = check_writable(Path(out) if out else default_out(spec.name, K, gamma))
+    out = check_writable(Path(out)) if out else None  # by default, named once the budgets are known
     D.check_data(spec, K, source=source)
     model = model_options(spec, weights, random_init)
     req = RunRequest(spec=spec, K=K, n_tasks=n, methods=tuple(methods), seeds=tuple(seeds), epochs=epochs, out=out,
@@ -277,7 +278,8 @@ def results_config(req: RunRequest) -> RunRequest:
     config.update(policy_record(methods))  # what the memory keeps and when (`memory.POLICY`)
     if gamma is not None:
         config["gamma_control"] = gamma
-    return replace(req, options=options, config=config, cfgs={m: c.to_dict() for m, c in cfgs.items()},
+    out = req.out or check_writable(default_out(spec.name, K, gamma, budget_tag(budgets(config))))
+    return replace(req, out=out, options=options, config=config, cfgs={m: c.to_dict() for m, c in cfgs.items()},
                    base_cfg=base_cfg.to_dict())
 
 
