@@ -166,7 +166,14 @@ def test_the_setting_is_the_configs_url_or_the_environments_owner_and_name():
         f"https://colab.research.google.com/github/{OWNER}/{NAME}/blob/executed-notebooks/chapters/page.ipynb")
     hub, _ = options(_config(), {L.ENV_REPOSITORY: REPO + "/", L.ENV_JUPYTERHUB: HUB})
     assert hub["repository_url"] == REPO and hub["launch_buttons"]["jupyterhub_url"] == HUB
-    assert options(_config(), {L.ENV_JUPYTERHUB: HUB})[0]["launch_buttons"] == {}  # a hub alone shows nothing
+    assert options(_config(), {L.ENV_REPOSITORY: REPO + ".git"})[0]["repository_url"] == REPO  # a clone address
+    for environ, needle in (({L.ENV_JUPYTERHUB: HUB}, "none is given"),  # a hub alone was dropped without a word
+                            ({L.ENV_REPOSITORY: REPO, L.ENV_JUPYTERHUB: "javascript:alert(1)"}, "https://"),
+                            ({L.ENV_REPOSITORY: REPO, L.ENV_JUPYTERHUB: "hub.example.org"}, "https://")):
+        from sphinx.errors import ConfigError
+
+        with pytest.raises(ConfigError, match=needle):
+            options(_config(), environ)
 
 
 @pytest.mark.parametrize("bad", ["owner", "https://gitlab.com/owner/name", "owner/name/extra", "git@github.com:o/n"])

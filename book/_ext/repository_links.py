@@ -39,7 +39,8 @@ def repository_url(configured: str, environ=os.environ) -> str:
         where = ENV_REPOSITORY if (environ.get(ENV_REPOSITORY) or "").strip() else "repository.url"
         raise ConfigError(f"{where} is {given!r}: give a GitHub repository as OWNER/NAME or "
                           f"https://github.com/OWNER/NAME (or nothing, for a book without repository links)")
-    return f"https://github.com/{mo.group('owner')}/{mo.group('name')}"
+    name = mo.group("name").removesuffix(".git")  # the clone address names the same repository
+    return f"https://github.com/{mo.group('owner')}/{name}"
 
 
 def theme_options(options: dict, environ=os.environ) -> tuple[dict, dict | None]:
@@ -49,6 +50,11 @@ def theme_options(options: dict, environ=os.environ) -> tuple[dict, dict | None]
     launch = dict(opts.get("launch_buttons") or {})
     url = repository_url(opts.get("repository_url", ""), environ)
     hub = (environ.get(ENV_JUPYTERHUB) or "").strip()
+    if hub and not re.fullmatch(r"https?://[^\s\"'<>]+", hub):
+        raise ConfigError(f"{ENV_JUPYTERHUB} is {hub!r}: give the JupyterHub's address, https://...")
+    if hub and not url:
+        raise ConfigError(f"{ENV_JUPYTERHUB} opens a page's notebook from the book's repository, and none is given: "
+                          f"set {ENV_REPOSITORY} (make book REPOSITORY=OWNER/NAME) too, or leave it out")
     if hub:
         launch["jupyterhub_url"] = hub
     colab_url = (launch.pop("colab_url", "") or "").strip().rstrip("/")  # ours, not the theme's (see above)
