@@ -71,3 +71,18 @@ def test_a_k_past_the_smallest_class_is_refused_before_the_files_are_asked_for(t
                  "--data", "raw", "--out", str(tmp_path / "r.json"), "--no-progress"]) == 2
     err = _one_line(capsys.readouterr().err)
     assert "K=1000000000 is more than the 5421 training images" in err and "fetch" not in err, err
+
+
+# wrong label: `tune --write-hparams` wrote hparams.json with a source in git-ignored runs/ (a fresh clone then fails),
+# and an installed copy's `tune --write-hparams` edited the hparams.json inside site-packages
+def test_hparams_json_is_written_only_from_a_tuning_file_the_repository_commits(tmp_path, fake_units, capsys,
+                                                                                 monkeypatch, hparams_file):
+    from metacl_lite.lab import tuning as TU
+
+    toy = ["tune", "--benchmark", "pmnist", *TINY, "--write-hparams"]
+    runs = TU.REPO_ROOT / "runs" / f"toy-{tmp_path.name}.json"
+    assert main([*toy, "--out", str(runs)]) == 2
+    assert "outside" in _one_line(capsys.readouterr().err) and fake_units == [] and not runs.exists()
+    monkeypatch.setattr(TU, "IN_CHECKOUT", False)
+    assert main([*toy, "--out", str(TU.REPO_ROOT / "results" / f"toy-{tmp_path.name}.json")]) == 2
+    assert "ships inside the installed package" in _one_line(capsys.readouterr().err) and fake_units == []

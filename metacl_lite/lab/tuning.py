@@ -18,7 +18,7 @@ import numpy as np
 
 from . import hparams as H
 from ..data import benchmarks as D
-from ..paths import REPO_ROOT
+from ..paths import IN_CHECKOUT, REPO_ROOT
 from .atomic import check_writable
 from .commands import option_flags, out_flag
 from ..accel.device import check_precision, kind
@@ -289,6 +289,11 @@ def tune_request(benchmark: str = "pmnist", K: Optional[int] = None, n_tasks: Op
     if write:  # a read-only hparams.json, or a tuning file it could not name: said now, not after hours
         check_writable(H.HPARAMS_FILE, fix="make it writable, or tune with --no-write to keep the results in the "
                                            "tuning file only")
+        results = (REPO_ROOT / "results").resolve()
+        why = ("it ships inside the installed package" if not IN_CHECKOUT else None if results in out.resolve().parents
+               else f"it would name {out} as its values' source, outside {results}, where the repository commits")
+        if why:
+            raise UsageError(f"cannot write hparams.json: {why}; tune in a checkout into results/, or with --no-write")
     return TuneRequest(spec=spec, K=K, n_tasks=n, methods=tuple(methods), seeds=tuple(seeds), epochs=epochs, out=out,
                        plan=plan, loc=loc, model=model, compile=compile, precision=precision,
                        options=dict(options or {}), force=force, show_progress=show_progress, command=command,
