@@ -24,6 +24,10 @@ anything but 127.0.0.1, file:, data: or blob: is failed and reported. Each page 
   image's own src), unless it is marked decorative (role="presentation" or aria-hidden="true");
 - a figure with no caption (a <figure> without caption text, or an <img> outside any <figure>), or a captioned figure
   with no number (numfig numbers a figure only when it has a caption and a :name:);
+- a page wider than the screen at 390 or 320 px (the whole page would slide sideways): an element that ends past the
+  viewport outside any box that scrolls or clips;
+- an accessibility violation: axe-core (vendored, data_scripts/vendor/axe-core) with the WCAG 2.0 and 2.1 rules of
+  levels A and AA, at every width;
 - an external request;
 - on the pages of MENU_PAGES, a menu that does not work as a reader presses it: at 390 px the ☰ button must open the
   site navigation and the contents button the page's contents (links shown on top, in the viewport), and at 1280 px
@@ -55,7 +59,52 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
-WIDTHS = (1280, 390)
+#: the widths every page is checked at (a laptop, two phones); math and tables are measured at the first two (at 320
+#: px a display equation or a table may scroll in its own box: the page itself must not, at any width)
+WIDTHS = (1280, 390, 320)
+MEASURED = WIDTHS[:2]
+#: the accessibility engine (vendored: data_scripts/vendor/axe-core/SOURCE.md) and the rules it runs: WCAG 2.0 and
+#: 2.1, levels A and AA
+AXE = ROOT / "data_scripts" / "vendor" / "axe-core" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+AXE_JS = """
+(async () => {
+  const r = await axe.run(document, {runOnly: {type: 'tag', values: %s}, resultTypes: ['violations']});
+  return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                 nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 3), count: v.nodes.length}));
+})()
+"""
+#: what makes the page wider than the screen (the whole page would slide sideways): the innermost shown elements that
+#: end past the viewport, outside any box that scrolls or clips
+PAGE_OVERFLOW_JS = """
+(() => {
+  const vw = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth <= vw) return [];
+  const clipped = el => { for (let p = el.parentElement; p; p = p.parentElement) {
+    const o = getComputedStyle(p).overflowX; if (o !== 'visible') return true; } return false; };
+  const past = [...document.body.querySelectorAll('*')].filter(el => {
+    const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return r.right > vw + 0.5 && r.width > 0 && s.visibility === 'visible' && s.position !== 'fixed' && !clipped(el);
+  });
+  const leaves = past.filter(el => !past.some(o => o !== el && el.contains(o)));  // the cause, not its containers
+  if (!leaves.length) return [`the page scrolls sideways to ${document.documentElement.scrollWidth} px of ${vw}`];
+  return leaves.sort((a, b) => b.getBoundingClientRect().right - a.getBoundingClientRect().right).slice(0, 3).map(
+    el => `${el.tagName.toLowerCase()} ends at ${Math.round(el.getBoundingClientRect().right)} px of ${vw}: ` +
+          (el.textContent || '').trim().slice(0, 60));
+})()
+"""
+
+
+def axe_source() -> str:
+    """The vendored axe.min.js, after checking its SHA-256 against the one recorded beside it."""
+    import hashlib
+
+    data = AXE.read_bytes()
+    want = (AXE.parent / "axe.min.js.sha256").read_text().split()[0]
+    if hashlib.sha256(data).hexdigest() != want:
+        raise SystemExit(f"error: {AXE} does not match its recorded SHA-256 ({want}); restore it from "
+                         "data_scripts/vendor/axe-core/SOURCE.md")
+    return data.decode()
 # Console warnings that are not the book's to fix: (regular expression on the message, why it is allowed).
 ALLOWED_WARNINGS: list[tuple[str, str]] = [
     (r"strict mode: use allowUnionTypes to allow union type keyword",
@@ -447,13 +496,17 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
         else:
             report.problems.append(f"page still changing after {max_wait:.0f} s")
         info = chrome.evaluate(session, INSPECT_JS)
-        overflow = {WIDTHS[0]: chrome.evaluate(session, OVERFLOW_JS)}
-        tables = {WIDTHS[0]: chrome.evaluate(session, TABLES_JS)}
-        for width in WIDTHS[1:]:
-            _set_width(chrome, session, width)
-            chrome.pump(0.5)
-            overflow[width] = chrome.evaluate(session, OVERFLOW_JS)
-            tables[width] = chrome.evaluate(session, TABLES_JS)
+        chrome.evaluate(session, axe_source() + ";0")
+        overflow, tables, axe, page = {}, {}, {}, {}
+        for width in WIDTHS:
+            if width != WIDTHS[0]:
+                _set_width(chrome, session, width)
+                chrome.pump(0.5)
+            if width in MEASURED:
+                overflow[width] = chrome.evaluate(session, OVERFLOW_JS)
+                tables[width] = chrome.evaluate(session, TABLES_JS)
+            page[width] = chrome.evaluate(session, PAGE_OVERFLOW_JS)
+            axe[width] = chrome.evaluate(session, AXE_JS % json.dumps(AXE_TAGS), timeout=max_wait)
         chrome.pump(0.25)
     finally:
         chrome.call("Target.closeTarget", {"targetId": target})
@@ -480,9 +533,13 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
     p += [f"math overflows at {w} px: {o}" for w, items in overflow.items() for o in items]
     for t in tables[WIDTHS[0]]:
         p.append(f"table wider than the column at {WIDTHS[0]} px: {t['width']} px in {t['column']} px ({t['head']})")
-    for w in WIDTHS[1:]:
+    for w in MEASURED[1:]:
         p += [f"table wider than the column at {w} px and not in a box that scrolls: {t['width']} px in "
               f"{t['column']} px ({t['head']})" for t in tables[w] if not t["scrolls"]]
+    p += [f"page wider than the screen at {w} px: {o}" for w, items in page.items() for o in items]
+    for w, violations in axe.items():
+        p += [f"axe at {w} px: {v['id']} ({v['impact']}, {v['count']} elements, e.g. {', '.join(v['nodes'])}): "
+              f"{v['help']}" for v in violations]
     if rel in MENU_PAGES:
         p += check_menus(chrome, url, settle_ms, max_wait)
     report.math = info["math"]

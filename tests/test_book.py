@@ -180,7 +180,7 @@ def _fixture_site(root: Path) -> None:
     def table(width, head="h"):
         return f'<table style="width:{width}px"><tr><th>{head}</th><td>1</td></tr></table>'
 
-    scroll = '<div style="overflow-x:auto">{}</div>'  # as the theme wraps each table
+    scroll = '<div style="overflow-x:auto" tabindex="0">{}</div>'  # as the theme wraps each table (keyboard-scrollable)
     article = '<article class="bd-article" style="max-width:688px">{}</article>'  # the book's column at 1280 px
     pages = {
         "clean.html": MATHJAX + "<p>Let " + math.format(r"\(a_{i,j}\)") + " be</p>"
@@ -217,6 +217,12 @@ def _fixture_site(root: Path) -> None:
                                    + figure("dot.svg", alt="A grey box, 40 by 20 pixels", fig_id="f4")
                                    + widget_view + '<div class="widget-subarea"><div class="jupyter-widgets">'
                                    '<img src="dot.svg" alt=""></div></div>'),
+        # a reader with a screen reader or a phone: a toggle and a slider with no name, pale text; a command that
+        # does not wrap
+        "axe.html": article.format('<details><summary></summary><p>hidden</p></details>'
+                                   '<input type="range" min="0" max="1">'
+                                   '<p style="color:#bbb;background:#fff">pale</p>'),
+        "page_wide.html": article.format("<p><code style=\"white-space:nowrap\">" + "sysctl_" * 80 + "</code></p>"),
         "caption.html": article.format(figure("dot.svg", caption="") + '<p><img src="dot.svg" alt="A grey box"></p>'
                                        + figure("dot.svg", fig_id="fig-b", number="")
                                        # a widget's drawing: alt text, no caption possible (not flagged)
@@ -226,9 +232,10 @@ def _fixture_site(root: Path) -> None:
     for name, body in pages.items():
         (root / name).parent.mkdir(exist_ok=True)
         up = "../" * name.count("/")
-        (root / name).write_text(f"<!DOCTYPE html><html><head>{VIEWPORT}</head><body>{body.replace('{up}', up)}"
-                                 "</body></html>")
-    (root / "index.html").write_text("<!DOCTYPE html><html><body><p>index</p></body></html>")
+        (root / name).write_text(f"<!DOCTYPE html><html lang=\"en\"><head><title>{name}</title>{VIEWPORT}</head>"
+                                 f"<body>{body.replace('{up}', up)}</body></html>")
+    (root / "index.html").write_text('<!DOCTYPE html><html lang="en"><head><title>index</title></head>'
+                                     "<body><p>index</p></body></html>")
     (root / "favicon.ico").write_bytes(b"")  # as the book has one: a browser asks every page's site for it
 
 
@@ -256,11 +263,16 @@ def test_browser_check_catches_each_failure(tmp_path):
     assert reports["escape.html"].problems == [r"math error: \text{my\_g}"]
     assert reports["undefined.html"].problems == [r"math error: \nosuchmacro x"]
     assert reports["texerror.html"].problems == ["math error: x^2^3"]
+    def page_wider(problems):  # the page itself slides sideways (the math is in no box that scrolls): at 390 and 320
+        return sorted({p.split(":")[0] for p in problems if p.startswith("page wider")})
+
     wide = reports["wide.html"].problems
-    assert len(wide) == 1 and wide[0].startswith("math overflows at 390 px: ") and "px in " in wide[0]
-    assert "x_{1}+x_{2}" in wide[0]
-    [inline] = reports["wide_inline.html"].problems  # inline math does not wrap: past the column at 390 px only
-    assert inline.startswith("math overflows at 390 px: inline, ends ") and "x_{1}+x_{2}" in inline
+    assert wide[0].startswith("math overflows at 390 px: ") and "px in " in wide[0] and "x_{1}+x_{2}" in wide[0]
+    assert page_wider(wide) == ["page wider than the screen at 320 px", "page wider than the screen at 390 px"]
+    assert len([p for p in wide if p.startswith("math")]) == 1
+    inline = reports["wide_inline.html"].problems  # inline math does not wrap: past the column at 390 px only
+    assert inline[0].startswith("math overflows at 390 px: inline, ends ") and "x_{1}+x_{2}" in inline[0]
+    assert page_wider(inline) == page_wider(wide) and len([p for p in inline if p.startswith("math")]) == 1
     assert reports["widget_missing.html"].problems == ["widgets: 1 views, 0 rendered, 0 empty"]
     assert reports["widget_twice.html"].problems == ["widgets: 1 views, 2 rendered, 0 empty"]
     # a page of MENU_PAGES whose menus a reader cannot press: every press of the menu check fails (the fixture has no
@@ -276,8 +288,16 @@ def test_browser_check_catches_each_failure(tmp_path):
         "list markers inside a paragraph: In one line: - claim 3 holds - claim 4 fails"]
     assert reports["table_wide.html"].problems == ["table wider than the column at 1280 px: 900 px in 688 px (wide)"]
     # On a phone a table may scroll inside its own box (boxed), but not make the page slide sideways (bare).
-    assert reports["table_phone.html"].problems == [
-        "table wider than the column at 390 px and not in a box that scrolls: 500 px in 374 px (bare)"]
+    assert reports["table_phone.html"].problems[0] == (
+        "table wider than the column at 390 px and not in a box that scrolls: 500 px in 374 px (bare)")
+    assert page_wider(reports["table_phone.html"].problems) == page_wider(wide)  # the bare one; the boxed one scrolls
+    # axe-core, WCAG 2.1 A and AA, at every width: a toggle and a slider without a name, pale text
+    axe = {p.split(" (")[0] for p in reports["axe.html"].problems}
+    assert axe == {f"axe at {w} px: {rule}" for w in (1280, 390, 320)
+                   for rule in ("summary-name", "label", "color-contrast")}, reports["axe.html"].problems
+    assert [p.split(":")[0] for p in reports["page_wide.html"].problems] == [
+        f"page wider than the screen at {w} px" for w in (1280, 390, 320)]
+    assert "sysctl_sysctl" in reports["page_wide.html"].problems[1]
     assert reports["alt.html"].problems == ['image without real alt text: dot.svg: alt=""',
                                            'image without real alt text: dot.svg: alt="dot.svg"',
                                            'image without real alt text: dot.svg: alt="_images/dot.svg"',
@@ -289,7 +309,7 @@ def test_browser_check_catches_each_failure(tmp_path):
                  "escape.html", "undefined.html", "texerror.html", "wide.html", "wide_inline.html",
                  "widget_missing.html",
                  "widget_twice.html", "chapters/03_dynamic_balance.html", "warn.html", "dollar.html", "bullets.html",
-                 "table_wide.html", "table_phone.html", "alt.html", "caption.html"):
+                 "table_wide.html", "table_phone.html", "alt.html", "caption.html", "axe.html", "page_wide.html"):
         assert len(found[page]) == 1, (page, found[page])  # only the kind of failure the page was made for
 
 
@@ -334,3 +354,24 @@ def test_browser_check_script_refuses_a_bad_browser_count_and_a_missing_book(tmp
     assert capsys.readouterr().err == "--browsers 0: give 1 or more\n"
     assert check_book_browser.main(["--html", str(tmp_path)]) == 2
     assert "no built book" in capsys.readouterr().err
+
+
+def test_the_accessibility_extension_names_the_themes_controls_and_lists_the_bibliography():
+    """book/_ext/accessibility.py on the theme's markup (as pydata-sphinx-theme and sphinxcontrib-bibtex write it): a
+    section toggle gets a name, the search field its own words, the colour-mode icons leave the name to the button,
+    MyST-NB's toggle its visible words, and a bibliography entry is a list item."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import accessibility
+
+    page = ('<summary><span class="toctree-toggle" role="presentation"></span></summary>'
+            '<button class="btn search-button-field search-button__button" title="Search" aria-label="Search" x>'
+            '<i class="theme-switch fa-solid fa-sun fa-lg" data-mode="light" title="Light"></i>'
+            '<summary aria-label="Toggle hidden content"><p>Show code cell source</p></summary>'
+            '<div role="list" class="citation-list"><div class="citation" id="id12" role="doc-biblioentry">')
+    assert accessibility.accessible(page) == (
+        '<summary aria-label="Show or hide the pages of this section"><span class="toctree-toggle" '
+        'role="presentation"></span></summary>'
+        '<button class="btn search-button-field search-button__button" title="Search" aria-label="Search Ctrl+K" x>'
+        '<i aria-hidden="true" class="theme-switch fa-solid fa-sun fa-lg" data-mode="light"></i>'
+        '<summary><p>Show code cell source</p></summary>'
+        '<div role="list" class="citation-list"><div class="citation" id="id12" role="listitem">')
