@@ -349,7 +349,8 @@ def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
 
     return {"a_acc": span(rows, "a", "ACC", K, 1), "a_fa": span(rows, "a", "FA", K, 1),
             "a_bt_confirmed": listing(whose(rows, "a", "BT", K, 1, CONFIRMED)),
-            **{f"a_fa_{v}": listing(whose(rows, "a", "FA", K, 1, v)) for v in (CONFIRMED, REFUTED, INCONCLUSIVE)},
+            **{f"a_{m.lower()}_{v}": listing(whose(rows, "a", m, K, 1, v)) for m in ("FA", "ACC")
+               for v in (CONFIRMED, REFUTED, INCONCLUSIVE)},
             "b_reg_acc": ", ".join(span(rows, "b", "ACC", K, 1, b=x) for x in lam.values()),
             "b_reg_acc_inconclusive": against_reg("ACC", INCONCLUSIVE),
             "b_reg_bt_confirmed": against_reg("BT", CONFIRMED),
@@ -392,7 +393,8 @@ def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
 
     return {"qa_acc_span": each("a_acc"), "qa_fa_span": each("a_fa"), "qa_bt_confirmed": some("a_bt_confirmed"),
             "qa_fa_confirmed": some("a_fa_confirmed"), "qa_fa_refuted": some("a_fa_refuted"),
-            "qa_fa_inconclusive": some("a_fa_inconclusive"), "qb_reg_acc_span": each("b_reg_acc"),
+            "qa_fa_inconclusive": some("a_fa_inconclusive"), "qa_acc_inconclusive": some("a_acc_inconclusive"),
+            "qb_reg_acc_span": each("b_reg_acc"),
             "qb_reg_acc_inconclusive": some("b_reg_acc_inconclusive"),
             "qb_reg_bt_confirmed": some("b_reg_bt_confirmed"), "qb_reg_bt_inconclusive": some("b_reg_bt_inconclusive"),
             "qb_mem_acc_span": each("b_mem_acc"), "qb_mem_fa_lower": some("b_mem_fa_lower"),
