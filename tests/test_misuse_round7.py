@@ -86,3 +86,16 @@ def test_hparams_json_is_written_only_from_a_tuning_file_the_repository_commits(
     monkeypatch.setattr(TU, "IN_CHECKOUT", False)
     assert main([*toy, "--out", str(TU.REPO_ROOT / "results" / f"toy-{tmp_path.name}.json")]) == 2
     assert "ships inside the installed package" in _one_line(capsys.readouterr().err) and fake_units == []
+
+
+# wrong number: with a committed memory file deleted, `pages` rewrote chapter 9 without it and exited 0
+def test_pages_refuses_a_committed_results_file_that_is_missing(monkeypatch, capsys):
+    from metacl_lite import paths
+    from metacl_lite.tools import commands, main as tools_main
+
+    commands.check_stamped_files()  # K = 500's memory files: stamped "absent", never committed: not refused
+    gone = "pmnist-K500-memory-M5.json"
+    monkeypatch.setattr(paths, "tracked", lambda p: paths.Path(p).name == gone)  # as if committed, then deleted
+    monkeypatch.setattr("metacl_lite.publish.pages.write_pages", lambda check: pytest.fail("pages rewritten"))
+    assert tools_main(["pages"]) == 2
+    assert f"results/{gone} is committed but missing here" in _one_line(capsys.readouterr().err)
