@@ -99,3 +99,17 @@ def test_pages_refuses_a_committed_results_file_that_is_missing(monkeypatch, cap
     monkeypatch.setattr("metacl_lite.publish.pages.write_pages", lambda check: pytest.fail("pages rewritten"))
     assert tools_main(["pages"]) == 2
     assert f"results/{gone} is committed but missing here" in _one_line(capsys.readouterr().err)
+
+
+# unclear: with results/pmnist-K20.json deleted, `readme --check` said only "out of date", and `readme` replaced Table 1
+# by the commands that make the file
+@pytest.mark.parametrize("check", [True, False])
+def test_readme_names_a_committed_results_file_that_is_missing(monkeypatch, capsys, check):
+    from metacl_lite import paths
+    from metacl_lite.tools import main as tools_main
+
+    real = paths.Path.exists
+    monkeypatch.setattr(paths.Path, "exists", lambda p: p.name != "pmnist-K20.json" and real(p))  # as if deleted
+    monkeypatch.setattr("metacl_lite.lab.atomic.write_text", lambda *a: pytest.fail("README rewritten"))
+    assert tools_main(["readme", *(["--check"] if check else [])]) == 2
+    assert "results/pmnist-K20.json is committed but missing here" in _one_line(capsys.readouterr().err)

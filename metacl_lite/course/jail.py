@@ -74,10 +74,6 @@ class Slot:
         self._lock.close()
 
 
-def is_submission_uid(uid: int) -> bool:
-    return UID_BASE <= uid < UID_BASE + UID_SPAN
-
-
 def end_jail(private: Path) -> None:
     """Return once no process of a submission graded in `private` runs: none in its jail's PID namespace (which the
     jail wrote there, with its init's start time, before the submission started; no process leaves its PID
