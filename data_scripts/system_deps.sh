@@ -13,7 +13,7 @@ command -v unshare >/dev/null 2>&1 && PATH="$PATH:/usr/sbin:/sbin" command -v pi
   || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
-command -v useradd >/dev/null 2>&1 || need+=(passwd)
+PATH="$PATH:/usr/sbin:/sbin" command -v useradd >/dev/null 2>&1 || need+=(passwd)  # sbin: not on a user's PATH
 PATH="$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need+=(libseccomp2)
 # `make pdf`: TeX Live's xelatex with the LaTeX packages Sphinx's output uses, latexmk, FreeFont (the book's Greek
 # and symbols); and pdftotext, with which the PDF's test reads it (tests/test_book_pdf.py)
@@ -24,7 +24,7 @@ command -v pdftotext >/dev/null 2>&1 || need+=(poppler-utils)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null 2>&1 || { echo "error: make test needs ${need[*]} (apt-get install ${need[*]}); run as root or install sudo" >&2; exit 2; }
+  command -v sudo >/dev/null 2>&1 || { echo "error: this needs ${need[*]} (apt-get install ${need[*]}); run as root or install sudo" >&2; exit 2; }
   sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive

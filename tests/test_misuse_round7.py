@@ -113,3 +113,19 @@ def test_readme_names_a_committed_results_file_that_is_missing(monkeypatch, caps
     monkeypatch.setattr("metacl_lite.lab.atomic.write_text", lambda *a: pytest.fail("README rewritten"))
     assert tools_main(["readme", *(["--check"] if check else [])]) == 2
     assert "results/pmnist-K20.json is committed but missing here" in _one_line(capsys.readouterr().err)
+
+
+# unclear: `make pdf` as a user with everything installed failed with "make test needs passwd" (useradd lives in
+# /usr/sbin, which is not on a user's PATH; and the PDF needs no useradd)
+def test_system_deps_finds_the_tools_from_a_users_path():
+    import os
+    import shutil
+    import subprocess
+
+    from metacl_lite.paths import REPO_ROOT
+
+    as_user = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"] if os.geteuid() == 0 else []
+    assert not as_user or shutil.which("setpriv"), "setpriv (util-linux) runs the script as a user"
+    r = subprocess.run([*as_user, "env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "bash",
+                        str(REPO_ROOT / "data_scripts" / "system_deps.sh")], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), r.stderr
