@@ -129,3 +129,11 @@ def test_system_deps_finds_the_tools_from_a_users_path():
     r = subprocess.run([*as_user, "env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "bash",
                         str(REPO_ROOT / "data_scripts" / "system_deps.sh")], capture_output=True, text=True)
     assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), r.stderr
+
+
+# unclear: `--gamma beta` with a two-reference method said it applies to MetaCL-λ methods only (it is one)
+def test_a_gamma_control_of_a_memory_method_says_it_is_for_the_papers_methods(tmp_path, fake_units, capsys):
+    assert main(["run", "--benchmark", "pmnist", *TINY, "--seeds", "1", "--methods", "mas-metacl-lambda-mem",
+                 "--gamma", "beta", "--out", str(tmp_path / "r.json")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert "the paper's MetaCL-lambda methods only (with no memory), not mas-metacl-lambda-mem" in err, err

@@ -16,6 +16,8 @@ import os
 import time
 from pathlib import Path
 
+from .userns import _read
+
 #: a jail's bounds as a whole: memory (tmpfs pages and kernel memory included, no swap) and processes
 LIMITS = {"memory_bytes": 4 * 2 ** 30, "pids": 512}
 CONTROLLERS = ("memory", "pids", "cpu")
@@ -30,13 +32,6 @@ def _own() -> dict[str, str]:
         for name in names.split(",") if names else [""]:
             out[name] = path
     return out
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 def _v2_parent() -> Path | None:

@@ -28,8 +28,9 @@ def check_gamma_control(gamma: Optional[str], methods: Sequence[str]) -> None:
         raise UsageError(f"--gamma {gamma!r}: choose beta (gamma = the MetaCL-beta counterpart's beta) or 0")
     bad = [m for m in methods if m not in METHODS or parse_method(m)[1] != "lambda"]  # METHODS: without a memory
     if bad:
-        raise UsageError(f"--gamma {gamma} applies to MetaCL-lambda methods only, not {', '.join(bad)}; e.g. "
-                         f"--methods {','.join(method_name(r, 'lambda') for r in PAPER_REGULARISERS)}")
+        lams = ",".join(method_name(r, "lambda") for r in PAPER_REGULARISERS)
+        raise UsageError(f"--gamma {gamma} applies to the paper's MetaCL-lambda methods only (with no memory), not "
+                         f"{', '.join(bad)}; e.g. --methods {lams}")
 
 
 def _distinct(items: Sequence, what: str, check: Callable) -> list:
