@@ -14,7 +14,7 @@ command -v unshare >/dev/null 2>&1 && PATH="$PATH:/usr/sbin:/sbin" command -v pi
 command -v mount >/dev/null 2>&1 || need+=(mount)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v useradd >/dev/null 2>&1 || need+=(passwd)  # sbin: not on a user's PATH
-PATH="$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need+=(libseccomp2)
+PATH="$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null | grep 'libseccomp\.so\.2' >/dev/null || need+=(libseccomp2)  # not -q: pipefail
 # `make pdf`: TeX Live's xelatex with the LaTeX packages Sphinx's output uses, latexmk, FreeFont (the book's Greek
 # and symbols); and pdftotext, with which the PDF's test reads it (tests/test_book_pdf.py)
 command -v xelatex >/dev/null 2>&1 && kpsewhich fncychap.sty >/dev/null 2>&1 && [ -n "$(fc-list FreeSerif)" ] \

@@ -133,7 +133,7 @@ def test_a_file_made_before_new_training_options_is_refused_until_current(hparam
 
 def test_open_choices_reach_every_unit_and_the_command(hparams_file, spy, tmp_path):
     out = tmp_path / "r.json"
-    G.run_experiment("pmnist", seeds=[0], methods=["finetune", "ewc"], out=out,
+    G.run_experiment("pmnist", seeds=[0], methods=["finetune", "ewc", "pi"], out=out,
                      options={"omega_accumulate": "latest", "omega_normalise": "minmax", "pi_xi": 0.001}, **TINY)
     for unit, cfg in spy:
         assert (cfg.omega_accumulate, cfg.omega_normalise, cfg.pi_xi) == ("latest", "minmax", 0.001), unit
@@ -168,7 +168,7 @@ def test_gamma_controls_train_metacl_lambda_with_the_beta_counterparts_beta_or_z
     G.run_experiment("pmnist", seeds=[0], methods=["mas-metacl-lambda"], gamma="0", **TINY)  # no hparams needed
     assert [c.gamma for u, c in spy if u.kind == "run"] == [0.0]
     assert (tmp_path / "results" / "pmnist-K5-control-gamma-0.json").exists()
-    with pytest.raises(G.UsageError, match="MetaCL-lambda methods only, not ewc"):
+    with pytest.raises(G.UsageError, match="MetaCL-lambda methods only \\(with no memory\\), not ewc"):
         G.run_experiment("pmnist", seeds=[0], methods=["ewc"], gamma="0", **TINY)
     with pytest.raises(G.H.MissingHparams, match="mas-metacl-beta"):
         G.run_experiment("pmnist", seeds=[0], methods=["mas-metacl-lambda"], gamma="beta", **TINY)

@@ -137,3 +137,13 @@ def test_a_gamma_control_of_a_memory_method_says_it_is_for_the_papers_methods(tm
                  "--gamma", "beta", "--out", str(tmp_path / "r.json")]) == 2
     err = _one_line(capsys.readouterr().err)
     assert "the paper's MetaCL-lambda methods only (with no memory), not mas-metacl-lambda-mem" in err, err
+
+
+# unclear: --pi-xi and --omega-accumulate were accepted and recorded for methods that ignore them, and the same command
+# without them was then refused as another configuration
+@pytest.mark.parametrize("methods, option", [("finetune,agem", ["--omega-accumulate", "latest"]),
+                                             ("ewc,mas-metacl-lambda", ["--pi-xi", "0.01"])])
+def test_an_open_choice_none_of_the_methods_reads_is_refused(tmp_path, fake_units, capsys, methods, option):
+    assert main(["run", "--benchmark", "pmnist", *TINY, "--seeds", "1", "--methods", methods, *option,
+                 "--out", str(tmp_path / "r.json")]) == 2
+    assert "applies only to the methods that read it" in _one_line(capsys.readouterr().err) and fake_units == []

@@ -108,15 +108,18 @@ def test_a_count_is_a_whole_number_at_least_one_and_at_most_its_limit(value):
         vocab.check_option("memory", 4, {"K": 3})
 
 
-def test_a_budget_is_refused_where_no_method_of_the_run_reads_it_and_an_open_choice_is_not():
+def test_a_budget_or_an_open_choice_is_refused_where_no_method_of_the_run_reads_it():
     """A budget given to a run none of whose methods reads it would be recorded nowhere: refused, naming it. An open
-    choice is the file's (config.train), so it is taken whatever the methods (`--pi-xi` beside EWC)."""
+    choice is the file's (config.train): taken beside a method that reads it (`--pi-xi` beside PI and EWC), refused
+    where none does (issue 54: `--pi-xi` with EWC alone was recorded, and the same command without it refused)."""
     assert check_options({"memory": 2}, ["finetune", "agem"], {"K": 5}) == {"memory": 2}
     with pytest.raises(UsageError, match=r"^memory=2 applies only to the methods that read it \(agem, er, "):
         check_options({"memory": 2}, ["finetune", "mas-metacl-lambda"], {"K": 5})
     with pytest.raises(UsageError, match=r"^memory=6 must be at most K=5"):
         check_options({"memory": 6}, ["agem"], {"K": 5})
-    assert check_options({"pi_xi": 0.001}, ["ewc"]) == {"pi_xi": 0.001}
+    assert check_options({"pi_xi": 0.001}, ["ewc", "pi"]) == {"pi_xi": 0.001}
+    with pytest.raises(UsageError, match=r"^pi_xi=0.001 applies only to the methods that read it \(pi, "):
+        check_options({"pi_xi": 0.001}, ["ewc"])
     assert check_options({"memory": 2}) == {"memory": 2}  # no methods given (a tuning): the value's check only
 
 

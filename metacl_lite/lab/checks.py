@@ -96,8 +96,8 @@ def check_options(options: Optional[dict], methods: Optional[Sequence[str]] = No
                   limits: Optional[dict] = None) -> dict:
     """Only the options a run sets (`vocab.RUN_OPTIONS`: the open choices, the budgets), each with a value its
     declaration takes (`vocab.check_option`; within `limits`, e.g. {"K": 20}: the memory's M <= K). A budget is
-    recorded only for the methods that read it (`recorded_options`), so one given to a run of `methods` none of which
-    reads it is refused (an open choice is the file's, recorded in config.train whatever its methods)."""
+    recorded only for the methods that read it (`recorded_options`); an open choice is the file's, recorded in
+    config.train whatever its methods. Either, given to a run of `methods` none of which reads it, is refused."""
     options = dict(options or {})
     bad = sorted(set(options) - set(RUN_OPTIONS))
     if bad:
@@ -108,8 +108,8 @@ def check_options(options: Optional[dict], methods: Optional[Sequence[str]] = No
             check_option(name, value, limits)
         except ValueError as e:
             raise UsageError(str(e)) from None
-        readers = [m for m in ALL_METHODS if name in recorded_options(m)]
-        if name in BUDGET_OPTIONS and methods is not None and not set(methods) & set(readers):
+        readers = [m for m in ALL_METHODS if name in {o.name for o in options_of(m)}]  # PI's xi: PI's methods
+        if methods is not None and not set(methods) & set(readers):
             raise UsageError(f"{name}={value!r} applies only to the methods that read it ({', '.join(readers)}); none "
                              f"of {', '.join(methods)} does: leave it out")
     return options
