@@ -95,6 +95,7 @@ PAGE_OVERFLOW_JS = """
 """
 
 
+@functools.lru_cache(maxsize=1)
 def axe_source() -> str:
     """The vendored axe.min.js, after checking its SHA-256 against the one recorded beside it."""
     import hashlib

@@ -185,8 +185,8 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
     runs in a jail (`jail`); its record (`questions` and `cell_errors`, or `error` / `crashed` / `timeout`)."""
     from . import cgroup, jail
 
-    slot = None if jail.rootless() else jail.Slot()
-    uid, gid = (os.getuid(), os.getgid()) if slot is None else (slot.uid, jail.ensure_user()[1])
+    slot = jail.Slot()
+    uid, gid = slot.uid, (os.getgid() if jail.rootless() else jail.ensure_user()[1])
     tmp = Path(tempfile.mkdtemp(prefix="metacl-grade-"))
     group = cgroup.Group(f"metacl-jail-{tmp.name}")
     try:
@@ -239,8 +239,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         jail.end_jail(tmp / "private")  # nothing of the submission runs once its row is written
         group.remove()  # nor in its group
         shutil.rmtree(tmp, ignore_errors=True)
-        if slot is not None:
-            slot.release()
+        slot.release()
 
 
 def _check_folder(path: Optional[Path], option: str) -> None:

@@ -62,7 +62,9 @@ def build_wheel(dest: Path) -> Path:
         try:
             err = pip.communicate()[1]
         except BaseException:  # Ctrl-C, SIGTERM: pip and its build backend go before their folder does
-            _end_group(pip)
+            from .grading import _kill
+
+            _kill(pip)
             raise
         if pip.returncode != 0:
             last = (err.strip().splitlines() or ["no message"])[-1]
@@ -70,22 +72,6 @@ def build_wheel(dest: Path) -> Path:
         wheel = next((Path(tmp) / "w").glob("*.whl"))
         Path(dest).mkdir(parents=True, exist_ok=True)
         return Path(shutil.copy2(wheel, Path(dest) / wheel.name))
-
-
-def _end_group(proc: subprocess.Popen, wait_s: float = 10.0) -> None:
-    """Kill a process started in a session of its own and everything it started, and return once none runs (a
-    build backend still writing would leave files after its temporary folder is removed)."""
-    import time
-
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            break
-        proc.poll()  # reaps pip itself; its children, once orphaned, are the machine's init's to reap
-        time.sleep(0.02)
-    proc.wait()
 
 
 def write_kit(out: Path = DIST_DIR / KIT, pages: Path = PAGES_DIR) -> Path:

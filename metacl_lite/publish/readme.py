@@ -86,13 +86,10 @@ def _table_body(source: str) -> str:
     from ..lab import store
     from ..report.commands import missing_commands
     from ..data.specs import get_spec
+    from ..paths import check_not_deleted
 
-    from ..errors import FileFormatError
-    from ..paths import tracked
-
+    check_not_deleted(REPO_ROOT / source)  # deleted, not a file yet to be made
     setting = re.fullmatch(r"results/([a-z0-9]+)-K(\d+)\.json", source)
-    if not (REPO_ROOT / source).exists() and tracked(REPO_ROOT / source):  # deleted, not yet to be made
-        raise FileFormatError(f"{source} is committed but missing here: restore it (git checkout -- {source})")
     if setting and not (REPO_ROOT / source).exists():
         get_spec(setting.group(1))  # a block naming an unknown benchmark is a typo, not a file to come
         return "```bash\n" + "\n".join(missing_commands(setting.group(1), int(setting.group(2)))) + "\n```\n"

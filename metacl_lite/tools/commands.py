@@ -84,19 +84,16 @@ def _pages(a) -> int:
 def check_stamped_files() -> None:
     """Every file of results/ whose hash `pages` stamps into a page, read by its kind's reader (`store.check_any`):
     a file no reader could use (a null unit, a key given twice) is refused before any page names its hash."""
-    from ..errors import UsageError
     from ..lab.dynamics import KIND as DYNAMICS, load_dynamics
     from ..lab.store import check_any
-    from ..paths import tracked
+    from ..paths import check_not_deleted
     from ..publish.pages import PAGES, page_params, stamped_pages
 
     names = {n for ns in stamped_pages().values() for n in ns}
     names |= {page_params(stem)[2]["shows"].split(",")[0].removeprefix("results/") for stem in ["benchmark", *PAGES]}
     for name in sorted(names):
         path = REPO_ROOT / "results" / name
-        if not path.is_file() and tracked(path):  # a page rewritten without a committed file would lose its rows
-            raise UsageError(f"results/{name} is committed but missing here: restore it (git checkout -- "
-                             f"results/{name}), or `git rm` it first if it should go")
+        check_not_deleted(path)
         other = check_any(path) if path.is_file() else None
         if isinstance(other, dict) and other.get("kind") == DYNAMICS:
             load_dynamics(path)
