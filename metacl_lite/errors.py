@@ -81,3 +81,16 @@ class NotebookFailed(RuntimeError):
 
 def _subclasses(cls) -> list:
     return [cls] + [s for c in cls.__subclasses__() for s in _subclasses(c)]
+
+
+def check_not_deleted(path) -> None:
+    """Raise UsageError where `path` is a file git holds and the working tree lacks (a page or the README rewritten
+    without it would lose its rows), naming how to restore it."""
+    from pathlib import Path
+
+    from .paths import REPO_ROOT, tracked
+
+    if not Path(path).exists() and tracked(path):
+        rel = Path(path).resolve().relative_to(REPO_ROOT)
+        raise UsageError(f"{rel} is committed but missing here: restore it (git checkout -- {rel}), or `git rm` it "
+                         "first if it should go")

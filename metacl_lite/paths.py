@@ -12,17 +12,6 @@ IN_CHECKOUT = (PACKAGE_DIR.parent / "pyproject.toml").exists()
 REPO_ROOT = PACKAGE_DIR.parent if IN_CHECKOUT else Path.cwd().resolve()
 
 
-def check_not_deleted(path) -> None:
-    """Raise UsageError where `path` is a file git holds and the working tree lacks (a page or the README rewritten
-    without it would lose its rows), naming how to restore it."""
-    if not Path(path).exists() and tracked(path):
-        from .errors import UsageError
-
-        rel = Path(path).resolve().relative_to(REPO_ROOT)
-        raise UsageError(f"{rel} is committed but missing here: restore it (git checkout -- {rel}), or `git rm` it "
-                         "first if it should go")
-
-
 def tracked(path) -> bool:
     """Whether `path` is a file git tracks in this checkout (where `git checkout -- path` restores it); False for an
     installed package, a file outside the checkout, an untracked or ignored one (runs/, a copy in /tmp), or no git."""

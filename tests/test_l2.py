@@ -63,7 +63,8 @@ def test_l2_without_tuned_values_says_to_tune(hparams_file, tmp_path, capsys):
 
 def test_l2_tunes_then_trains_and_shows_as_an_extension(hparams_file, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("metacl_lite.lab.tuning.REPO_ROOT", tmp_path)  # hparams.json names files in the repository
-    tuning = tmp_path / "tuning-l2.json"
+    (tmp_path / "results").mkdir()
+    tuning = tmp_path / "results" / "tuning-l2.json"
     rc = main(["tune", "--benchmark", "pmnist", *TINY, "--seed-list", "100", "--methods", ",".join(L2_FAMILY),
                "--beta-grid", "0.1,1", "--gamma-grid", "0,1", "--out", str(tuning), "--write-hparams"])
     assert rc == 0, capsys.readouterr().err

@@ -145,7 +145,7 @@ def test_metacl_lambda_with_both_references_reads_metacl_lambdas_gamma_unless_it
     hparams_file({"pmnist": {"methods": {}}})
     with pytest.raises(H.MissingHparams, match="no tuned beta/gamma for mas-metacl-lambda "):
         G.run_experiment("pmnist", seeds=[0], methods=["mas-metacl-lambda-mem"], out=tmp_path / "s.json", **SMALL)
-    with pytest.raises(UsageError, match="MetaCL-lambda methods only, not mas-metacl-lambda-mem"):
+    with pytest.raises(UsageError, match=r"MetaCL-lambda methods only \(with no memory\), not mas-metacl-lambda-mem"):
         G.run_experiment("pmnist", seeds=[0], methods=["mas-metacl-lambda-mem"], gamma="0", out=tmp_path / "g.json",
                          **SMALL)
 

@@ -86,7 +86,7 @@ def _table_body(source: str) -> str:
     from ..lab import store
     from ..report.commands import missing_commands
     from ..data.specs import get_spec
-    from ..paths import check_not_deleted
+    from ..errors import check_not_deleted
 
     check_not_deleted(REPO_ROOT / source)  # deleted, not a file yet to be made
     setting = re.fullmatch(r"results/([a-z0-9]+)-K(\d+)\.json", source)

@@ -86,7 +86,7 @@ def check_stamped_files() -> None:
     a file no reader could use (a null unit, a key given twice) is refused before any page names its hash."""
     from ..lab.dynamics import KIND as DYNAMICS, load_dynamics
     from ..lab.store import check_any
-    from ..paths import check_not_deleted
+    from ..errors import check_not_deleted
     from ..publish.pages import PAGES, page_params, stamped_pages
 
     names = {n for ns in stamped_pages().values() for n in ns}
