@@ -147,3 +147,85 @@ def test_an_open_choice_none_of_the_methods_reads_is_refused(tmp_path, fake_unit
     assert main(["run", "--benchmark", "pmnist", *TINY, "--seeds", "1", "--methods", methods, *option,
                  "--out", str(tmp_path / "r.json")]) == 2
     assert "applies only to the methods that read it" in _one_line(capsys.readouterr().err) and fake_units == []
+
+
+# wrong number: when every grid value tied, `tune` extended the grid six times, printed "at the edge of the grid:
+# extend it" and wrote the smallest value
+def test_a_grid_where_every_value_ties_is_not_extended_and_writes_nothing(tmp_path, fake_units, capsys, monkeypatch,
+                                                                          hparams_file):
+    from metacl_lite.lab import tuning as TU
+
+    monkeypatch.setattr(TU, "REPO_ROOT", tmp_path)
+    (tmp_path / "results").mkdir()
+    before = TU.H.HPARAMS_FILE.read_text()
+    out = tmp_path / "results" / "t.json"
+    assert main(["tune", "--benchmark", "pmnist", *TINY, "--seed-list", "100", "--methods", "mas,pi-metacl-lambda",
+                 "--beta-grid", "1,10", "--gamma-grid", "0,1", "--out", str(out), "--write-hparams"]) == 0
+    printed = capsys.readouterr().out
+    assert len(fake_units) == 4 and "extend it" not in printed, printed  # two values each: no extension
+    assert "mas                  every beta scored 50.0000: the grid decided nothing, none written" in printed
+    assert "pi-metacl-lambda     every gamma scored 50.0000" in printed and "hparams.json not changed" in printed
+    doc = json.loads(out.read_text())
+    assert doc["chosen"] == {} and doc["at_edge"] == {} and TU.H.HPARAMS_FILE.read_text() == before
+
+
+# wrong number: a memory file's budget was not checked against its name, nor state_bytes against sense (-5 shown)
+def test_a_memory_file_holding_another_budget_or_negative_bytes_is_refused(tmp_path):
+    from metacl_lite.errors import FileFormatError
+    from metacl_lite.findings import memory as FM
+
+    doc = json.loads((FM.REPO_ROOT / "results" / "pmnist-K20-memory-M1.json").read_text())
+    (tmp_path / "pmnist-K20-memory-M5.json").write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match=r"holds runs of K=20 with memory \[1\], not of the K=20, M=5 its name"):
+        FM.load_memory_evidence(ks=(20,), folder=tmp_path)
+    (tmp_path / "pmnist-K20-memory-M5.json").rename(tmp_path / "pmnist-K20-memory-M1.json")
+    assert FM.load_memory_evidence(ks=(20,), folder=tmp_path).memory[(20, 1)]["runs"].keys() == doc["runs"].keys()
+    doc["runs"]["er/3"]["state_bytes"]["memory"] = -5
+    (tmp_path / "pmnist-K20-memory-M1.json").write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match=r"er/3's state_bytes .* are not counts of bytes; rerun it \(`--redo er`"):
+        FM.load_memory_evidence(ks=(20,), folder=tmp_path)
+
+
+def _marked(mark: str) -> list[int]:
+    """The processes whose environment holds `mark` (a run's workers and resource tracker inherit it)."""
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+# crash: SIGTERM or SIGKILL of `run --workers 2` while its pool starts left both workers (about 1 GB each) and the
+# resource tracker running, orphaned, for good
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_a_run_ended_while_its_workers_start_leaves_no_process_behind(tmp_path, sig):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    mark = f"METACL_LITE_TEST_MARK={tmp_path.name}-{sig}"
+    env = dict(os.environ, METACL_LITE_PROGRESS="0", **dict([mark.split("=")]))
+    p = subprocess.Popen([sys.executable, "-m", "metacl_lite", "run", "--benchmark", "pmnist", *TINY[:6], "--seeds",
+                          "2", "--methods", "finetune", "--workers", "2", "--out", str(tmp_path / "r.json")],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(_marked(mark)) < 3 and time.monotonic() < deadline and p.poll() is None:  # the run and two workers
+        time.sleep(0.02)
+    assert len(_marked(mark)) >= 3, "the pool never started"
+    p.send_signal(getattr(signal, sig))  # the workers are importing torch: they have not asked to die with it yet
+    p.wait(timeout=60)
+    deadline = time.monotonic() + 90
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _marked(mark)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "orphaned workers"

@@ -103,6 +103,9 @@ def _tune(a) -> int:
     res = tune_grid(req)
     for m, v in res["chosen"].items():
         print(f"{m:20s} {v}" + ("   (at the edge of the grid: extend it)" if res["at_edge"].get(m) else ""))
+    for m, g in res["grid"].items():
+        if m in req.methods and g["complete"] and m not in res["chosen"]:
+            print(f"{m:20s} every {g['param']} scored {g['mean_val_acc'][0]:.4f}: the grid decided nothing, none written")
     print(("hparams.json updated" if res["hparams_written"] else "hparams.json not changed")
           + ("" if res["canonical"] else " (not the default tuning protocol; --write-hparams writes it)"))
     return 0

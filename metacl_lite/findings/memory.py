@@ -116,6 +116,22 @@ def check_pairing(mem: dict, main: dict, name: str) -> list[dict]:
     return gaps
 
 
+def check_named(doc: dict, K: int, M: int, name: str) -> dict:
+    """`doc`, a memory file named for K and M, where its runs were made at that K with that budget and record a
+    memory of whole, non-negative bytes (`memory.state_bytes`); FileFormatError naming the file otherwise."""
+    c = doc["config"]
+    budgets = {o.get("memory") for o in c.get("method_options", {}).values()}
+    if c["K"] != K or budgets != {M}:
+        raise FileFormatError(f"{name} holds runs of K={c['K']} with memory {sorted(budgets, key=str)}, not of the "
+                              f"K={K}, M={M} its name says: rename it for what it holds, or make it again")
+    bad = [k for k, r in doc.get("runs", {}).items()
+           if any(type(v) is not int or v < 0 for v in r.get("state_bytes", {}).values())]
+    if bad:
+        raise FileFormatError(f"{name}: {bad[0]}'s state_bytes {doc['runs'][bad[0]]['state_bytes']} are not counts "
+                              f"of bytes; rerun it (`--redo {bad[0].split('/')[0]}`)")
+    return doc
+
+
 def load_memory_evidence(benchmark: str = "pmnist", ks: Optional[Sequence[int]] = None,
                          ms: Sequence[int] = BUDGETS, folder: Optional[Path] = None,
                          memory_folder: Optional[Path] = None) -> MemoryEvidence:
@@ -132,7 +148,7 @@ def load_memory_evidence(benchmark: str = "pmnist", ks: Optional[Sequence[int]] 
     memory, gaps = {}, {}
     for (K, M), path in memory_files(benchmark, memory_folder or folder).items():
         if K in ks:
-            memory[(K, M)] = load_results(path)
+            memory[(K, M)] = check_named(load_results(path), K, M, f"results/{path.name}")
             if K in results:
                 gaps[(K, M)] = check_pairing(memory[(K, M)], results[K], f"results/{path.name}")
     return MemoryEvidence(ks, tuple(sorted(set(ms) | {M for _, M in memory})), results, memory, benchmark, gaps)

@@ -352,8 +352,7 @@ class TuningFile(UnitFile):
         doc["grid"] = grid_of(doc)
         doc["chosen"], doc["at_edge"] = {}, {}
         for m, g in doc["grid"].items():
-            if g["complete"]:
-                c = choose(g)
+            if g["complete"] and not (c := choose(g))["tied"]:  # a tie decided nothing: no value to write
                 doc["chosen"][m] = {g["param"]: c["value"]}
                 doc["at_edge"][m] = c["at_edge"]
         doc.setdefault("provenance", {})["command"] = self.command(doc, self.req.out)

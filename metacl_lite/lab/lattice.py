@@ -75,11 +75,14 @@ def choose(g: dict) -> dict:
     """The value with the best mean validation ACC (ties: the smaller value, np.argmax takes the first), and whether
     it lies on an edge of the searched range: the largest value, or the smallest positive one. gamma = 0 (the pure
     projection of Eq. 5) is a natural lower bound, not an edge, when it is itself the best; when the smallest
-    positive gamma is best, the half-decades between it and 0 were not searched, so it is an edge."""
+    positive gamma is best, the half-decades between it and 0 were not searched, so it is an edge. tied: every value
+    of a grid of two or more scored the same, so the search decided nothing (no edge, nothing to extend or write)."""
     best = int(np.argmax(g["mean_val_acc"]))
     v, values = g["values"][best], g["values"]
     lowest_positive = min((x for x in values if x > 0), default=None)
-    return {"value": v, "at_edge": (v > 0 and v == lowest_positive) or best == len(values) - 1}
+    tied = len(values) > 1 and len(set(g["mean_val_acc"])) == 1
+    return {"value": v, "at_edge": not tied and ((v > 0 and v == lowest_positive) or best == len(values) - 1),
+            "tied": tied}
 
 
 def _step(v: float, up: bool) -> float:
