@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -93,6 +94,11 @@ def test_check_command_passes_the_solution_and_fails_the_student_version(tmp_pat
     # the student's visible tests are worth 1 point of each question's 3: the hidden tests weigh more
     assert bad.returncode == 1 and "total: 0 / 3" in bad.stdout, bad.stdout + bad.stderr
     assert "hidden tests" in ok.stdout.splitlines()[-1] and "worth more" in ok.stdout.splitlines()[-1]
+    with zipfile.ZipFile(tmp_path / "export.zip", "w") as z:  # an otter export, as `grade` takes it (misuse round 7)
+        z.write(out["solution"], "a1_dynamic_balance.ipynb")
+        z.writestr("a1_dynamic_balance.pdf", b"%PDF")
+    zipped = check(tmp_path / "export.zip")
+    assert zipped.returncode == 0 and "total: 9 / 9" in zipped.stdout, zipped.stdout + zipped.stderr
 
 
 def test_bad_input_gives_clear_errors(tmp_path):

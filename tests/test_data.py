@@ -121,6 +121,7 @@ def test_fetch_refuses_a_bad_local_copy(fake_mnist):
     msg = str(e.value)
     assert msg.startswith(f"{src / TRAIN_LABELS} is not the official file (md5 {hashlib.md5(b'garbage').hexdigest()}")
     assert f"The copy in {src} cannot be used" in msg and "delete" not in msg.lower()
+    assert "--from" not in msg and "from Python, `fetch_mnist()`" in msg  # a caller of fetch_mnist gave source_dir
     assert ours.read_bytes() == b"our own corrupted copy"
 
 

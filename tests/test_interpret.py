@@ -314,6 +314,10 @@ def test_a_missing_file_says_whether_it_needs_a_download_and_how_to_make_it():
     assert C.missing_commands("pmnist", 10) == ["python -m metacl_lite tune --benchmark pmnist --K 10",
                                                 "python -m metacl_lite run --benchmark pmnist --K 10 --seeds 5"]
     assert C.missing_commands("pmnist", 600)[0].startswith("python data_scripts/fetch.py mnist")
+    # the paper's K run ten seeds, as `make reproduce-pmnist` does (misuse round 7: the README said five)
+    assert C.missing_commands("pmnist", 200)[-1] == "python -m metacl_lite run --benchmark pmnist --K 200 --seeds 10"
+    make = (REPO_ROOT / "Makefile").read_text()
+    assert "S=5; case $$K in 20|50|200|500) S=10;; esac" in make and C.SEEDS == 5 and C.PAPER_K_SEEDS == 10
     cub = C.missing_commands("cub", 10)
     assert cub[0].startswith("python data_scripts/fetch.py cub") and cub[1].startswith("# ResNet-18")
     assert cub[2:] == ["python -m metacl_lite tune --benchmark cub --K 10",

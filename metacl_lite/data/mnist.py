@@ -66,9 +66,9 @@ def fetch_mnist(dest: Optional[Path] = None, source_dir: Optional[Path] = None, 
             done = "ok"
         elif source_dir is not None:
             src = Path(source_dir) / name
-            verify_file(src, md5, fix=f"The copy in {source_dir} cannot be used; give --from a folder holding the "
-                                      f"four official files, or download them with "
-                                      f"`{fetch_command('mnist')}`.")
+            verify_file(src, md5, fix=f"The copy in {source_dir} cannot be used: give a folder that holds the four "
+                                      f"official files, or download them (`{fetch_command('mnist')}`; from Python, "
+                                      f"`fetch_mnist()`).")
             copy_file(src, target)
             done = "copied"
         else:

@@ -107,6 +107,10 @@ def decided_seeds() -> dict[int, int]:
 
 
 def main(argv: list[str]) -> int:
+    import argparse  # no options: one given (an old --estimate) is refused, not ignored
+
+    argparse.ArgumentParser(prog="python -m metacl_lite.lab.memory_plan", description=__doc__.split("\n\n")[0]
+                            ).parse_args(argv)
     for s in plan():
         print(s.K, s.M, s.seeds, ",".join(s.methods), "tune" if s.tune else "-", s.around or "-", s.compile)
     return 0

@@ -309,8 +309,11 @@ def plan_runs(notebook: Path, params: Iterable[tuple[str, str]], grid: list[str]
     executed notebook and its results file."""
     notebook = Path(notebook)
     if not notebook.is_file() or notebook.suffix not in (".md", ".ipynb"):
-        raise UsageError(f"notebook {notebook} not found or not a .md/.ipynb file; "
-                         f"give a chapter such as book/reproduce/benchmark.md")
+        from ..paths import IN_CHECKOUT
+        raise UsageError(f"notebook {notebook} not found or not a .md/.ipynb file; " + (
+            "give a chapter such as book/reproduce/benchmark.md" if IN_CHECKOUT else "an installed metacl-lite holds "
+            "no chapters: give the path of one in a clone of the repository, or in the book's notebooks download "
+            "(metacl-lite-notebooks.zip, linked at the foot of every page)"))
     base: dict[str, Any] = {}
     for name, text in params:
         if name in base:
