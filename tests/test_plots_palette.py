@@ -128,3 +128,33 @@ def test_method_matrices_by_seed_from_a_results_file():
     got = P.method_matrices(res, ["agem", "gem"])
     assert list(got) == ["agem"] and [a[0, 0] for a in got["agem"]] == [70.0, 50.0]  # seed order; gem: no runs
     assert np.isnan(got["agem"][0][0, 1]) and list(P.method_matrices(res)) == ["agem", "er"]
+
+
+def _drawn_colours(fig) -> set:
+    """The face and edge colours of every patch and line a figure draws (legends included), as hex, greys left out."""
+    import matplotlib.colors as mc
+
+    found = set()
+    for a in fig.findobj(lambda o: isinstance(o, (matplotlib.patches.Patch, matplotlib.lines.Line2D))):
+        cs = [a.get_color()] if isinstance(a, matplotlib.lines.Line2D) else [a.get_facecolor(), a.get_edgecolor()]
+        for c in cs:
+            rgba = mc.to_rgba(c)
+            if rgba[3] > 0 and not rgba[0] == rgba[1] == rgba[2]:
+                found.add(mc.to_hex(rgba))
+    return found
+
+
+def test_the_balance_and_story_figures_draw_in_colour_blind_safe_colours():
+    """Fig. 2 (chapter 3) in Okabe and Ito's colours (it drew matplotlib's red and green, which deuteranopes confuse);
+    the λ story's bars in seaborn's colour-blind palette (it drew "deep")."""
+    import pandas as pd
+    import seaborn as sns
+
+    fig = P.plot_balance_panels(np.array([1.0, 0.0]), [0.5, 2.0], 120.0, beta=0.6)
+    assert _drawn_colours(fig) == {c.lower() for c in P.BALANCE_COLOURS.values()}
+    plt.close(fig)
+    frame = pd.DataFrame([{"K": K, "regulariser": r, "setting": s, "frac_increase": 0.1 * i, "seed": 0}
+                          for K in (20, 50) for r in ("MAS", "EWC") for i, s in enumerate(("fixed", "dynamic", "x"))])
+    fig = P.plot_story_steps(frame)
+    assert _drawn_colours(fig) == set(sns.color_palette("colorblind", 3, desat=0.75).as_hex())  # barplot's saturation
+    plt.close(fig)

@@ -34,6 +34,8 @@ MEMORY_COLOURS = {"agem": "#D55E00", "er": "#56B4E9", "gem": "#CC79A7", "metacl-
 MEMORY_MARKERS = {"agem": "X", "er": "P", "gem": "*", "metacl-agem": "X"}
 VARIANT_STYLES = {"plain": "-", **dict(zip(VARIANTS.values(), ("--", ":"))), REPLAY: (0, (5, 1, 1, 1, 1, 1)),
                   CONSTRAIN: (0, (1, 1)), BOTH: "-.", BOTH_GEM: (0, (3, 1, 1, 1, 1, 1))}
+#: Fig. 2's arrows, in Okabe and Ito's palette: g1, g2, the fixed and the dynamic combination.
+BALANCE_COLOURS = {"g1": "#0072B2", "g2": "#D55E00", "fixed": "#E69F00", "dynamic": "#009E73"}
 #: The families of the paper's methods: the legends' default (an extension's family shows where it is drawn).
 PAPER_FAMILIES = ("none", *(REGULARISER_LABELS[r] for r in PAPER_REGULARISERS))
 
@@ -68,7 +70,8 @@ def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[
     t = torch.tensor([-n[1], n[0]])
     poly = torch.stack([t * 3 * lim, t * 3 * lim - n * 3 * lim, -t * 3 * lim - n * 3 * lim, -t * 3 * lim])
     ax.fill(poly[:, 0], poly[:, 1], color="0.9", zorder=0, label=words["half"])
-    for v, c, key in ((g1, "C0", "g1"), (g2, "C3", "g2"), (gb, "C1", "fixed"), (gx, "C2", "dynamic")):
+    for v, key in ((g1, "g1"), (g2, "g2"), (gb, "fixed"), (gx, "dynamic")):
+        c = BALANCE_COLOURS[key]
         ax.annotate("", xy=(float(v[0]), float(v[1])), xytext=(0, 0),
                     arrowprops=dict(arrowstyle="-|>", color=c, lw=2))
         ax.plot([], [], color=c, lw=2, label=words[key])
@@ -139,8 +142,7 @@ def plot_balance_panels(g1, norms, angle_deg: float, beta: float, gamma: float =
         ax.set_title(balance_title(norm, angle_deg, _balance_parts(g1, g2, beta, gamma)[-1]), fontsize=10)
     words = balance_labels(beta, gamma)
     handles = [plt.Rectangle((0, 0), 1, 1, color="0.9", label=words["half"])] + [
-        plt.Line2D([], [], color=c, lw=2, label=words[k]) for c, k in (("C0", "g1"), ("C3", "g2"), ("C1", "fixed"),
-                                                                       ("C2", "dynamic"))]
+        plt.Line2D([], [], color=c, lw=2, label=words[k]) for k, c in BALANCE_COLOURS.items()]
     fig.tight_layout(w_pad=1.5)
     # the legend goes just below the panels' tick labels, after the layout, so the panels keep their size; the book
     # saves figures with a tight bounding box, which takes the legend in
@@ -419,7 +421,7 @@ def plot_story_steps(frame, stat: str = "frac_increase",
     order = list(dict.fromkeys(data.setting))
     for ax, K in zip(axes, Ks):
         sns.barplot(data=data[data.K == K], x="regulariser", y="pct", hue="setting", hue_order=order,
-                    errorbar=("pi", 100), palette="deep", ax=ax, err_kws={"linewidth": 1.2}, legend=ax is axes[0])
+                    errorbar=("pi", 100), palette="colorblind", ax=ax, err_kws={"linewidth": 1.2}, legend=ax is axes[0])
         for c in ax.containers:
             ax.bar_label(c, fmt="%.0f", fontsize=MIN_FONT, padding=2, rotation=90)
         ax.set(title=f"K = {K}", xlabel="", ylim=(0, 125), yticks=range(0, 101, 20),
