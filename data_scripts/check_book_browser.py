@@ -28,6 +28,9 @@ anything but 127.0.0.1, file:, data: or blob: is failed and reported. Each page 
   viewport outside any box that scrolls or clips;
 - an accessibility violation: axe-core (vendored, data_scripts/vendor/axe-core) with the WCAG 2.0 and 2.1 rules of
   levels A and AA, at every width;
+- a control the keyboard cannot reach or shows no focus (at 1280 px, WCAG 2.1.1 and 2.4.7): Tab is pressed through the
+  page until the focus comes round again; every shown link, button, form field, <summary> and element with a
+  non-negative tabindex must get the focus in turn, and each must draw a focus ring (an outline or a box shadow);
 - an external request;
 - on the pages of MENU_PAGES, a menu that does not work as a reader presses it: at 390 px the ☰ button must open the
   site navigation and the contents button the page's contents (links shown on top, in the viewport), and at 1280 px
@@ -93,6 +96,55 @@ PAGE_OVERFLOW_JS = """
           (el.textContent || '').trim().slice(0, 60));
 })()
 """
+
+
+#: every control the keyboard must reach (shown, enabled, in the tab order), each marked with its place (data-kbd);
+#: their descriptions. And the element that has the focus: its mark, and whether it draws a focus ring.
+FOCUSABLE_JS = """
+(() => {
+  // shown: rendered, visible, not in a closed <details> (whose content Chromium lays out but skips)
+  const shown = el => el.checkVisibility({visibilityProperty: true}) && el.getClientRects().length > 0;
+  const els = [...document.querySelectorAll(
+      'a[href], button, input:not([type=hidden]), select, textarea, summary, [tabindex]')].filter(
+    el => el.tabIndex >= 0 && !el.disabled && !el.closest('[inert]') && shown(el));
+  els.forEach((el, i) => el.setAttribute('data-kbd', i));
+  return els.map(el => `${el.tagName.toLowerCase()} "${(el.getAttribute('aria-label') || el.textContent || el.title
+                         || '').replace(/\\s+/g, ' ').trim().slice(0, 50)}"`);
+})()
+"""
+FOCUSED_JS = """
+(() => {
+  const el = document.activeElement;
+  if (!el || el === document.body || !el.hasAttribute('data-kbd')) return null;
+  const s = getComputedStyle(el);
+  return {i: +el.getAttribute('data-kbd'),
+          ring: (s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0) || s.boxShadow !== 'none'};
+})()
+"""
+
+
+def check_keyboard(chrome: "Chrome", session: str) -> list[str]:
+    """Press Tab through the page until the focus comes round to a control it had (or twice the controls' count):
+    the controls never reached, and those reached that draw no focus ring."""
+    names = chrome.evaluate(session, FOCUSABLE_JS)
+    order: list[int] = []
+    no_ring: list[str] = []
+    for _ in range(2 * len(names) + 5):
+        for kind in ("keyDown", "keyUp"):
+            chrome.call("Input.dispatchKeyEvent", {"type": kind, "key": "Tab", "code": "Tab",
+                                                   "windowsVirtualKeyCode": 9}, session)
+        got = chrome.evaluate(session, FOCUSED_JS)
+        if got is None:  # past the last control, on the page itself: the next press starts again
+            continue
+        if got["i"] in order:
+            break
+        order.append(got["i"])
+        if not got["ring"]:
+            no_ring.append(names[got["i"]])
+    missed = [n for i, n in enumerate(names) if i not in order]
+    problems = [f"not reachable with Tab: {len(missed)} of {len(names)} controls, e.g. {', '.join(missed[:3])}"]
+    return (problems if missed else []) + (
+        [f"no focus ring: {len(no_ring)} controls, e.g. {', '.join(no_ring[:4])}"] if no_ring else [])
 
 
 @functools.lru_cache(maxsize=1)
@@ -484,6 +536,7 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
             chrome.call(f"{domain}.enable", session=session)
         chrome.call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, session)
         chrome.call("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_JS}, session)
+        chrome.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, session)  # focus as the front tab's
         _set_width(chrome, session, WIDTHS[0])
         chrome.call("Page.navigate", {"url": url}, session)
         deadline = time.monotonic() + max_wait
@@ -508,6 +561,9 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
                 tables[width] = chrome.evaluate(session, TABLES_JS)
             page[width] = chrome.evaluate(session, PAGE_OVERFLOW_JS)
             axe[width] = chrome.evaluate(session, AXE_JS % json.dumps(AXE_TAGS), timeout=max_wait)
+        _set_width(chrome, session, WIDTHS[0])
+        chrome.pump(0.5)
+        keyboard = check_keyboard(chrome, session)
         chrome.pump(0.25)
     finally:
         chrome.call("Target.closeTarget", {"targetId": target})
@@ -541,6 +597,7 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
     for w, violations in axe.items():
         p += [f"axe at {w} px: {v['id']} ({v['impact']}, {v['count']} elements, e.g. {', '.join(v['nodes'])}): "
               f"{v['help']}" for v in violations]
+    p += [f"keyboard at {WIDTHS[0]} px: {k}" for k in keyboard]
     if rel in MENU_PAGES:
         p += check_menus(chrome, url, settle_ms, max_wait)
     report.math = info["math"]

@@ -222,6 +222,10 @@ def _fixture_site(root: Path) -> None:
         "axe.html": article.format('<details><summary></summary><p>hidden</p></details>'
                                    '<input type="range" min="0" max="1">'
                                    '<p style="color:#bbb;background:#fff">pale</p>'),
+        # a keyboard reader: a link that hides its focus, a box that keeps the focus (Tab does nothing), a link after it
+        "keyboard.html": article.format('<p><a href="#a" style="outline:none">no ring</a></p><div tabindex="0" '
+                                        'onkeydown="if (event.key === \'Tab\') event.preventDefault()">trap</div>'
+                                        '<p><a href="#b">after the trap</a></p>'),
         "page_wide.html": article.format("<p><code style=\"white-space:nowrap\">" + "sysctl_" * 80 + "</code></p>"),
         "caption.html": article.format(figure("dot.svg", caption="") + '<p><img src="dot.svg" alt="A grey box"></p>'
                                        + figure("dot.svg", fig_id="fig-b", number="")
@@ -298,6 +302,9 @@ def test_browser_check_catches_each_failure(tmp_path):
     assert [p.split(":")[0] for p in reports["page_wide.html"].problems] == [
         f"page wider than the screen at {w} px" for w in (1280, 390, 320)]
     assert "sysctl_sysctl" in reports["page_wide.html"].problems[1]
+    assert reports["keyboard.html"].problems == [
+        'keyboard at 1280 px: not reachable with Tab: 1 of 3 controls, e.g. a "after the trap"',
+        'keyboard at 1280 px: no focus ring: 1 controls, e.g. a "no ring"']
     assert reports["alt.html"].problems == ['image without real alt text: dot.svg: alt=""',
                                            'image without real alt text: dot.svg: alt="dot.svg"',
                                            'image without real alt text: dot.svg: alt="_images/dot.svg"',
@@ -309,7 +316,8 @@ def test_browser_check_catches_each_failure(tmp_path):
                  "escape.html", "undefined.html", "texerror.html", "wide.html", "wide_inline.html",
                  "widget_missing.html",
                  "widget_twice.html", "chapters/03_dynamic_balance.html", "warn.html", "dollar.html", "bullets.html",
-                 "table_wide.html", "table_phone.html", "alt.html", "caption.html", "axe.html", "page_wide.html"):
+                 "table_wide.html", "table_phone.html", "alt.html", "caption.html", "axe.html", "page_wide.html",
+                 "keyboard.html"):
         assert len(found[page]) == 1, (page, found[page])  # only the kind of failure the page was made for
 
 

@@ -1,7 +1,7 @@
 """Issue 53: a submission bounded as a whole. Through the path a submission really takes (`assignments grade` on a
 class folder), a correct notebook with a cell that tries what a hostile class tried: AF_VSOCK, new namespaces
 (unshare, setns, clone with a namespace flag, clone3), io_uring, the keyrings, the machine's network, root's uid, a
-flood of empty files in /tmp, the grader's folder in init's command line, and signals to the jail's init. The cell raises (and its error is in the feedback)
+flood of empty files in /tmp, a scratch folder larger than scratch_size, the grader's folder in init's command line, and signals to the jail's init. The cell raises (and its error is in the feedback)
 when any of those is allowed; the notebook still scores 9 / 9 (its init survived). Run in both modes: as root here,
 and without root by `test_grading_rootless.test_the_whole_grading_suite_passes_without_root`."""
 import csv
@@ -57,6 +57,9 @@ try:
         open(f'/tmp/{{"x" * 200}}{{i}}', 'w').close()
 except OSError:
     pass
+here = os.statvfs('.')  # the scratch folder, the submission's one writable place: a tmpfs of scratch_size
+if (here.f_blocks * here.f_frsize, here.f_files) != ({2 ** 30}, {J.LIMITS["inodes"]}):
+    allowed.append(f'the scratch folder holds {{here.f_blocks * here.f_frsize}} bytes, {{here.f_files}} files')
 tmp = os.statvfs('/tmp')
 if (tmp.f_files, tmp.f_ffree) != ({J.LIMITS["inodes"]}, 0):
     allowed.append(f'/tmp has {{tmp.f_files}} files, {{tmp.f_ffree}} free after the flood')
