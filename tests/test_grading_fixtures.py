@@ -105,3 +105,36 @@ def test_a4_hand_written_files_without_methods_score_nothing(tmp_path):
     _with(out["student"], tmp_path / "subs" / "no_methods.ipynb", A4_NO_METHODS, drop="run_notebook(")
     rows = _grade(tmp_path, "a4")
     assert rows == {"no_methods": ("0", "ok")}, rows  # the old hidden test: 3 of its 4 points
+
+
+def test_a3_tests_build_their_own_fixtures_so_the_attacks_score_what_hard_coding_scores(tmp_path):
+    """The fast form of the a3 test above: the autograder's tests run (as the trusted grader runs them,
+    `grading_worker.run_tests`) against the names each attack defines, without a notebook or a jail. The tests make
+    their own networks, bundles and step sizes: rigging the network a test passes, or the set-up cell's model, earns
+    only the visible q3 test that hard-coding earns; the references themselves earn every point of q1 and q2."""
+    import numpy as np
+    import torch
+
+    from metacl_lite import reptile
+    from metacl_lite.course import grading_worker as W
+    from metacl_lite.models import mlp
+
+    zip_path = str(A.generate("a3_reptile", tmp_path / "dist", run_tests=False)["autograder"])
+
+    def scores(cell: str = "", **names) -> dict:
+        env = dict(names)
+        exec(cell, env)
+        return {q: r["score"] for q, r in W.run_tests(zip_path, env).items()}
+
+    assert scores(A3_RIG) == {"q1": 0.0, "q2": 0.0, "q3": 0.0}
+    assert scores(A3_ONE_CLASS) == {"q1": 0.0, "q2": 0.0, "q3": 1.0}
+    torch.manual_seed(0)  # the set-up cell's model and bundles
+    model = mlp(in_dim=20, hidden=(16,), n_classes=5, activation="tanh").double()
+    bundles = [(torch.randn(5, 20, dtype=torch.float64), torch.randint(0, 5, (5,))) for _ in range(4)]
+    alphas = list(np.logspace(-4, -2, 5))
+    ref = reptile.taylor_errors(model, bundles, alphas)
+    errs = {k: ref[f"{k}_order_error"] for k in ("first", "second")}
+    slopes = {k: float(np.polyfit(np.log(alphas), np.log(v), 1)[0]) for k, v in errs.items()}
+    assert scores(my_g1=reptile.g1_exact, my_second_order=reptile.g1_second_order, err_first=errs["first"],
+                  err_second=errs["second"], slope_first=slopes["first"], slope_second=slopes["second"]) == {
+        "q1": 3.0, "q2": 3.0, "q3": 3.0}
