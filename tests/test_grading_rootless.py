@@ -21,10 +21,13 @@ import pytest
 from conftest import UNPRIVILEGED_UID, give_to_unprivileged
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the grading suite, run a second time without root by `test_the_whole_grading_suite_passes_without_root`
-SUITE = ("tests/test_grading.py", "tests/test_grading_attacks.py", "tests/test_grading_channel.py",
-         "tests/test_grading_fixtures.py", "tests/test_grading_round2.py", "tests/test_grading_round3.py",
-         "tests/test_sheet_round6.py")
+#: the grading suite's tests of what a jail allows, run a second time without root by
+#: `test_the_whole_grading_suite_passes_without_root`: every attack, the fixtures, the bounds, the kernel surface. The
+#: sheet's logic (test_grading.py, test_sheet_round6.py) and the channel's encoding do not depend on how the jail is
+#: built; an unprivileged grader's sheet is compared with root's by
+#: `test_an_unprivileged_grader_grades_a_class_with_the_same_sheet_as_root`.
+SUITE = ("tests/test_grading_attacks.py", "tests/test_grading_fixtures.py", "tests/test_grading_round2.py",
+         "tests/test_grading_round3.py")
 
 
 @pytest.fixture
@@ -212,9 +215,9 @@ def test_an_unprivileged_grader_works_outside_pytests_per_user_folder(tmp_path):
 
 
 def test_the_whole_grading_suite_passes_without_root(python, tmp_path):
-    """The grading suite, attacks included, run again as an unprivileged uid (when these tests run as root, as in
-    CI): every attack scores what its notebook scores without it, and no file outside the jail changes, in both
-    modes. Run without root, this session's grading suite is that run."""
+    """The grading suite's tests of the jail (SUITE), attacks included, run again as an unprivileged uid (when these
+    tests run as root, as in CI): every attack scores what its notebook scores without it, and no file outside the
+    jail changes, in both modes. Run without root, this session's grading suite is that run."""
     if python[0] != "setpriv":
         from metacl_lite.course import jail
 
