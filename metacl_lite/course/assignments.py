@@ -163,7 +163,8 @@ def _master_notebook(name: str, tmp: Path, source_dir: Path) -> Path:
     return master
 
 
-def generate(name: str, dist: Path = DIST_DIR, run_tests: bool = True, source_dir: Path = SOURCE_DIR) -> dict[str, Path]:
+def generate(name: str, dist: Path = DIST_DIR, run_tests: bool = True,
+             source_dir: Path = SOURCE_DIR) -> dict[str, Path]:
     """Run `otter assign` on one assignment: dist/<name>/student/<name>.ipynb and dist/<name>/autograder/ (solution
     notebook and autograder zip). With run_tests, otter runs every test (visible and hidden) against the solution
     notebook and fails unless it scores 100%."""
@@ -246,14 +247,6 @@ def manual_questions(notebook: Path) -> list[str]:
     return [f"q{n}" for hits in found for n in hits]
 
 
-def _no_tests_for(notebook: Path, question: str, tests: dict) -> AssignmentError:
-    """Why `check -q question` has nothing to run: a question graded by hand, or none of that name."""
-    if question in manual_questions(notebook):
-        return AssignmentError(f"{question} of {notebook.name} is graded by hand (a written answer): it has no tests "
-                               f"to run; the questions with tests: {', '.join(sorted(tests))}")
-    return AssignmentError(f"no question {question!r} in {notebook.name}; it has: {', '.join(sorted(tests))}")
-
-
 def check(notebook: Path, question: Optional[str] = None):
     """What a student runs: execute the notebook and run its visible tests (otter's grader). Returns otter's
     GradingResults (`.total`, `.possible`, `.summary()`)."""
@@ -267,8 +260,11 @@ def check(notebook: Path, question: Optional[str] = None):
     tests = visible_tests(notebook)
     if not tests:
         raise AssignmentError(f"{notebook} carries no tests; is it a student notebook from book/assignments/?")
+    if question is not None and question not in tests and question in manual_questions(notebook):
+        raise AssignmentError(f"{question} of {notebook.name} is graded by hand (a written answer): it has no tests "
+                              f"to run; the questions with tests: {', '.join(sorted(tests))}")
     if question is not None and question not in tests:
-        raise _no_tests_for(notebook, question, tests)
+        raise AssignmentError(f"no question {question!r} in {notebook.name}; it has: {', '.join(sorted(tests))}")
     with tempfile.TemporaryDirectory() as tmp:
         tdir = Path(tmp) / "tests"
         tdir.mkdir()

@@ -3,17 +3,13 @@ outside it.
 
     python -m metacl_lite assignments grade a1 submissions/ late.ipynb --out grades.csv --feedback feedback/
 
-Each submission (a notebook, or an otter export zip, of which only the notebook is read; a folder gives those it
-holds, symbolic links and files outside it refused) is graded by a trusted worker process (`grading_worker`) with a
-time limit: the submission's code runs in a jail (`jail`: an unprivileged user, its own PID, mount and network
-namespaces, a root of its own holding only the system's software, the Python, the data and a package copy,
-read-only, and its scratch folder: no autograder, solution, package source, home or other submission in sight,
-limits), while the autograder's tests, visible and hidden, run in the worker and call the student's functions through
-a channel of plain data (`channel`). One submission cannot change another's grade, the autograder, the
-checkout or the environment. The grade sheet gets one row per submission (`submission`, the points of each question,
-`total`, `possible`: the autograded full score, `percent`, `status`: ok, timeout, crashed or `error: <why>`, each
-question's possible points, the assignment and the autograder's sha256), written atomically after each row under a
-lock, so a rerun after Ctrl-C grades only the missing rows (and those whose status is an error).
+Each submission (a notebook or an otter export zip, or a folder of them: `submissions`) is graded by a trusted
+worker process (`grading_worker`) with a time limit: the submission's code runs in a jail (`jail`: no autograder,
+solution, package source, home or other submission in sight, limits), while the autograder's tests, visible and
+hidden, run in the worker and call the student's functions through a channel of plain data (`channel`). One
+submission cannot change another's grade, the autograder, the checkout or the environment. The grade sheet (`sheet`)
+gets one row per submission, written atomically after each row under a lock, so a rerun after Ctrl-C grades only the
+missing rows (and those whose status is an error).
 """
 from __future__ import annotations
 
@@ -45,9 +41,6 @@ from .sheet import (columns, feedback_name, feedback_text, graded_by_another, ke
 from .assignments import DIST_DIR, SOURCE_DIR, AssignmentError, ensure_autograder, list_assignments, source_path
 from .submissions import (MAX_NOTEBOOK, NotANotebook, Submission, find_submissions, notebook_bytes,  # noqa: F401
                           plain_notebook, submission_key)
-
-#: what a checkout's copy needs beside the package: the chapters that assignments run (a4 runs book/reproduce)
-COPIED = ("pyproject.toml", "book/reproduce")
 
 
 def full_name(name: str) -> str:
@@ -124,7 +117,7 @@ def _package_copy(pkg: Path, name: str) -> None:
 
     try:
         shutil.copytree(PACKAGE_DIR, pkg / PACKAGE_DIR.name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-        for rel in COPIED:
+        for rel in ("pyproject.toml", "book/reproduce"):  # a4 runs book/reproduce
             src = REPO_ROOT / rel
             if src.is_dir():
                 shutil.copytree(src, pkg / rel)
@@ -138,17 +131,6 @@ def _package_copy(pkg: Path, name: str) -> None:
     sanitize(pkg / PACKAGE_DIR.name, name)
     for f in (p for p in pkg.rglob("*") if p.is_file() and not p.is_symlink()):  # not writable by their owner either
         f.chmod(0o444)  # (without root the submission runs as that owner; the jail's mount is read-only anyway)
-
-
-def _term_with_parent() -> None:
-    """In the worker, before it starts: SIGTERM when the grader dies (even by SIGKILL), so that it kills its jail and
-    removes its folder."""
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 #: the worker processes running now (killed by an interrupted grade_many)
@@ -215,7 +197,7 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(private / "worker.json")]
         proc = subprocess.Popen(cmd, cwd=tmp, start_new_session=True, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, env=dict(os.environ, METACL_LITE_PROGRESS="0"),
-                                preexec_fn=_term_with_parent)
+                                preexec_fn=lambda: jail._pdeathsig(signal.SIGTERM))
         with _LIVE_LOCK:
             LIVE.add(proc)
         try:
@@ -254,10 +236,6 @@ def _check_folder(path: Optional[Path], option: str) -> None:
     why = cannot_create_in(probe)
     if why:
         raise AssignmentError(f"cannot write {option} {path}: {why} in {probe}; give another folder")
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def to_grade(subs: Sequence[Submission], rows: dict[str, dict], sha: str, timeout: float, out: Path) -> list:
@@ -396,15 +374,6 @@ def grade_many(name: str, paths: Sequence[Path], out: Path, feedback: Optional[P
     return [rows[k] for k in order if k in rows]
 
 
-def check_timeout(t: Optional[float]) -> Optional[float]:
-    """--timeout: a number of seconds in (0, 24 h], or None (the assignment's default)."""
-    if t is None:
-        return None
-    if not math.isfinite(t) or t <= 0 or t > MAX_TIMEOUT:
-        raise AssignmentError(f"--timeout must be a number of seconds between 0 and {MAX_TIMEOUT} (24 h), got {t:g}")
-    return t
-
-
 def add_parser(ssub) -> None:
     """The `assignments grade` subcommand's arguments."""
     sr = ssub.add_parser("grade", help="the autograder: visible and hidden tests on submissions, a grade sheet",
@@ -428,14 +397,16 @@ def add_parser(ssub) -> None:
 
 
 def _signals_interrupt() -> None:
-    """SIGTERM and SIGHUP stop grading as Ctrl-C does: workers and jails killed, the rows done kept."""
+    """SIGTERM and SIGHUP stop as Ctrl-C does (the default action would kill the process and leave what it made):
+    grading's workers and jails killed, the rows done kept; the kit's temporary copy of the package, pip's build and
+    half-written zip removed."""
     def stop(signum, frame):
         raise KeyboardInterrupt
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:
             signal.signal(sig, stop)
-        except (ValueError, OSError):
+        except (ValueError, OSError):  # not the main thread
             pass
 
 
@@ -450,7 +421,10 @@ def command(a) -> int:
     a.out, a.feedback, a.answers = path(a.out, "--out"), path(a.feedback, "--feedback"), path(a.answers, "--answers")
     dist = path(a.dist, "--dist") or DIST_DIR
     first, paths = a.args[0], [Path(p) for p in a.args[1:]]
-    timeout = check_timeout(a.timeout)
+    timeout = a.timeout  # seconds in (0, 24 h], or None (the assignment's default)
+    if timeout is not None and (not math.isfinite(timeout) or timeout <= 0 or timeout > MAX_TIMEOUT):
+        raise AssignmentError(f"--timeout must be a number of seconds between 0 and {MAX_TIMEOUT} (24 h), got "
+                              f"{timeout:g}")
     if not 1 <= a.jobs <= 64:
         raise AssignmentError(f"--jobs must be between 1 and 64, got {a.jobs}")
     _signals_interrupt()

@@ -23,9 +23,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-
-def one_line(e: BaseException) -> str:
-    return f"{type(e).__name__}: " + " ".join(str(e).split())[:300]
+from .jail_runner import one_line
 
 
 class SubmissionError(AssertionError):
@@ -72,15 +70,6 @@ class Tail:
     def text(self, wait: float = 2.0) -> str:
         self.thread.join(wait)
         return self.data.decode(errors="replace")
-
-
-def namespace_init(pid: int):
-    """The jail's init: the one child of `unshare` (pid), or None once it has gone."""
-    try:
-        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return None
-    return int(kids[0]) if kids else None
 
 
 class Jail:
@@ -144,12 +133,11 @@ class Jail:
             except OSError:
                 pass
         if self.proc.poll() is None:
-            init = namespace_init(self.proc.pid)
-            if init is not None:
-                try:
-                    os.kill(init, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            pid = self.proc.pid
+            try:  # the jail's init: the one child of `unshare`, unless it has gone
+                os.kill(int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0]), signal.SIGKILL)
+            except (OSError, IndexError):
+                pass
             try:
                 self.proc.wait(timeout=self.KILL_WAIT_S)
             except subprocess.TimeoutExpired:
@@ -222,17 +210,6 @@ class Env(dict):
         return dict.get(self, name, default)
 
 
-def test_names(zip_path: str) -> dict[str, list[str]]:
-    """Each question's test functions, in order (`test_q1_branches`, ...), read from the autograder's test files."""
-    out = {}
-    with zipfile.ZipFile(zip_path) as z:
-        for member in z.namelist():
-            m = re.fullmatch(r"tests/(\w+)\.py", member)
-            if m:
-                out[m.group(1)] = re.findall(r"^@test_case\(.*\)\s*\ndef (\w+)", z.read(member).decode(), re.M)
-    return out
-
-
 #: otter's line before a test's message, left out of the message
 OTTER_MARKS = ("❌ Test case failed", "✅ Test case passed")
 
@@ -249,16 +226,16 @@ def run_tests(zip_path: str, env: Env) -> dict:
             cut = f"{type(excp).__name__}: {str(excp).strip(chr(39))}"
             return text[:len(text) - len(cut)] + f"{type(excp).__name__}: {excp}" if text.endswith(cut) else text
 
-    names = test_names(zip_path)
     questions = {}
     with zipfile.ZipFile(zip_path) as z:
         for member in sorted(z.namelist()):
             m = re.fullmatch(r"tests/(\w+)\.py", member)
             if not m:
                 continue
-            tf = TestFile.from_string(z.read(member).decode(), path=member)
+            source = z.read(member).decode()
+            tf = TestFile.from_string(source, path=member)
             tf.run(env)
-            own = names.get(m.group(1), [])
+            own = re.findall(r"^@test_case\(.*\)\s*\ndef (\w+)", source, re.M)  # its test functions' names, in order
             tests = [{"test": own[i] if len(own) == len(tf.test_case_results) else r.test_case.name,
                       "hidden": bool(r.test_case.hidden), "passed": bool(r.passed),
                       "message": "\n".join(x for x in (r.message or "").strip().splitlines()

@@ -24,6 +24,7 @@ import os
 import pwd
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,8 +44,6 @@ UID_BASE = 0x70000000
 UID_SPAN = 1 << 24
 #: where the slots' locks are (root's, shared by every grader on the machine)
 SLOTS = Path("/run/lock/metacl-grader")
-
-
 #: the file of the worker's private folder where the jail writes its PID namespace (`end_jail` reads it)
 PIDNS = "jail.pidns"
 
@@ -178,8 +177,9 @@ def check_available() -> None:
 
 def command(config_fd: int) -> list[str]:
     """The command line that starts the jail on a config file open as `config_fd` (`main`'s argument)."""
-    return ["unshare", *(["--user", "--map-root-user"] if rootless() else []), "--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child", "--mount-proc",
-            "--propagation", "private", sys.executable, "-I", "-m", "metacl_lite.course.jail", str(config_fd)]
+    return ["unshare", *(["--user", "--map-root-user"] if rootless() else []), "--net", "--mount", "--pid", "--ipc",
+            "--uts", "--fork", "--kill-child", "--mount-proc", "--propagation", "private", sys.executable, "-I", "-m",
+            "metacl_lite.course.jail", str(config_fd)]
 
 
 def _mount(*args: str) -> None:
@@ -188,21 +188,11 @@ def _mount(*args: str) -> None:
         raise JailUnavailable(f"mount {' '.join(args)}: {r.stderr.strip()}")
 
 
-def _mountpoints() -> list[str]:
-    out = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        mp = line.split()[4].replace("\\040", " ")
-        if mp not in out:
-            out.append(mp)
-    return out
-
-
-def _pdeathsig() -> None:
-    """Die with SIGKILL when the parent (the grader's worker) dies."""
-    import signal
-
+def _pdeathsig(sig: int = signal.SIGKILL) -> None:
+    """Get `sig` when the parent dies (the jail's `unshare` when the grader's worker dies; the worker, SIGTERM, when
+    the grader does, even by SIGKILL, so that it kills its jail and removes its folder)."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
@@ -227,23 +217,12 @@ def _tmpfs(dst: str, size: str, opts: str = "mode=0755", nodev: bool = True) -> 
            "tmpfs", dst)
 
 
-def _scratch(src: str, dst: str, conf: dict) -> None:
-    """The submission's writable folder: a tmpfs of `scratch_size` owned by its uid, at the same path, holding a copy
-    of what the grader put in `src` (the notebook); what the submission writes stays in memory, within the size."""
-    os.makedirs(dst, exist_ok=True)
-    _tmpfs(dst, LIMITS["scratch_size"], f"mode=0755,uid={conf['uid']},gid={conf['gid']}")
-    for name in os.listdir(src):
-        if os.path.isfile(os.path.join(src, name)) and not os.path.islink(os.path.join(src, name)):
-            shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
-            os.chown(os.path.join(dst, name), conf["uid"], conf["gid"])
-
-
 def build_root(new: str, conf: dict) -> None:
     """The jail's file system under `new` (an empty folder): a fresh tmpfs holding only what a submission needs,
     read-only: the system's software (`SYSTEM`, symbolic links kept as links), the grader's Python, the data and the
-    package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place, a tmpfs: `_scratch`), fresh
-    /tmp, /var/tmp, /dev/shm, a few devices and the PID namespace's /proc. Whatever else is on the machine, world-readable or not,
-    is not there; and what the grader hides (`hidden`) is covered even where it lies inside a bound folder."""
+    package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place), fresh /tmp, /var/tmp,
+    /dev/shm, a few devices and the PID namespace's /proc. Whatever else is on the machine, world-readable or not, is
+    not there; and what the grader hides (`hidden`) is covered even where it lies inside a bound folder."""
     _tmpfs(new, "16m")
     for top in SYSTEM:
         if os.path.islink(top):
@@ -270,8 +249,14 @@ def build_root(new: str, conf: dict) -> None:
     binds = sorted([(p, False) for p in conf["binds_ro"]] + [(p, True) for p in conf["binds_rw"]],
                    key=lambda b: len(b[0]))
     for src, writable in binds:  # parents first: a folder bound inside another stays in view
-        if writable:
-            _scratch(src, new + src, conf)
+        if writable:  # the scratch, at the same path: a tmpfs owned by the submission's uid, holding a copy of
+            dst = new + src  # what the grader put there (the notebook); what it writes stays in memory, within the size
+            os.makedirs(dst, exist_ok=True)
+            _tmpfs(dst, LIMITS["scratch_size"], f"mode=0755,uid={conf['uid']},gid={conf['gid']}")
+            for name in os.listdir(src):
+                if os.path.isfile(os.path.join(src, name)) and not os.path.islink(os.path.join(src, name)):
+                    shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+                    os.chown(os.path.join(dst, name), conf["uid"], conf["gid"])
         elif os.path.isdir(src):
             _bind(src, new + src, writable)
     for p in conf["hidden"]:  # inside a bound folder (the class folder inside the data, say): covered
@@ -329,21 +314,10 @@ def submission_filter():
     return f
 
 
-def new_session_keyring() -> None:
-    """Join a new, empty session keyring (keyctl JOIN_SESSION_KEYRING with no name): the grader's is left behind."""
-    import pyseccomp as sc
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    if libc.syscall(ctypes.c_long(sc.resolve_syscall(sc.system_arch(), "keyctl")), ctypes.c_long(1), None) < 0:
-        raise JailUnavailable(f"cannot leave the grader's session keyring: {os.strerror(ctypes.get_errno())}")
-
-
 def _limits(conf: dict) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (LIMITS["as_bytes"],) * 2)
-    resource.setrlimit(resource.RLIMIT_NPROC, (LIMITS["nproc"],) * 2)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (LIMITS["fsize_bytes"],) * 2)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for res, n in ((resource.RLIMIT_AS, LIMITS["as_bytes"]), (resource.RLIMIT_NPROC, LIMITS["nproc"]),
+                   (resource.RLIMIT_FSIZE, LIMITS["fsize_bytes"]), (resource.RLIMIT_CORE, 0)):
+        resource.setrlimit(res, (n, n))
     if conf.get("cpu_seconds"):
         resource.setrlimit(resource.RLIMIT_CPU, (int(conf["cpu_seconds"]),) * 2)
 
@@ -370,8 +344,6 @@ def init(conf: dict, seccomp) -> int:
     end with it (which ends every other process in the namespace). Init never changes its credentials, so it keeps
     its parent-death signal; it handles no signal, so none sent from inside the namespace reaches it (the kernel
     drops those an init does not handle), in both modes."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python's own handler, the one a submission could reach
     fds = conf.get("fds", [])
     pid = os.fork()
@@ -398,18 +370,24 @@ def init(conf: dict, seccomp) -> int:
 
 def main(argv=None) -> int:
     """Inside the new namespaces, as root: build the jail's root, a new session keyring, then be its init."""
+    import pyseccomp as sc
+
     with os.fdopen(int((argv or sys.argv[1:])[0])) as f:
         conf = json.load(f)
     Path(conf["private"], PIDNS).write_text(f"{userns.pid_namespace()} {userns.start_time()}")  # before the submission
-    for mp in _mountpoints():  # everything read-only first: what is bound below inherits it
-        if mp.startswith("/proc"):
-            continue
-        subprocess.run(["mount", "-o", "remount,bind,ro", mp], capture_output=True)
+    mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    for mp in dict.fromkeys(line.split()[4].replace("\\040", " ") for line in mounts):
+        if not mp.startswith("/proc"):  # everything read-only first: what is bound below inherits it
+            subprocess.run(["mount", "-o", "remount,bind,ro", mp], capture_output=True)
     seccomp = submission_filter()  # here: libseccomp is loaded from the machine's files, before the pivot
     build_root(conf["root"], conf)
     subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)  # kernels talk over loopback only
     pivot(conf["root"], bool(conf.get("rootless")))
-    new_session_keyring()
+    # a new, empty session keyring (keyctl JOIN_SESSION_KEYRING, no name): the grader's is left behind
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    if libc.syscall(ctypes.c_long(sc.resolve_syscall(sc.system_arch(), "keyctl")), ctypes.c_long(1), None) < 0:
+        raise JailUnavailable(f"cannot leave the grader's session keyring: {os.strerror(ctypes.get_errno())}")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(init(conf, seccomp))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -132,21 +131,10 @@ def add_parser(ssub) -> None:
     sk.set_defaults(run=command)
 
 
-def _signals_interrupt() -> None:
-    """SIGTERM and SIGHUP stop the kit as Ctrl-C does: the temporary copy of the package, pip's build and the
-    half-written zip are removed (the default action would kill the process and leave them)."""
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            signal.signal(sig, stop)
-        except (ValueError, OSError):  # not the main thread
-            pass
-
-
 def command(a) -> int:
+    from .grading import _signals_interrupt
+
     out = nonempty_path(a.out, "--out")  # '' would be the working folder
-    _signals_interrupt()
+    _signals_interrupt()  # SIGTERM, SIGHUP as Ctrl-C: the temporary copy, pip's build and the half-written zip removed
     print(f"wrote {write_kit(out)}")
     return 0

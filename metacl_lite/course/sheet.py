@@ -1,8 +1,6 @@
-"""The grade sheet of a class and what a student gets back: the sheet's columns (the points of each question, their
-possible points, the manual columns, the total, percent and status, the assignment and the autograder's sha256), its
-rows, reading it back (another assignment's sheet, a hand-edited row that lost or gained a cell, two rows of one
-submission: each refused by name) and writing it atomically; which rows to grade again; each submission's feedback
-file, its written answers, and unique file names for both.
+"""The grade sheet of a class and what a student gets back: the sheet's columns and rows, reading it back and writing
+it atomically; which rows to grade again; each submission's feedback file, its written answers, and unique file names
+for both.
 
 Whatever came from a submission (its file's name, its cells' errors, its tests' messages, its written answers) is
 shown so that it cannot pass for the grader's own text: one line in a feedback file, between « and »; quoted in the
@@ -23,12 +21,6 @@ from typing import Optional
 from ..lab.atomic import write_text
 from .assignments import AssignmentError
 
-FIXED = ("submission",)
-TAIL = ("total", "possible", "percent", "status")
-
-#: the sheet's columns after the questions' points, and its record of what graded it
-META = ("assignment", "autograder_sha256")
-
 #: the sheet's text columns that can hold a submission's text (its file's name, an error's text)
 TEXT_COLUMNS = ("submission", "status")
 #: what a spreadsheet reads as the start of a formula; with the quotes before it, what `sheet_cell` quotes
@@ -45,24 +37,12 @@ def ordered(points: dict[str, float], manual: dict[str, float]) -> list[str]:
     return sorted({*points, *manual}, key=lambda q: (len(q), q))
 
 
-def possible_column(q: str) -> str:
-    return f"possible_{q}"
-
-
 def columns(points: dict[str, float], manual: dict[str, float]) -> list[str]:
     """The grade sheet's columns: submission, every question in order (those graded by hand as `q2 (manual)`),
     total, possible, percent, status, each question's possible points, assignment, autograder_sha256."""
     qs = ordered(points, manual)
-    return [*FIXED, *(manual_column(q) if q in manual else q for q in qs), *TAIL,
-            *(possible_column(q) for q in qs), *META]
-
-
-def timeout_status(text: object) -> str:
-    """The status of a submission over its time limit, with the limit it was graded with when the record says it
-    (`over 120 s` -> `timeout (over 120 s)`), so that a rerun with a larger --timeout grades it again."""
-    m = re.fullmatch(r"over (\S+) s", str(text).strip())
-    limit = _seconds(m.group(1)) if m else None
-    return f"timeout (over {limit:g} s)" if limit is not None else "timeout"
+    return ["submission", *(manual_column(q) if q in manual else q for q in qs), "total", "possible", "percent",
+            "status", *(f"possible_{q}" for q in qs), "assignment", "autograder_sha256"]
 
 
 def _seconds(text: str) -> Optional[float]:
@@ -97,8 +77,10 @@ def _status(rec: dict) -> str:
     """The status of a record that has no `questions`: one line."""
     if "refused" in rec:
         return "error: " + " ".join(str(rec["refused"]).split())
-    if "timeout" in rec:
-        return timeout_status(rec["timeout"])
+    if "timeout" in rec:  # with the limit it was graded with, so that a rerun with a larger --timeout grades it again
+        m = re.fullmatch(r"over (\S+) s", str(rec["timeout"]).strip())  # `over 120 s` -> `timeout (over 120 s)`
+        limit = _seconds(m.group(1)) if m else None
+        return f"timeout (over {limit:g} s)" if limit is not None else "timeout"
     if "crashed" in rec:
         return "crashed"
     return "error: " + " ".join(str(rec.get("error", "no result")).split())
@@ -119,7 +101,7 @@ def row(key: str, rec: dict, points: dict[str, float], manual: Optional[dict[str
     total = sum(scores.values())
     return {"submission": key, **{q: f"{s:g}" for q, s in scores.items()}, "total": f"{total:g}",
             "possible": f"{possible:g}", "percent": f"{100 * total / possible:.1f}" if possible else "",
-            "status": status, **{possible_column(q): f"{points.get(q, manual.get(q, 0)):g}"
+            "status": status, **{f"possible_{q}": f"{points.get(q, manual.get(q, 0)):g}"
                                  for q in ordered(points, manual)},
             "assignment": assignment, "autograder_sha256": sha}
 
@@ -406,12 +388,9 @@ def _sheet_text(path: Path) -> str:
 
 def read_sheet(path: Path, cols: list[str], assignment: Optional[str] = None) -> list[dict]:
     """The rows already in a grade sheet (none if it does not exist), its text cells as they were before
-    `write_sheet` quoted them. Refused with a message that says why: a sheet of another assignment (by its
-    `assignment` column), an empty file, a byte-order mark, not UTF-8, not CSV (a results JSON), other columns; a
-    row with more or fewer cells than the header, and two rows of one submission, by their line numbers (the
-    instructor repairs the sheet: nothing is graded, nothing lost). The same columns in another order (a spreadsheet
-    moved one) are accepted: each cell is read by its column's name, so nothing is lost, and the sheet is written
-    back in the grader's order."""
+    `write_sheet` quoted them; a sheet of another assignment (by its `assignment` column) or with other columns
+    refused, saying why (and `_sheet_text`, `_records`, `_check_unique`). The same columns in another order (a
+    spreadsheet moved one) are read by name, and written back in the grader's order."""
     path = Path(path)
     if not path.exists():
         return []
@@ -443,21 +422,14 @@ def write_sheet(path: Path, columns: list[str], rows: list[dict]) -> None:
 NAME_BYTES = 200
 
 
-def _bounded(name: str, limit: int = NAME_BYTES) -> str:
-    """`name` when it fits in `limit` bytes (UTF-8), else its start and its end joined by `...`."""
-    b = name.encode()
-    if len(b) <= limit:
-        return name
-    half = (limit - 3) // 2
-    return b[:half].decode(errors="ignore") + "..." + b[-half:].decode(errors="ignore")
-
-
 def feedback_name(key: str, suffix: str = ".txt") -> str:
     """A file name for a submission's feedback: its key made safe, with a short hash of the key when making it safe
     changed it (so `x/y.ipynb`, `x y.ipynb` and `x_y.ipynb` get three files); a long key kept to its start and end
-    (`NAME_BYTES`), with the hash, so the name fits a file system's 255 bytes."""
+    joined by `...` (`NAME_BYTES` of UTF-8), with the hash, so the name fits a file system's 255 bytes."""
     safe = re.sub(r"[^\w.-]+", "_", key.lstrip("./")) or "submission"
-    short = _bounded(safe)
+    b, half = safe.encode(), (NAME_BYTES - 3) // 2
+    short = safe if len(b) <= NAME_BYTES else \
+        b[:half].decode(errors="ignore") + "..." + b[-half:].decode(errors="ignore")
     if short != key:
         short += "-" + hashlib.sha256(key.encode()).hexdigest()[:8]
     return short + suffix
