@@ -219,27 +219,22 @@ def check_plan(executor: str = "local", workers: Optional[int] = None, threads: 
 
 
 def _init_worker(threads: int, own_ctrl_c: bool = False, parent: Optional[int] = None) -> None:
-    _die_with_parent(parent)
+    """First, Linux: end with the parent (a SIGKILLed `run` would leave its workers training, each holding its
+    memory), and now where `parent` died before this worker could ask (a run ended while its pool starts: the worker
+    would wait on its queue for good). Elsewhere the workers notice the broken pipe at their next unit."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if parent is not None and os.getppid() != parent:
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
     import torch
 
     if not own_ctrl_c:  # a local worker: Ctrl-C is the parent's to handle (it ends the workers; see _stop_pool)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
-
-
-def _die_with_parent(parent: Optional[int] = None) -> None:
-    """Linux: end this worker when its parent dies (a SIGKILLed `run` would otherwise leave its workers training,
-    each holding its memory), and now where the parent `parent` died before this worker could ask (a `run` ended
-    while its pool starts: the worker would wait on its queue for good). Elsewhere nothing: the workers notice the
-    broken pipe at their next unit."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if parent is not None and os.getppid() != parent:
-        os._exit(1)
 
 
 def _call(fn: Callable, job: Any, threads: int) -> Any:

@@ -34,7 +34,6 @@ MEMORY_COLOURS = {"agem": "#D55E00", "er": "#56B4E9", "gem": "#CC79A7", "metacl-
 MEMORY_MARKERS = {"agem": "X", "er": "P", "gem": "*", "metacl-agem": "X"}
 VARIANT_STYLES = {"plain": "-", **dict(zip(VARIANTS.values(), ("--", ":"))), REPLAY: (0, (5, 1, 1, 1, 1, 1)),
                   CONSTRAIN: (0, (1, 1)), BOTH: "-.", BOTH_GEM: (0, (3, 1, 1, 1, 1, 1))}
-#: Fig. 2's arrows, in Okabe and Ito's palette: g1, g2, the fixed and the dynamic combination.
 BALANCE_COLOURS = {"g1": "#0072B2", "g2": "#D55E00", "fixed": "#E69F00", "dynamic": "#009E73"}
 #: The families of the paper's methods: the legends' default (an extension's family shows where it is drawn).
 PAPER_FAMILIES = ("none", *(REGULARISER_LABELS[r] for r in PAPER_REGULARISERS))
@@ -70,8 +69,7 @@ def plot_balance_2d(g1, g2, beta: float = 0.6, gamma: float = 0.0, ax: Optional[
     t = torch.tensor([-n[1], n[0]])
     poly = torch.stack([t * 3 * lim, t * 3 * lim - n * 3 * lim, -t * 3 * lim - n * 3 * lim, -t * 3 * lim])
     ax.fill(poly[:, 0], poly[:, 1], color="0.9", zorder=0, label=words["half"])
-    for v, key in ((g1, "g1"), (g2, "g2"), (gb, "fixed"), (gx, "dynamic")):
-        c = BALANCE_COLOURS[key]
+    for v, (key, c) in zip((g1, g2, gb, gx), BALANCE_COLOURS.items()):  # Fig. 2's arrows in Okabe and Ito's colours
         ax.annotate("", xy=(float(v[0]), float(v[1])), xytext=(0, 0),
                     arrowprops=dict(arrowstyle="-|>", color=c, lw=2))
         ax.plot([], [], color=c, lw=2, label=words[key])
