@@ -79,6 +79,28 @@ def fake_units(monkeypatch):
     return calls
 
 
+@pytest.fixture
+def peaked_units(fake_units, monkeypatch):
+    """`fake_units` whose accuracy peaks at a strength (beta or gamma) of 1, 0 scoring lowest: a tuning grid then has
+    a best value, as a real one has (a grid whose values all score the same decides nothing: `lattice.choose`)."""
+    import math
+
+    from metacl_lite.lab import grid as G
+
+    fake = G.execute_unit
+
+    def peaked(unit, bench, cfg, evaluate_rows="all"):
+        r = fake(unit, bench, cfg, evaluate_rows)
+        s = max(cfg.beta, cfg.gamma)
+        d = -5.0 if s <= 0 else -math.log10(s) ** 2
+        if "acc_matrix" in r:
+            r["acc_matrix"] = [[a + d for a in row] for row in r["acc_matrix"]]
+        return r
+
+    monkeypatch.setattr(G, "execute_unit", peaked)
+    return fake_units
+
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The reproduction page's live-run setting, and what the book built by the tests sets instead.
 LIVE_DEFAULT, LIVE_QUICK = "quick = False  # smoke run", "quick = True  # smoke run"

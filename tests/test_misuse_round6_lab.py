@@ -161,7 +161,7 @@ def test_tune_write_hparams_refuses_a_tuning_file_outside_the_repository(hparams
     assert fake_units == [] and not out.exists() and H.HPARAMS_FILE.read_bytes() == before
 
 
-def test_tune_write_hparams_records_the_path_in_the_repository(hparams_file, fake_units, tmp_path, monkeypatch):
+def test_tune_write_hparams_records_the_path_in_the_repository(hparams_file, peaked_units, tmp_path, monkeypatch):
     monkeypatch.setattr(TU, "REPO_ROOT", tmp_path)
     doc = TU.tune("pmnist", 5, n_tasks=2, epochs=1, seeds=[7], methods=["mas"], beta_grid=[1.0],
                   out=tmp_path / "results" / "t.json", write_hparams=True, show_progress=False)
@@ -249,14 +249,15 @@ def test_ctrl_c_while_the_tools_load_prints_no_traceback(target, tmp_path):
 
 
 # 12. tune --write-hparams on a finished tuning
-def test_write_hparams_on_a_finished_tuning_writes_its_values(hparams_file, fake_units, tmp_path, monkeypatch, capsys):
+def test_write_hparams_on_a_finished_tuning_writes_its_values(hparams_file, peaked_units, tmp_path, monkeypatch,
+                                                              capsys):
     monkeypatch.setattr(TU, "REPO_ROOT", tmp_path)
     argv = ["tune", "--benchmark", "pmnist", *TINY[:-2], "--methods", "mas", "--beta-grid", "1", "--seed-list", "7",
             "--out", str(tmp_path / "results" / "t.json"), "--no-progress", "--workers", "1"]
     assert main(argv) == 0 and "hparams.json not changed" in capsys.readouterr().out  # not the default protocol
-    trained = len(fake_units)
+    trained = len(peaked_units)
     assert trained > 0
-    assert main(argv + ["--write-hparams"]) == 0 and len(fake_units) == trained  # nothing trained again
+    assert main(argv + ["--write-hparams"]) == 0 and len(peaked_units) == trained  # nothing trained again
     assert "hparams.json updated" in capsys.readouterr().out
     chosen = json.loads((tmp_path / "results" / "t.json").read_text())["chosen"]["mas"]
     assert H.load()["pmnist"]["by_K"]["5"]["methods"]["mas"] == chosen
