@@ -38,11 +38,12 @@ def _assignments(a) -> int:
     if getattr(a, "run", None):  # grade, kit: their modules' commands
         return a.run(a)
     import tempfile
+    from pathlib import Path
     with tempfile.TemporaryDirectory() as tmp:
         notebook = a.notebook
         if notebook.suffix == ".zip":  # an otter export, as `grade` takes it: its one notebook is checked
             from ..course.submissions import notebook_bytes
-            (notebook := A.Path(tmp) / notebook.with_suffix(".ipynb").name).write_bytes(notebook_bytes(a.notebook))
+            (notebook := Path(tmp) / notebook.with_suffix(".ipynb").name).write_bytes(notebook_bytes(a.notebook))
         results = A.check(notebook, a.question)
     print(results.summary(public_only=True))
     for q, score, possible in A.score_table(results):
