@@ -123,9 +123,13 @@ def test_the_default_protocol_writes_hparams_once_a_grid_is_complete(repo, hpara
 
 
 def test_choose_takes_the_argmax_of_its_own_grid_and_flags_edges():
-    assert L.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [50.0, 61.0, 60.0]}) == {"value": 1.0, "at_edge": False}
-    assert L.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [50.0, 55.0, 60.0]}) == {"value": 10.0, "at_edge": True}
-    assert L.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": [61.0, 61.0, 60.0]}) == {"value": 0.1, "at_edge": True}
+    def choose(*accs):
+        return L.choose({"values": [0.1, 1.0, 10.0], "mean_val_acc": list(accs)})
+
+    assert choose(50.0, 61.0, 60.0) == {"value": 1.0, "at_edge": False, "tied": False}
+    assert choose(50.0, 55.0, 60.0) == {"value": 10.0, "at_edge": True, "tied": False}
+    assert choose(61.0, 61.0, 60.0) == {"value": 0.1, "at_edge": True, "tied": False}
+    assert choose(60.0, 60.0, 60.0) == {"value": 0.1, "at_edge": False, "tied": True}  # decides nothing
 
 
 def test_the_committed_tuning_file_gives_the_committed_values():
@@ -166,7 +170,7 @@ def test_extension_steps_half_decades_and_stops():
     g = {"values": list(L.GAMMA_GRID), "mean_val_acc": [0.0, 1.0] + [0.0] * 12}
     assert L.extension(g, L.GAMMA_GRID) == [0.003, 0.001]  # 0 is searched, but not the half-decades above it
     g = {"values": [0.0, 0.01], "mean_val_acc": [1.0, 0.0]}
-    assert L.choose(g) == {"value": 0.0, "at_edge": False}  # gamma = 0 is a bound, not an edge
+    assert L.choose(g) == {"value": 0.0, "at_edge": False, "tied": False}  # gamma = 0 is a bound, not an edge
     g = {"values": [0.01, 0.1], "mean_val_acc": [1.0, 0.0]}
     assert L.extension(g, [0.01, 0.1]) == [0.003, 0.001]
     far = [1e-4 * 3 ** 0 / 10 ** k for k in range(4)]  # already far below the protocol's grid: stop
@@ -214,9 +218,9 @@ def test_the_smallest_positive_gamma_is_an_edge_unless_0_is_best():
     """Below the smallest positive gamma only 0 was searched: a best value there is on the edge (the half-decades
     between are unsearched), while gamma = 0 itself cannot go lower."""
     g = {"values": [0.0, 1.0, 3.0, 10.0], "mean_val_acc": [50.0, 60.0, 59.0, 58.0]}
-    assert L.choose(g) == {"value": 1.0, "at_edge": True}
-    assert L.choose({**g, "mean_val_acc": [61.0, 60.0, 59.0, 58.0]}) == {"value": 0.0, "at_edge": False}
-    assert L.choose({**g, "mean_val_acc": [50.0, 59.0, 60.0, 58.0]}) == {"value": 3.0, "at_edge": False}
+    assert L.choose(g) == {"value": 1.0, "at_edge": True, "tied": False}
+    assert L.choose({**g, "mean_val_acc": [61.0, 60.0, 59.0, 58.0]}) == {"value": 0.0, "at_edge": False, "tied": False}
+    assert L.choose({**g, "mean_val_acc": [50.0, 59.0, 60.0, 58.0]}) == {"value": 3.0, "at_edge": False, "tied": False}
     assert L.extension({**g, "param": "gamma"}, g["values"]) == [0.3, 0.1]
 
 
