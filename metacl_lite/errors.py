@@ -49,6 +49,14 @@ class HparamsError(UserError, ValueError):
     """hparams.json holds a value nobody meant (an unknown key, NaN, a negative strength, a string)."""
 
 
+class MissingHparams(HparamsError):
+    """Regularised methods (`methods`) have no tuned value for this benchmark (and K)."""
+
+    def __init__(self, message: str, methods=()):
+        super().__init__(message)
+        self.methods = list(methods)
+
+
 class LockedError(UserError):
     """Another process is writing the same file."""
 

@@ -145,6 +145,27 @@ def book_build(tmp_path_factory) -> BookBuild:
     return BookBuild(build_book(tmp / "book", out), out / "_build" / "html", out / "_build" / "jupyter_execute")
 
 
+@pytest.fixture(scope="session")
+def graded(tmp_path_factory):
+    """tests/test_grading.py's class graded once, as root where the tests run as root: (working folder, the
+    command's result). Session-wide: test_grading_rootless.py compares an unprivileged grader's sheet with it."""
+    from test_grading import TIMEOUT, grade, make_submissions
+
+    cwd = tmp_path_factory.mktemp("grading")
+    make_submissions(cwd / "dist", cwd / "subs")
+    package = Path(__file__).resolve().parents[1] / "metacl_lite" / "balance.py"
+    before = package.read_bytes()
+    try:
+        r = grade(cwd, "a1", "subs", "--out", "grades.csv", "--feedback", "fb", "--timeout", TIMEOUT, "--dist",
+                  "dist", "--jobs", "2")
+    finally:
+        after = package.read_bytes()
+        if after != before:  # whatever happened, the checkout is left as it was (a grader without root cannot)
+            package.write_bytes(before)
+    assert after == before, "a submission changed the instructor's package"
+    return cwd, r
+
+
 @pytest.fixture
 def no_gpu(monkeypatch):
     """A machine without a usable CUDA GPU, whatever this one has."""

@@ -6,7 +6,8 @@ machine allows it, and where it does not says what to do, in one line.
 The tests run as root in CI: the rootless grader then runs under `setpriv` as an unprivileged uid (conftest's
 `unprivileged_python`: the system's Python with a `.pth` naming this environment's site-packages, where this
 environment lives in root's home). Run without root, these tests and the rest of the grading suite grade rootless
-themselves. The whole grading suite runs in both modes: as itself (root in CI) and, from here, under `setpriv`."""
+themselves. The grading suite's tests of the jail run in both modes: as themselves (root in CI) and, from here, under
+`setpriv` (SUITE)."""
 import os
 import pwd
 import shutil
@@ -22,12 +23,16 @@ from conftest import UNPRIVILEGED_UID, give_to_unprivileged
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the grading suite's tests of what a jail allows, run a second time without root by
-#: `test_the_whole_grading_suite_passes_without_root`: every attack, the fixtures, the bounds, the kernel surface. The
-#: sheet's logic (test_grading.py, test_sheet_round6.py) and the channel's encoding do not depend on how the jail is
-#: built; an unprivileged grader's sheet is compared with root's by
+#: `test_the_whole_grading_suite_passes_without_root`: every attack, the kernel surface, the scratch tmpfs, a killed
+#: worker. What does not depend on how the jail is built is not run twice: the sheet's logic, the channel's encoding,
+#: the autograders' own fixtures (test_grading_fixtures.py), and the control group's bounds (round 3's hogs: an
+#: unprivileged grader has a group only where the machine delegates one, and its probe says when it does not). An
+#: unprivileged grader's sheet is compared with root's by
 #: `test_an_unprivileged_grader_grades_a_class_with_the_same_sheet_as_root`.
-SUITE = ("tests/test_grading_attacks.py", "tests/test_grading_fixtures.py", "tests/test_grading_round2.py",
-         "tests/test_grading_round3.py")
+SUITE = ("tests/test_grading_attacks.py",
+         "tests/test_grading_round3.py::test_what_a_hostile_class_tried_is_refused_and_the_notebook_keeps_its_score",
+         "tests/test_grading_round2.py::test_what_a_submission_writes_stays_in_its_own_limited_memory",
+         "tests/test_grading_round2.py::test_sigkill_of_the_worker_leaves_nothing_and_its_row_is_graded_again")
 
 
 @pytest.fixture
@@ -183,23 +188,22 @@ def test_one_submissions_process_limit_is_its_own_budget(python, tmp_path):
 
 
 @pytest.mark.slow
-def test_an_unprivileged_grader_grades_a_class_with_the_same_sheet_as_root(python, tmp_path):
+def test_an_unprivileged_grader_grades_a_class_with_the_same_sheet_as_root(python, tmp_path, graded):
     """Done when (issue 42, 5): `assignments grade` run as an unprivileged user grades a class with the same sheet
-    as root (and the same feedback): tests/test_grading.py's class, graded both ways. Run without root, the other
-    way is not there: it says so."""
-    from test_grading import EXPECTED, TIMEOUT, make_submissions
+    as root (and the same feedback): tests/test_grading.py's class, graded as root once for the session (`graded`),
+    graded here without root in a copy of its folder. Run without root, the other way is not there: it says so."""
+    from test_grading import EXPECTED, TIMEOUT
 
     assert os.geteuid() == 0, "the same class graded as root and without root needs the tests run as root (CI)"
-    make_submissions(tmp_path / "dist", tmp_path / "subs")
-    args = ("-m", "metacl_lite", "assignments", "grade", "a1", "subs", "--timeout", TIMEOUT, "--dist", "dist",
-            "--jobs", "2")
-    root = run([sys.executable], tmp_path, *args, "--out", "root.csv", "--feedback", "fb-root")
-    assert root.returncode == 0, root.stderr[-3000:]
-    rootless = run(python, tmp_path, *args, "--out", "rootless.csv", "--feedback", "fb-rootless")
+    root, _ = graded
+    for name in ("dist", "subs"):
+        shutil.copytree(root / name, tmp_path / name)
+    rootless = run(python, tmp_path, "-m", "metacl_lite", "assignments", "grade", "a1", "subs", "--timeout", TIMEOUT,
+                   "--dist", "dist", "--jobs", "2", "--out", "rootless.csv", "--feedback", "fb-rootless")
     assert rootless.returncode == 0, rootless.stderr[-3000:]
-    assert (tmp_path / "rootless.csv").read_text() == (tmp_path / "root.csv").read_text()
-    assert len((tmp_path / "root.csv").read_text().splitlines()) == len(EXPECTED) + 1
-    for f in (tmp_path / "fb-root").iterdir():
+    assert (tmp_path / "rootless.csv").read_text() == (root / "grades.csv").read_text()
+    assert len((root / "grades.csv").read_text().splitlines()) == len(EXPECTED) + 1
+    for f in (root / "fb").iterdir():
         assert (tmp_path / "fb-rootless" / f.name).read_text() == f.read_text(), f.name
     from metacl_lite.course import sheet
 

@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any, Callable, Optional
 
-from ..errors import ConfigMismatch, CorruptUnit, LockedError, NotebookFailed, UnitsFailed, UserError
+from ..errors import ConfigMismatch, CorruptUnit, LockedError, MissingHparams, NotebookFailed, UnitsFailed, UserError
 from .commands import COMMANDS
 from .parser import build_parser
 from ..vocab import PAPER_METHOD_NAMES, regulariser_of
@@ -23,8 +23,6 @@ from ..vocab import PAPER_METHOD_NAMES, regulariser_of
 
 def _hint(e: UserError, a) -> str:
     """What to do next, in terms of this command's flags (the lower modules do not know them)."""
-    from ..lab.hparams import MissingHparams
-
     hint = ""
     if isinstance(e, ConfigMismatch):
         retuned = sorted(set(re.findall(r"method_(?:hparams|options)\[([^\]]+)\]", str(e))))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from .atomic import locked, read_json, write_json
-from ..errors import HparamsError
+from ..errors import HparamsError, MissingHparams  # noqa: F401 (raised here, caught by the CLI)
 from ..data.specs import SPECS, BenchmarkSpec, get_spec
 from ..vocab import BUDGET_OPTIONS, OMEGA_OPTIONS, REGULARISERS, check_option, memory_of
 from ..training import ALL_METHODS, TrainConfig, get_method
@@ -46,14 +46,6 @@ def strength_key(method: str) -> Optional[str]:
     if m.regulariser is None:
         return None
     return "gamma" if m.balance == "lambda" else "beta"
-
-
-class MissingHparams(HparamsError):
-    """Regularised methods (`methods`) have no tuned value for this benchmark (and K)."""
-
-    def __init__(self, message: str, methods: Sequence[str] = ()):
-        super().__init__(message)
-        self.methods = list(methods)
 
 
 def _check_methods(methods, where: str, path: Path) -> None:
