@@ -15,6 +15,19 @@ import pytest
 os.environ.setdefault("METACL_LITE_PROGRESS", "0")
 
 
+@pytest.fixture(autouse=True)
+def torch_threads_restored():
+    """Each test starts with the session's torch thread count: a command run in this process that sets its own (the
+    lambda story's main, a benchmark) does not leave every later test on one thread (it did: the second half of the
+    suite trained at half speed)."""
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+
+
 @pytest.fixture
 def hparams_file(tmp_path, monkeypatch):
     """An isolated hparams.json (the committed one is never touched by tests); returns a writer."""

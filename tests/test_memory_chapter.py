@@ -386,12 +386,13 @@ def test_the_pages_tool_stamps_chapter_9_with_every_planned_memory_file():
 # The chapter, executed on the committed files
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_chapter_9_executes_and_its_numbers_are_the_files(tmp_path):
+def test_chapter_9_executes_and_its_numbers_are_the_files(book_build):
+    """Chapter 9 as the book's build executed it (conftest's book_build: once per session): its glued numbers."""
     from metacl_lite.paths import REPO_ROOT
-    from metacl_lite.publish.notebooks import glued_values, run_notebook
+    from metacl_lite.publish.notebooks import glued_values
 
-    out = run_notebook(REPO_ROOT / "book" / "chapters" / "09_memory.md", {}, tmp_path)
-    g = glued_values(out)
+    assert book_build.result.returncode == 0, book_build.result.stderr[-3000:]
+    g = glued_values(book_build.executed / "chapters" / "09_memory.glue.json")
     ev = Q.load_memory_evidence()
     rows = Q.question_rows(ev)
     a = [r for r in rows if r["question"] == "a" and r["metric"] == "ACC" and (r["K"], r["M"]) == (20, 1)]

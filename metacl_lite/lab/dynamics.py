@@ -228,19 +228,28 @@ def measure(*args, **kwargs) -> dict:
 def measure_request(req: DynamicsRequest) -> dict:
     """Train every (stream, method, seed) of `req` not yet in `req.out` and return the whole document. With a file
     each finished run is written at once under a lock (resumable; a file made with other settings raises
-    ConfigMismatch unless `req.force`); without one (a page's live run) nothing is written."""
-    import sys
-
+    ConfigMismatch unless `req.force`); without one (a page's live run) nothing is written. `req.threads` holds
+    while it trains; the caller's setting is restored after."""
     import torch
+
+    before = torch.get_num_threads()
+    if req.threads is not None:
+        torch.set_num_threads(req.threads)
+    try:
+        return _measure(req, torch.get_num_threads())
+    finally:
+        torch.set_num_threads(before)
+
+
+def _measure(req: DynamicsRequest, threads: int) -> dict:
+    import sys
 
     from ..data.benchmarks import make_benchmark
     from .provenance import invocation, now
     from .store import LATEST
 
-    if req.threads is not None:
-        torch.set_num_threads(req.threads)
     out, seeds = req.out, list(req.seeds)
-    cfg = {"benchmark": req.benchmark, "seeds": seeds, "streams": req.streams, "threads": torch.get_num_threads()}
+    cfg = {"benchmark": req.benchmark, "seeds": seeds, "streams": req.streams, "threads": threads}
     inv = {"id": uuid.uuid4().hex[:12], **invocation(threads=cfg["threads"]), "units": [], "wall_s": 0.0}
     doc = _merged(None if out is None or req.force or not out.exists() else load_dynamics(out), cfg, inv, out)
     fresh, benches = req.force, {}
