@@ -20,6 +20,7 @@ What carries over, and what does not:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import platform
@@ -233,3 +234,15 @@ def benchmark_on(bench, device: str):
         cache[device] = to_device(bench, device)
         cache[device].__dict__["_on_device"] = {device: cache[device]}
     return cache[device]
+
+
+@contextlib.contextmanager
+def torch_threads(n: Optional[int]):
+    """torch's intra-op thread count set to `n` (None: left as it is) while the block runs; the caller's after."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)

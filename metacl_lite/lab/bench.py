@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import torch
 
 from .atomic import write_json
+from ..accel.device import torch_threads
 from ..paths import REPO_ROOT
 from .provenance import device
 from ..data.specs import get_spec
@@ -88,18 +89,13 @@ def _peak_mb_self() -> float:
 def matmul_gflops(repeats: int = 20, threads: Optional[int] = None) -> float:
     """Measured float32 GEMM rate on this machine for the evaluation's biggest product (10000x784 @ 784x256), with
     `threads` intra-op threads (default: torch's current setting, all cores)."""
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads or None):
         x, w = torch.randn(10000, 784), torch.randn(784, 256)
         x @ w
         t0 = time.perf_counter()
         for _ in range(repeats):
             x @ w
         dt = (time.perf_counter() - t0) / repeats
-    finally:
-        torch.set_num_threads(before)
     return 2 * 10000 * 784 * 256 / dt / 1e9
 
 

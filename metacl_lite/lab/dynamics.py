@@ -230,15 +230,10 @@ def measure_request(req: DynamicsRequest) -> dict:
     each finished run is written at once under a lock (resumable; a file made with other settings raises
     ConfigMismatch unless `req.force`); without one (a page's live run) nothing is written. `req.threads` holds
     while it trains; the caller's setting is restored after."""
-    import torch
+    from ..accel.device import torch_threads
 
-    before = torch.get_num_threads()
-    if req.threads is not None:
-        torch.set_num_threads(req.threads)
-    try:
-        return _measure(req, torch.get_num_threads())
-    finally:
-        torch.set_num_threads(before)
+    with torch_threads(req.threads) as threads:
+        return _measure(req, threads)
 
 
 def _measure(req: DynamicsRequest, threads: int) -> dict:

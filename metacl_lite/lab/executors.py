@@ -334,14 +334,10 @@ class SerialExecutor(Executor):
 
     @contextmanager
     def guard(self) -> Iterator[None]:
-        import torch
+        from ..accel.device import torch_threads
 
-        before = torch.get_num_threads()
-        torch.set_num_threads(self.plan.threads)
-        try:
+        with torch_threads(self.plan.threads):
             yield
-        finally:
-            torch.set_num_threads(before)
 
     def start(self, fn, jobs):
         self.fn, self.todo = fn, list(jobs)

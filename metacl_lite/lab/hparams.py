@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from .atomic import locked, read_json, write_json
-from ..errors import HparamsError, MissingHparams  # noqa: F401 (raised here, caught by the CLI)
+from ..errors import HparamsError, MissingHparams  # noqa: F401 (raised by grid as H.MissingHparams)
 from ..data.specs import SPECS, BenchmarkSpec, get_spec
 from ..vocab import BUDGET_OPTIONS, OMEGA_OPTIONS, REGULARISERS, check_option, memory_of
 from ..training import ALL_METHODS, TrainConfig, get_method
