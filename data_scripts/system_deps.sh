@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # The system packages `make test` and `make pdf` need beyond Python's: Debian's chromium (the headless-browser checks
 # of the built book), TeX Live (the book as one PDF), g++ (torch.compile's inductor, for the compiled-gradient tests),
-# and the tools of the grading jail (metacl_lite/course/jail.py): unshare, pivot_root and mount (util-linux, mount),
-# ip (iproute2), useradd (passwd), and libseccomp (the submissions' seccomp filter, through pyseccomp).
+# and the tools of the grading jail (metacl_lite/course/jail.py): bwrap (bubblewrap), mount, useradd (passwd), and
+# libseccomp (the submissions' seccomp filter, through pyseccomp); unshare (util-linux), with which tests compare.
 # Each is installed with apt only when it is missing (as root, or through sudo), so on a machine that has them this
 # does nothing.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
-command -v unshare >/dev/null 2>&1 && PATH="$PATH:/usr/sbin:/sbin" command -v pivot_root >/dev/null 2>&1 \
-  || need+=(util-linux)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v mount >/dev/null 2>&1 || need+=(mount)
-command -v ip >/dev/null 2>&1 || need+=(iproute2)
 PATH="$PATH:/usr/sbin:/sbin" command -v useradd >/dev/null 2>&1 || need+=(passwd)  # sbin: not on a user's PATH
 PATH="$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null | grep 'libseccomp\.so\.2' >/dev/null || need+=(libseccomp2)  # not -q: pipefail
 # `make pdf`: TeX Live's xelatex with the LaTeX packages Sphinx's output uses, latexmk, FreeFont (the book's Greek

@@ -161,7 +161,7 @@ def test_without_root_on_a_machine_that_refuses_user_namespaces_the_grader_says_
     from metacl_lite.course import jail, userns
 
     monkeypatch.setattr(jail.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(userns, "probe", lambda: "unshare: unshare failed: Operation not permitted")
+    monkeypatch.setattr(userns, "probe", lambda: "bwrap: setting up uid map: Operation not permitted")
     with pytest.raises(jail.JailUnavailable, match="Operation not permitted.*or run the grader as root"):
         jail.check_available()
 

@@ -73,12 +73,12 @@ def test_the_probe_finds_that_this_machine_allows_grading_without_root(python, t
 
 @pytest.mark.parametrize("args", [["a1", "subs", "--out", "g.csv"], ["subs/a1_dynamic_balance.ipynb"]])
 def test_a_machine_that_refuses_user_namespaces_is_named_in_one_line_before_any_work(python, tmp_path, args):
-    """Where a mount in a new user namespace is refused (Ubuntu 24.04's AppArmor: `unshare` here answers as it does
+    """Where a mount in a new user namespace is refused (Ubuntu 24.04's AppArmor: `bwrap` here answers as it does
     there), `assignments grade` exits 2 with one line that says what to do, before generating or grading anything."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "unshare").write_text("#!/bin/sh\necho 'mount: /tmp: permission denied.' >&2\nexit 32\n")
-    (fake / "unshare").chmod(0o755)
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'mount: /tmp: permission denied.' >&2\nexit 32\n")
+    (fake / "bwrap").chmod(0o755)
     (tmp_path / "subs").mkdir()
     (tmp_path / "subs" / "a1_dynamic_balance.ipynb").write_bytes((ROOT / "book/assignments"
                                                                  / "a1_dynamic_balance.ipynb").read_bytes())
@@ -141,7 +141,7 @@ NESTED = textwrap.dedent("""
 
 
 def nested(python, cwd, body: str, nproc: int = 20) -> str:
-    """`body` run as root of a new user and PID namespace, as the jail's init (`unshare --user --map-root-user`)."""
+    """`body` run as root of a new user and PID namespace, as the jail's init is (there by bwrap's --unshare-user)."""
     code = NESTED.format(nproc=nproc, uid=uid_of(python), body=textwrap.dedent(body))
     r = run(python, cwd, "-c", f"import os, sys\nos.execvp('unshare', ['unshare', '--user', '--map-root-user', "
                                f"'--pid', '--fork', '--mount-proc', sys.executable, '-c', {code!r}])")

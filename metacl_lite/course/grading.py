@@ -140,7 +140,7 @@ _LIVE_LOCK = threading.Lock()
 
 def _worker_conf(tmp: Path, notebook: Path, uid: int, gid: int, timeout: float, hidden: Sequence[Path]) -> dict:
     """What the trusted worker needs to grade one notebook in a jail (`grading_worker.main`): the folders under `tmp`
-    (private, scratch, the package copy and the jail's root), the jail's user, environment, binds and CPU limit."""
+    (private, scratch and the package copy), the jail's user, environment, binds and CPU limit."""
     from . import jail
 
     private, scratch, pkg = tmp / "private", tmp / "scratch", tmp / "pkg"
@@ -158,7 +158,7 @@ def _worker_conf(tmp: Path, notebook: Path, uid: int, gid: int, timeout: float, 
         if jail.rootless() else {"uid": uid, "gid": gid}  # without root: the scratch is the namespace root's
     return {"notebook": str(notebook), "autograder": str(private / "autograder.zip"),
             "result": str(private / "result.json"), "private": str(private), "cwd": str(scratch),
-            "root": str(tmp / "root"), **ids, "env": env, "binds_rw": [str(scratch)],
+            **ids, "env": env, "binds_rw": [str(scratch)],
             "binds_ro": keep_ro, "hidden": sorted(set(hide)), "cpu_seconds": int(min(timeout * 4, MAX_TIMEOUT)) + 10}
 
 
@@ -191,7 +191,6 @@ def grade_one(name: str, zip_path: Path, submission: Path, timeout: float, hidde
         else:
             shutil.copy2(zip_path, private / "autograder.zip")
         result = private / "result.json"
-        (tmp / "root").mkdir(mode=0o700)  # the jail's root is built here, in the jail's own mount namespace
         conf = dict(_worker_conf(tmp, notebook, uid, gid, timeout, hidden), cgroup=group.procs())
         (private / "worker.json").write_text(json.dumps(conf))
         cmd = [sys.executable, "-m", "metacl_lite.course.grading_worker", str(private / "worker.json")]

@@ -86,12 +86,13 @@ class Jail:
         conf["runner_args"] = [conf["notebook"], str(r_req), str(w_rep)]
         conf["fds"] = [r_req, w_rep]
         cfg = Path(conf["private"]) / "jail.json"
+        pidns = conf["pidns_fd"] = os.open(Path(conf["private"]) / jail.PIDNS, os.O_WRONLY | os.O_CREAT, 0o600)
         cfg.write_text(json.dumps(conf))
         cfg_fd = os.open(cfg, os.O_RDONLY)  # by number: the jail's /proc/1/cmdline names no folder of the grader's
-        self.proc = subprocess.Popen(jail.command(cfg_fd), pass_fds=(r_req, w_rep, cfg_fd), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=w_err,
+        self.proc = subprocess.Popen(jail.command(conf, cfg_fd), pass_fds=(r_req, w_rep, cfg_fd, pidns),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w_err,
                                      preexec_fn=lambda: (cgroup.attach(conf["cgroup"]), jail._pdeathsig()))
-        for fd in (r_req, w_rep, w_err, cfg_fd):
+        for fd in (r_req, w_rep, w_err, cfg_fd, pidns):
             os.close(fd)
         self.log = Tail(r_err)
         self.w, self.r = os.fdopen(w_req, "wb"), os.fdopen(r_rep, "rb")
@@ -125,7 +126,7 @@ class Jail:
     KILL_WAIT_S = 60.0
 
     def close(self) -> None:
-        """End every process of the submission: kill the namespace's init, then wait for `unshare`, which reports
+        """End every process of the submission: kill the namespace's init, then wait for `bwrap`, which reports
         init's end only once the kernel has killed and reaped every process in the namespace."""
         for f in (self.w, self.r):
             try:
@@ -134,7 +135,7 @@ class Jail:
                 pass
         if self.proc.poll() is None:
             pid = self.proc.pid
-            try:  # the jail's init: the one child of `unshare`, unless it has gone
+            try:  # the jail's init: the one child of `bwrap`, unless it has gone
                 os.kill(int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0]), signal.SIGKILL)
             except (OSError, IndexError):
                 pass

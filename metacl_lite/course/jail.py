@@ -1,19 +1,20 @@
 """The jail a submission's code runs in while it is graded (`grading_worker` starts it; `jail_runner` runs inside).
 What it isolates, and why, is told on the book's instructors' page (book/assignments/instructors.md).
 
-    unshare --net --mount --pid --ipc --uts --fork --kill-child --mount-proc --propagation private \\
-        python -m metacl_lite.course.jail FD    (the config file, open)
+    bwrap --unshare-net --unshare-pid --unshare-ipc --unshare-uts --as-pid-1 --die-with-parent ... \\
+        python -s -m metacl_lite.course.jail FD    (the config file, open)
 
-`main` runs as root inside the new namespaces (without root, in a user namespace: `userns`): every mount read-only,
-a new root on an empty tmpfs (`build_root`: the system's software, the Python, the data and the package copy whose
-withheld references are stubs, read-only; tmpfs bounded in bytes and files for the writable places; what the grader
-hides covered), `pivot_root` to it, loopback only, a new session keyring; then it stays root as the namespace's
-`init` (handling no signal), which forks the submission's process: limits, its uid (`Slot`; without root a nested
-user namespace, `userns.nest`), the seccomp filter (`submission_filter`), exec of `jail_runner`. The whole jail is in
-a control group of its own (`cgroup`), joined before the first exec.
+Bubblewrap (`command`) makes the namespaces (without root, a user namespace as well: `userns`) and the jail's root: a
+fresh tmpfs that holds only the system's software, the Python, the data and the package copy whose withheld
+references are stubs, bound read-only; a few devices, the PID namespace's /proc, what the grader hides covered, the
+root read-only, `pivot_root` to it and loopback only. Then `main`, root there and the namespace's `init` (handling no
+signal), mounts the writable places (`writable`: each a tmpfs bounded in bytes and in files, which bwrap cannot
+bound), takes a new session keyring and forks the submission's process: limits, its uid (`Slot`; without root a
+nested user namespace, `userns.nest`), the seccomp filter (`submission_filter`), exec of `jail_runner`. The whole jail
+is in a control group of its own (`cgroup`), joined before the first exec.
 
 Nothing outlives a row: every process is in the PID namespace, which the kernel empties when init dies; init never
-changes its credentials, so it keeps the parent-death signal of `unshare --kill-child`, and dies with `unshare`,
+changes its credentials, so it keeps the parent-death signal of `bwrap --die-with-parent`, and dies with `bwrap`,
 which dies with the grader's worker (PR_SET_PDEATHSIG), which dies with the grader or on a timeout.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import userns  # here, not where it is used: the jail's process loses the package's source at its pivot
+from . import userns
 
 USER = "metacl-grader"
 #: limits inside the jail: address space, processes of the submission's uid, file size; the sizes of its writable
@@ -89,7 +90,7 @@ def end_jail(private: Path) -> None:
 
 
 class JailUnavailable(RuntimeError):
-    """The machine cannot build the jail (not root, no unshare, namespaces refused)."""
+    """The machine cannot build the jail (no bwrap, namespaces refused)."""
 
 
 def ensure_user() -> tuple[int, int]:
@@ -146,55 +147,26 @@ def rootless() -> bool:
 def check_available() -> None:
     """Raise JailUnavailable (saying why and what to do) unless this machine can build the jail: as root, new
     namespaces; without root, a mount in a new user namespace (`userns.probe`)."""
-    for tool in ("unshare", "mount", "pivot_root", "ip"):
+    for tool, package in (("bwrap", "bubblewrap"), ("mount", "mount")):
         if not _which(tool):
-            raise JailUnavailable(f"the jail needs `{tool}` (util-linux / iproute2): run data_scripts/system_deps.sh")
+            raise JailUnavailable(f"the jail needs `{tool}` ({package}): run data_scripts/system_deps.sh")
     try:
         import pyseccomp  # noqa: F401 - the submission's filter (`submission_filter`)
     except (ImportError, OSError) as e:
         raise JailUnavailable(f"the jail's seccomp filter needs libseccomp and its binding pyseccomp ({e}): "
                               "pip install -e '.[assignments]', and libseccomp2 from the system's packages") from None
-    r = subprocess.run([sys.executable, "-I", "-c", "import metacl_lite; print(metacl_lite.__file__)"],
-                       capture_output=True, text=True)
-    mine, theirs = Path(__file__).resolve().parents[1], Path(r.stdout.strip() or "/nowhere").resolve().parent
-    if mine != theirs:  # the jail runs `python -I`: no PYTHONPATH
-        raise JailUnavailable(f"the jail runs {sys.executable} -I (no PYTHONPATH), which imports metacl_lite from "
-                              f"{theirs if r.returncode == 0 else 'nowhere'}, not from {mine}: install this checkout "
-                              f"in that Python (pip install -e {mine.parent}), or grade with the Python it is in")
     if rootless():
         why = userns.probe()
         if why:
             raise JailUnavailable(f"grading without root builds the jail in a user namespace, and this machine "
                                   f"refuses a mount there ({why}): {userns.remedies()}")
         return
-    r = subprocess.run(["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc", "true"],
-                       capture_output=True, text=True)
+    r = subprocess.run([_which("bwrap"), "--unshare-net", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc",
+                        "true"], capture_output=True, text=True)
     if r.returncode != 0:
-        raise JailUnavailable("this machine refuses new namespaces (unshare --net --mount --pid: "
+        raise JailUnavailable("this machine refuses new namespaces (bwrap --unshare-net --unshare-pid: "
                               f"{r.stderr.strip()}); a container needs CAP_SYS_ADMIN (docker run --privileged or "
                               "--cap-add SYS_ADMIN --security-opt seccomp=unconfined)")
-
-
-def command(config_fd: int) -> list[str]:
-    """The command line that starts the jail on a config file open as `config_fd` (`main`'s argument)."""
-    return ["unshare", *(["--user", "--map-root-user"] if rootless() else []), "--net", "--mount", "--pid", "--ipc",
-            "--uts", "--fork", "--kill-child", "--mount-proc", "--propagation", "private", sys.executable, "-I", "-m",
-            "metacl_lite.course.jail", str(config_fd)]
-
-
-def _mount(*args: str) -> None:
-    r = subprocess.run(["mount", *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise JailUnavailable(f"mount {' '.join(args)}: {r.stderr.strip()}")
-
-
-def _pdeathsig(sig: int = signal.SIGKILL) -> None:
-    """Get `sig` when the parent dies (the jail's `unshare` when the grader's worker dies; the worker, SIGTERM, when
-    the grader does, even by SIGKILL, so that it kills its jail and removes its folder)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 #: the machine's software the jail's root holds (read-only, where present), beside the Python, the data and the
@@ -204,81 +176,98 @@ SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
-def _bind(src: str, dst: str, writable: bool = False) -> None:
-    os.makedirs(dst, exist_ok=True)
-    _mount("--rbind", src, dst)
-    _mount("-o", "remount,bind," + ("rw,nosuid,nodev" if writable else "ro,nosuid,nodev"), dst)
+def command(conf: dict, config_fd: int) -> list[str]:
+    """Bubblewrap's command line that builds the jail's namespaces and root (`build_root`) and starts `main` in it,
+    as the namespace's init, on the config file open as `config_fd`; its environment: the package copy's path only."""
+    user = ["--unshare-user", "--uid", "0", "--gid", "0"] if conf.get("rootless") else []
+    return [_which("bwrap"), "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *user, "--as-pid-1",
+            "--die-with-parent", "--cap-add", "ALL", *build_root(conf), "--clearenv", "--setenv", "PYTHONPATH",
+            conf["env"]["PYTHONPATH"], "--setenv", "PATH", "/usr/sbin:/usr/bin:/sbin:/bin", sys.executable, "-s",
+            "-m", "metacl_lite.course.jail", str(config_fd)]
 
 
-def _tmpfs(dst: str, size: str, opts: str = "mode=0755", nodev: bool = True) -> None:
-    """A tmpfs of `size` bytes and at most LIMITS['inodes'] files (the kernel's default, half the pages of memory,
-    lets a flood of empty files take gigabytes of kernel memory while `df` shows none used)."""
-    _mount("-t", "tmpfs", "-o", f"size={size},nr_inodes={LIMITS['inodes']},{opts},nosuid" + (",nodev" if nodev else ""),
-           "tmpfs", dst)
-
-
-def build_root(new: str, conf: dict) -> None:
-    """The jail's file system under `new` (an empty folder): a fresh tmpfs holding only what a submission needs,
-    read-only: the system's software (`SYSTEM`, symbolic links kept as links), the grader's Python, the data and the
-    package copy (`binds_ro`), the scratch folder (`binds_rw`, its one writable place), fresh /tmp, /var/tmp,
-    /dev/shm, a few devices and the PID namespace's /proc. Whatever else is on the machine, world-readable or not, is
+def build_root(conf: dict) -> list[str]:
+    """Bubblewrap's steps for the jail's file system, on its fresh tmpfs, every one read-only: the system's software
+    (`SYSTEM`, symbolic links kept as links), the grader's Python, the data and the package copy (`binds_ro`), the
+    scratch folder (`binds_rw`, where `writable` puts the submission's copy), the places `writable` mounts, a few
+    devices on a small /dev and the PID namespace's /proc. Whatever else is on the machine, world-readable or not, is
     not there; and what the grader hides (`hidden`) is covered even where it lies inside a bound folder."""
-    _tmpfs(new, "16m")
+    steps, bound = [], []
     for top in SYSTEM:
         if os.path.islink(top):
-            os.symlink(os.readlink(top), new + top)
+            steps += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
-            _bind(top, new + top)
-    for tmp, size in (("/tmp", LIMITS["tmp_size"]), ("/var/tmp", LIMITS["shm_size"])):
-        os.makedirs(new + tmp, exist_ok=True)
-        _tmpfs(new + tmp, size, "mode=1777")
-    dev = new + "/dev"
-    os.makedirs(dev)
-    _tmpfs(dev, "1m", "mode=0755", nodev=False)
-    for name in DEVICES:
-        if os.path.exists("/dev/" + name):
-            Path(dev, name).touch()
-            _mount("--bind", "/dev/" + name, f"{dev}/{name}")
+            steps += ["--ro-bind", top, top]
+            bound.append(top)
+    steps += ["--dir", "/tmp", "--dir", "/var/tmp", "--size", str(2 ** 20), "--tmpfs", "/dev"]  # PLACES: `writable`
+    steps += [x for name in DEVICES if os.path.exists("/dev/" + name) for x in ("--dev-bind", "/dev/" + name,
+                                                                                 "/dev/" + name)]
     for i, name in enumerate(("stdin", "stdout", "stderr")):
-        os.symlink(f"/proc/self/fd/{i}", f"{dev}/{name}")
-    os.symlink("/proc/self/fd", dev + "/fd")
-    os.makedirs(dev + "/shm")
-    _tmpfs(dev + "/shm", LIMITS["shm_size"], "mode=1777")
-    os.makedirs(new + "/proc")
-    _mount("-t", "proc", "-o", "nosuid,nodev,noexec", "proc", new + "/proc")
-    binds = sorted([(p, False) for p in conf["binds_ro"]] + [(p, True) for p in conf["binds_rw"]],
-                   key=lambda b: len(b[0]))
-    for src, writable in binds:  # parents first: a folder bound inside another stays in view
-        if writable:  # the scratch, at the same path: a tmpfs owned by the submission's uid, holding a copy of
-            dst = new + src  # what the grader put there (the notebook); what it writes stays in memory, within the size
-            os.makedirs(dst, exist_ok=True)
-            _tmpfs(dst, LIMITS["scratch_size"], f"mode=0755,uid={conf['uid']},gid={conf['gid']}")
-            for name in os.listdir(src):
-                if os.path.isfile(os.path.join(src, name)) and not os.path.islink(os.path.join(src, name)):
-                    shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
-                    os.chown(os.path.join(dst, name), conf["uid"], conf["gid"])
-        elif os.path.isdir(src):
-            _bind(src, new + src, writable)
+        steps += ["--symlink", f"/proc/self/fd/{i}", f"/dev/{name}"]
+    steps += ["--symlink", "/proc/self/fd", "/dev/fd", "--dir", "/dev/shm", "--remount-ro", "/dev", "--proc", "/proc"]
+    for src in sorted([*conf["binds_ro"], *conf["binds_rw"]], key=len):  # parents first: one inside another stays
+        if os.path.isdir(src):  # the folders above it made world-readable (bwrap's own are the owner's)
+            steps += ["--perms", "0755", "--dir", src, "--ro-bind", src, src]
+            bound.append(src)
     for p in conf["hidden"]:  # inside a bound folder (the class folder inside the data, say): covered
-        if any(b == p or b.startswith(p.rstrip("/") + "/") for b, _ in binds):
-            continue  # only the bound folders below it are there
-        if os.path.isdir(new + p):
-            _tmpfs(new + p, "1m")
-        elif os.path.lexists(new + p):
-            _mount("--bind", "/dev/null", new + p)
+        if any(b == p or b.startswith(p.rstrip("/") + "/") for b in bound) or \
+                not any(p.startswith(b.rstrip("/") + "/") for b in bound):
+            continue  # only the bound folders below it are there, or it is not there at all
+        if os.path.isdir(p):
+            steps += ["--size", "4096", "--tmpfs", p, "--remount-ro", p]
+        elif os.path.lexists(p):
+            steps += ["--ro-bind", "/dev/null", p]
+    return [*steps, "--remount-ro", "/"]
 
 
-def pivot(new: str, rootless: bool = False) -> None:
-    """Make `new` the root of this mount namespace and let go of the old one (no path leads back to it); read-only
-    (in a user namespace, as a mount: its file system cannot be remounted there)."""
-    os.chdir(new)
-    r = subprocess.run([_which("pivot_root") or "pivot_root", ".", "."], capture_output=True, text=True)
+def _mount(*args: str) -> None:
+    r = subprocess.run(["mount", *args], capture_output=True, text=True)
     if r.returncode != 0:
-        raise JailUnavailable(f"pivot_root: {r.stderr.strip()}")
-    if ctypes.CDLL(None, use_errno=True).umount2(b".", 2) != 0:  # MNT_DETACH: the old root, stacked on the new
-        raise JailUnavailable(f"cannot let go of the old root: {os.strerror(ctypes.get_errno())}")
-    os.chdir("/")
-    _mount("-o", "remount,bind,ro,nosuid,nodev" if rootless else "remount,ro,nosuid,nodev", "/")
+        raise JailUnavailable(f"mount {' '.join(args)}: {r.stderr.strip()}")
+
+
+def _pdeathsig(sig: int = signal.SIGKILL) -> None:
+    """Get `sig` when the parent dies (the jail's `bwrap` when the grader's worker dies; the worker, SIGTERM, when
+    the grader does, even by SIGKILL, so that it kills its jail and removes its folder)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _tmpfs(dst: str, size: str, opts: str) -> None:
+    """A tmpfs of `size` bytes and at most LIMITS['inodes'] files (the kernel's default, half the pages of memory,
+    lets a flood of empty files take gigabytes of kernel memory while `df` shows none used; bwrap's tmpfs has no
+    such bound)."""
+    _mount("-t", "tmpfs", "-o", f"size={size},nr_inodes={LIMITS['inodes']},{opts},nosuid,nodev", "tmpfs", dst)
+
+
+#: the writable places of every jail, each a tmpfs of its own, and their sizes (`LIMITS`)
+PLACES = (("/tmp", "tmp_size"), ("/var/tmp", "shm_size"), ("/dev/shm", "shm_size"))
+
+
+def writable(conf: dict) -> None:
+    """In the jail, before the submission: its writable places (`PLACES`), each a fresh tmpfs bounded in bytes and in
+    files (`_tmpfs`), with the folders bwrap bound below them bound again on top, as they were (read-only, their
+    covers kept); and the scratch folder (`binds_rw`) at its own path, a tmpfs owned by the submission's uid that
+    holds a copy of what the grader put there (the notebook): what it writes stays in memory, within the size."""
+    binds = [b for b in {*conf["binds_ro"], *conf["binds_rw"]} if os.path.isdir(b)]
+    kept = {b: os.open(b, os.O_PATH) for b in binds if any(b.startswith(p + "/") for p, _ in PLACES)}
+    files = {src: {n: Path(src, n).read_bytes() for n in os.listdir(src)
+                   if os.path.isfile(os.path.join(src, n)) and not os.path.islink(os.path.join(src, n))}
+             for src in conf["binds_rw"]}
+    for place, size in PLACES:
+        _tmpfs(place, LIMITS[size], "mode=1777")
+    libc = ctypes.CDLL(None, use_errno=True)
+    for b in sorted({*kept, *files}, key=len):  # parents first
+        os.makedirs(b, exist_ok=True)
+        if b in files:
+            _tmpfs(b, LIMITS["scratch_size"], f"mode=0755,uid={conf['uid']},gid={conf['gid']}")
+            for name, data in files[b].items():
+                Path(b, name).write_bytes(data)
+                os.chown(os.path.join(b, name), conf["uid"], conf["gid"])
+        elif libc.mount(f"/proc/self/fd/{kept[b]}".encode(), b.encode(), None, 0x5000, None) != 0:  # MS_BIND|MS_REC
+            raise JailUnavailable(f"cannot bind {b} again: {os.strerror(ctypes.get_errno())}")
 
 
 #: the socket families a submission may open: local sockets, loopback IP (its kernels) and netlink (the C library's
@@ -296,7 +285,7 @@ def submission_filter():
     binding `pyseccomp`): `REFUSED` and clone with a namespace flag fail with EPERM; clone3, whose flags lie in memory
     a filter cannot read, with ENOSYS (the C library then uses clone); a socket of a family not in `FAMILIES` with
     EAFNOSUPPORT; and every call of another architecture (an x86_64 process's 32-bit or x32 calls) with EPERM. Built
-    before the pivot (the library is loaded from the machine's files), loaded by `become_submission`."""
+    by `main`, loaded by `become_submission`."""
     import errno
 
     import pyseccomp as sc
@@ -369,20 +358,14 @@ def init(conf: dict, seccomp) -> int:
 
 
 def main(argv=None) -> int:
-    """Inside the new namespaces, as root: build the jail's root, a new session keyring, then be its init."""
+    """Inside the jail bwrap built, as root there: the writable places, a new session keyring, then be its init."""
     import pyseccomp as sc
 
     with os.fdopen(int((argv or sys.argv[1:])[0])) as f:
         conf = json.load(f)
-    Path(conf["private"], PIDNS).write_text(f"{userns.pid_namespace()} {userns.start_time()}")  # before the submission
-    mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    for mp in dict.fromkeys(line.split()[4].replace("\\040", " ") for line in mounts):
-        if not mp.startswith("/proc"):  # everything read-only first: what is bound below inherits it
-            subprocess.run(["mount", "-o", "remount,bind,ro", mp], capture_output=True)
-    seccomp = submission_filter()  # here: libseccomp is loaded from the machine's files, before the pivot
-    build_root(conf["root"], conf)
-    subprocess.run(["ip", "link", "set", "lo", "up"], capture_output=True)  # kernels talk over loopback only
-    pivot(conf["root"], bool(conf.get("rootless")))
+    with os.fdopen(conf["pidns_fd"], "w") as f:  # the worker's file (`end_jail`), before the submission starts
+        f.write(f"{userns.pid_namespace()} {userns.start_time()}")
+    writable(conf)
     # a new, empty session keyring (keyctl JOIN_SESSION_KEYRING, no name): the grader's is left behind
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -390,7 +373,7 @@ def main(argv=None) -> int:
         raise JailUnavailable(f"cannot leave the grader's session keyring: {os.strerror(ctypes.get_errno())}")
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(init(conf, seccomp))
+    os._exit(init(conf, submission_filter()))
 
 
 if __name__ == "__main__":

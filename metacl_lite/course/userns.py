@@ -1,7 +1,7 @@
 """Grading without root (`jail`'s rootless mode): the same jail, built in an unprivileged user namespace.
 
-A grader that is not root starts the jail with `unshare --user --map-root-user` (`jail.command`): inside, it is root
-of a user namespace that maps only its own uid, and builds the same mounts and root as root mode does. The
+A grader that is not root starts the jail with bwrap's `--unshare-user --uid 0` as well (`jail.command`): inside, it
+is root of a user namespace that maps only its own uid, with the same mounts and root as root mode has. The
 submission's process then enters a nested user namespace (`nest`) that maps one uid, the grader's, onto that root:
 it has no capability there, and every namespace count of that namespace is zero, so it can make no namespace of its
 own. Its process limit counts the processes of that namespace (the kernel counts RLIMIT_NPROC per user namespace):
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -56,12 +57,13 @@ def remedies() -> str:
 def probe() -> str:
     """Why this machine cannot build the jail without root ('' when it can): a tmpfs mounted in a new user, mount,
     PID and network namespace, with a new /proc, as the jail does."""
-    cmd = ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--net", "--fork", "--mount-proc",
-           "mount", "-t", "tmpfs", "-o", "size=1m", "metacl-probe", "/tmp"]
+    bwrap = shutil.which("bwrap") or "bwrap"
+    cmd = [bwrap, "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-pid", "--unshare-net", "--cap-add", "ALL",
+           "--ro-bind", "/", "/", "--proc", "/proc", "mount", "-t", "tmpfs", "-o", "size=1m", "metacl-probe", "/tmp"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{' '.join(cmd[:3])}: {e}"
+        return f"{cmd[0]}: {e}"
     if r.returncode == 0:
         return ""
     return " ".join(r.stderr.split())[:200] or f"exit status {r.returncode}"
