@@ -9,6 +9,7 @@ import csv
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -349,7 +350,8 @@ def test_a_symlink_or_a_file_outside_the_folder_is_refused_and_a_zip_gives_only_
 def test_a_full_temporary_folder_stops_grading_with_one_line_and_keeps_the_rows(tmp_path, a1_dist, monkeypatch,
                                                                                capsys):
     """ENOSPC while a submission is set up (its folder, its package copy): exit 2 naming TMPDIR, the rows already
-    graded kept, no traceback; the first submission's row is written before the second finds the disk full."""
+    graded kept, no traceback; the first submission's row is written before the second finds the disk full. The
+    caller's SIGTERM and SIGHUP handlers are back after the command (grading's own stop at Ctrl-C stayed behind)."""
     import errno
 
     from metacl_lite.cli import main
@@ -366,8 +368,10 @@ def test_a_full_temporary_folder_stops_grading_with_one_line_and_keeps_the_rows(
 
     monkeypatch.setattr(G, "grade_one", one)
     monkeypatch.chdir(tmp_path)
+    handlers = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)]
     code = main(["assignments", "grade", "a1", "a.ipynb", "b.ipynb", "--dist", str(a1_dist), "--out", "g.csv"])
     assert code == 2 and calls == ["a.ipynb", "b.ipynb"]
+    assert [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)] == handlers, "a handler stayed behind"
     err = capsys.readouterr().err
     assert err.startswith("error: no space left in the temporary folder") and "TMPDIR" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -14,6 +14,7 @@ missing rows (and those whose status is an error).
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import hashlib
 import io
@@ -395,22 +396,34 @@ def add_parser(ssub) -> None:
     sr.set_defaults(run=command)
 
 
-def _signals_interrupt() -> None:
-    """SIGTERM and SIGHUP stop as Ctrl-C does (the default action would kill the process and leave what it made):
-    grading's workers and jails killed, the rows done kept; the kit's temporary copy of the package, pip's build and
-    half-written zip removed."""
+@contextlib.contextmanager
+def signals_interrupt():
+    """While in the block, SIGTERM and SIGHUP stop as Ctrl-C does (the default action would kill the process and
+    leave what it made): grading's workers and jails killed, the rows done kept; the kit's temporary copy of the
+    package, pip's build and half-written zip removed. The caller's handlers are back after it."""
     def stop(signum, frame):
         raise KeyboardInterrupt
 
+    before = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
         try:
-            signal.signal(sig, stop)
+            before[sig] = signal.signal(sig, stop)
         except (ValueError, OSError):  # not the main thread
             pass
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def command(a) -> int:
     """`assignments grade`: the grade sheet of ASSIGNMENT PATH..., or one notebook's scores (`grade NOTEBOOK`)."""
+    with signals_interrupt():
+        return _grade(a)
+
+
+def _grade(a) -> int:
     from . import cgroup
     from .assignments import assignment_name, nonempty_path
 
@@ -426,7 +439,6 @@ def command(a) -> int:
                               f"{timeout:g}")
     if not 1 <= a.jobs <= 64:
         raise AssignmentError(f"--jobs must be between 1 and 64, got {a.jobs}")
-    _signals_interrupt()
     if not paths and first.endswith((".ipynb", ".zip")) and not Path(first).is_file():
         raise AssignmentError(f"{first} does not exist" if not Path(first).exists() else f"{first} is not a file")
     if not paths and Path(first).is_file():  # one notebook: its scores on stdout

@@ -132,9 +132,9 @@ def add_parser(ssub) -> None:
 
 
 def command(a) -> int:
-    from .grading import _signals_interrupt
+    from .grading import signals_interrupt
 
     out = nonempty_path(a.out, "--out")  # '' would be the working folder
-    _signals_interrupt()  # SIGTERM, SIGHUP as Ctrl-C: the temporary copy, pip's build and the half-written zip removed
-    print(f"wrote {write_kit(out)}")
+    with signals_interrupt():  # SIGTERM, SIGHUP as Ctrl-C: the temporary copy, pip's build, the half-written zip gone
+        print(f"wrote {write_kit(out)}")
     return 0
