@@ -493,26 +493,46 @@ def _set_width(chrome: Chrome, session: str, width: int) -> None:
                                                        "mobile": width < 600}, session)
 
 
+@contextlib.contextmanager
+def _tab(chrome: Chrome, url: str, width: int):
+    """A new tab `width` px wide that watches the DOM (WATCH_JS), answers every request (only local ones are let
+    through), has the focus of a front tab, and has started loading `url`; its session. Closed on exit."""
+    target = chrome.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = chrome.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    try:
+        for domain in ("Runtime", "Log", "Network", "Page"):
+            chrome.call(f"{domain}.enable", session=session)
+        chrome.call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, session)
+        chrome.call("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_JS}, session)
+        chrome.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, session)
+        _set_width(chrome, session, width)
+        chrome.call("Page.navigate", {"url": url}, session)
+        yield session
+    finally:
+        chrome.call("Target.closeTarget", {"targetId": target})
+
+
+def _settle(chrome: Chrome, session: str, settle_ms: float, max_wait: float) -> bool:
+    """Wait until the page has loaded, MathJax is done and the DOM has not changed for `settle_ms`; False if that
+    took longer than `max_wait` seconds."""
+    deadline = time.monotonic() + max_wait
+    while time.monotonic() < deadline and not any(
+            e.get("method") == "Page.loadEventFired" and e.get("sessionId") == session for e in chrome.events):
+        chrome.pump(0.1)
+    while time.monotonic() < deadline:
+        chrome.pump(0.25)
+        if (chrome.evaluate(session, SETTLED_JS, timeout=max_wait) or 0) >= settle_ms:
+            return True
+    return False
+
+
 def check_menus(chrome: Chrome, url: str, settle_ms: float = 1000, max_wait: float = 60) -> list[str]:
     """Press each menu toggle of MENU_EXPECT on a freshly loaded page at its width; the problems found."""
     problems = []
     for (width, which), want in MENU_EXPECT.items():
-        target = chrome.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = chrome.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        try:
-            for domain in ("Runtime", "Page"):
-                chrome.call(f"{domain}.enable", session=session)
-            chrome.call("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_JS}, session)
-            _set_width(chrome, session, width)
-            chrome.call("Page.navigate", {"url": url}, session)
-            deadline = time.monotonic() + max_wait
-            while time.monotonic() < deadline:
-                chrome.pump(0.25)
-                if (chrome.evaluate(session, SETTLED_JS, timeout=max_wait) or 0) >= settle_ms:
-                    break
+        with _tab(chrome, url, width) as session:
+            _settle(chrome, session, settle_ms, max_wait)
             got = chrome.evaluate(session, f"({MENU_JS})('{which}')")
-        finally:
-            chrome.call("Target.closeTarget", {"targetId": target})
         what = "site navigation (☰)" if which == "primary" else "page contents"
         if not got["button"]:
             problems.append(f"menu at {width} px: no {what} button to press")
@@ -524,58 +544,31 @@ def check_menus(chrome: Chrome, url: str, settle_ms: float = 1000, max_wait: flo
     return problems
 
 
-def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_wait: float = 60) -> PageReport:
-    """Open `url` in a new tab at 1280 px, wait until it is loaded, MathJax is done and the DOM has not changed for
-    `settle_ms`, inspect it, then measure the display math again at 390 px."""
-    report = PageReport(rel)
-    chrome.events = []
-    target = chrome.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-    session = chrome.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-    try:
-        for domain in ("Runtime", "Log", "Network", "Page"):
-            chrome.call(f"{domain}.enable", session=session)
-        chrome.call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, session)
-        chrome.call("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_JS}, session)
-        chrome.call("Emulation.setFocusEmulationEnabled", {"enabled": True}, session)  # focus as the front tab's
-        _set_width(chrome, session, WIDTHS[0])
-        chrome.call("Page.navigate", {"url": url}, session)
-        deadline = time.monotonic() + max_wait
-        while time.monotonic() < deadline and not any(
-                e.get("method") == "Page.loadEventFired" and e.get("sessionId") == session for e in chrome.events):
-            chrome.pump(0.1)
-        while time.monotonic() < deadline:  # loaded, MathJax done, the DOM quiet for settle_ms
-            chrome.pump(0.25)
-            if (chrome.evaluate(session, SETTLED_JS, timeout=max_wait) or 0) >= settle_ms:
-                break
-        else:
-            report.problems.append(f"page still changing after {max_wait:.0f} s")
-        info = chrome.evaluate(session, INSPECT_JS)
-        chrome.evaluate(session, axe_source() + ";0")
-        overflow, tables, axe, page = {}, {}, {}, {}
-        for width in WIDTHS:
-            if width != WIDTHS[0]:
-                _set_width(chrome, session, width)
-                chrome.pump(0.5)
-            if width in MEASURED:
-                overflow[width] = chrome.evaluate(session, OVERFLOW_JS)
-                tables[width] = chrome.evaluate(session, TABLES_JS)
-            page[width] = chrome.evaluate(session, PAGE_OVERFLOW_JS)
-            axe[width] = chrome.evaluate(session, AXE_JS % json.dumps(AXE_TAGS), timeout=max_wait)
-        _set_width(chrome, session, WIDTHS[0])
-        chrome.pump(0.5)
-        keyboard = check_keyboard(chrome, session)
-        chrome.pump(0.25)
-    finally:
-        chrome.call("Target.closeTarget", {"targetId": target})
-    events = [e for e in chrome.events if e.get("sessionId") == session]
-    report.console_errors = _console_errors(events)
-    report.console_warnings = _console_warnings(events)
-    requests = [e["params"] for e in events if e.get("method") == "Network.requestWillBeSent"]
-    report.external = sorted({r["request"]["url"] for r in requests if not is_local(r["request"]["url"])})
-    report.duplicate_scripts = sorted({u for u in info["scripts"] if info["scripts"].count(u) > 1})
-    p = report.problems
-    p += [f"math not typeset: {m}" for m in info["untypeset"]]
-    p += [f"math error: {m}" for m in info["math_errors"]]
+def _measure(chrome: Chrome, session: str, max_wait: float) -> dict:
+    """At each of WIDTHS: the page's overflow and axe's violations, and at the MEASURED widths the math that
+    overflows and the tables; then the keyboard check back at the first width."""
+    m: dict = {"overflow": {}, "tables": {}, "page": {}, "axe": {}}
+    chrome.evaluate(session, axe_source() + ";0")
+    for width in WIDTHS:
+        if width != WIDTHS[0]:
+            _set_width(chrome, session, width)
+            chrome.pump(0.5)
+        if width in MEASURED:
+            m["overflow"][width] = chrome.evaluate(session, OVERFLOW_JS)
+            m["tables"][width] = chrome.evaluate(session, TABLES_JS)
+        m["page"][width] = chrome.evaluate(session, PAGE_OVERFLOW_JS)
+        m["axe"][width] = chrome.evaluate(session, AXE_JS % json.dumps(AXE_TAGS), timeout=max_wait)
+    _set_width(chrome, session, WIDTHS[0])
+    chrome.pump(0.5)
+    m["keyboard"] = check_keyboard(chrome, session)
+    chrome.pump(0.25)
+    return m
+
+
+def _problems(rel: str, info: dict, m: dict) -> list[str]:
+    """The render problems of page `rel`, from what INSPECT_JS found (`info`) and what _measure measured (`m`)."""
+    p = [f"math not typeset: {x}" for x in info["untypeset"]]
+    p += [f"math error: {x}" for x in info["math_errors"]]
     p += [f"raw $$ in text: {t}" for t in info["raw_dollars"]]
     p += [f"raw $ math in text: {t}" for t in info["raw_single_dollars"]]
     p += [f"list markers inside a paragraph: {t}" for t in info["list_in_paragraph"]]
@@ -587,19 +580,38 @@ def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_
                  f"{info['widgets_empty']} empty")
     if info["widget_views"] < REQUIRED_WIDGET_VIEWS.get(rel, 0):
         p.append(f"widgets: {info['widget_views']} views, expected at least {REQUIRED_WIDGET_VIEWS[rel]}")
-    p += [f"math overflows at {w} px: {o}" for w, items in overflow.items() for o in items]
-    for t in tables[WIDTHS[0]]:
+    p += [f"math overflows at {w} px: {o}" for w, items in m["overflow"].items() for o in items]
+    for t in m["tables"][WIDTHS[0]]:
         p.append(f"table wider than the column at {WIDTHS[0]} px: {t['width']} px in {t['column']} px ({t['head']})")
     for w in MEASURED[1:]:
         p += [f"table wider than the column at {w} px and not in a box that scrolls: {t['width']} px in "
-              f"{t['column']} px ({t['head']})" for t in tables[w] if not t["scrolls"]]
-    p += [f"page wider than the screen at {w} px: {o}" for w, items in page.items() for o in items]
-    for w, violations in axe.items():
+              f"{t['column']} px ({t['head']})" for t in m["tables"][w] if not t["scrolls"]]
+    p += [f"page wider than the screen at {w} px: {o}" for w, items in m["page"].items() for o in items]
+    for w, violations in m["axe"].items():
         p += [f"axe at {w} px: {v['id']} ({v['impact']}, {v['count']} elements, e.g. {', '.join(v['nodes'])}): "
               f"{v['help']}" for v in violations]
-    p += [f"keyboard at {WIDTHS[0]} px: {k}" for k in keyboard]
+    return p + [f"keyboard at {WIDTHS[0]} px: {k}" for k in m["keyboard"]]
+
+
+def check_page(chrome: Chrome, url: str, rel: str, settle_ms: float = 1000, max_wait: float = 60) -> PageReport:
+    """Open `url` in a new tab at 1280 px, wait until it is loaded, MathJax is done and the DOM has not changed for
+    `settle_ms`, inspect it, then measure it again at the narrower WIDTHS; the menus on a page of MENU_PAGES."""
+    report = PageReport(rel)
+    chrome.events = []
+    with _tab(chrome, url, WIDTHS[0]) as session:
+        if not _settle(chrome, session, settle_ms, max_wait):
+            report.problems.append(f"page still changing after {max_wait:.0f} s")
+        info = chrome.evaluate(session, INSPECT_JS)
+        measured = _measure(chrome, session, max_wait)
+    events = [e for e in chrome.events if e.get("sessionId") == session]
+    report.console_errors = _console_errors(events)
+    report.console_warnings = _console_warnings(events)
+    requests = [e["params"] for e in events if e.get("method") == "Network.requestWillBeSent"]
+    report.external = sorted({r["request"]["url"] for r in requests if not is_local(r["request"]["url"])})
+    report.duplicate_scripts = sorted({u for u in info["scripts"] if info["scripts"].count(u) > 1})
+    report.problems += _problems(rel, info, measured)
     if rel in MENU_PAGES:
-        p += check_menus(chrome, url, settle_ms, max_wait)
+        report.problems += check_menus(chrome, url, settle_ms, max_wait)
     report.math = info["math"]
     report.widgets = info["widgets_rendered"]
     return report
