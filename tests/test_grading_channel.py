@@ -158,12 +158,31 @@ def test_written_answers_are_exported_per_question():
 def test_without_root_on_a_machine_that_refuses_user_namespaces_the_grader_says_what_to_do(monkeypatch):
     """Issue 42 (5): without root the jail is built in a user namespace; where the machine refuses a mount there,
     the grader says why and what to do (tests/test_grading_rootless.py: the whole command, exit 2)."""
-    from metacl_lite.course import jail, userns
+    from metacl_lite.course import jail
 
+    asked = []
     monkeypatch.setattr(jail.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(userns, "probe", lambda: "bwrap: setting up uid map: Operation not permitted")
-    with pytest.raises(jail.JailUnavailable, match="Operation not permitted.*or run the grader as root"):
+    monkeypatch.setattr(jail, "probe", lambda rootless: asked.append(rootless) or "bwrap: setting up uid map: "
+                                                                                 "Operation not permitted")
+    with pytest.raises(jail.JailUnavailable, match="user namespace.*Operation not permitted.*run the grader as root"):
         jail.check_available()
+    assert asked == [True]
+
+
+def test_as_root_on_a_machine_that_refuses_namespaces_the_grader_says_what_to_do(monkeypatch):
+    """As root the probe makes the same namespaces and mount but the user namespace; where it fails, the grader says
+    why, and that a container needs CAP_SYS_ADMIN."""
+    from metacl_lite.course import jail
+
+    asked = []
+    monkeypatch.setattr(jail.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(jail, "probe", lambda rootless: asked.append(rootless) or "bwrap: Creating new namespace "
+                                                                                 "failed: Operation not permitted")
+    with pytest.raises(jail.JailUnavailable, match=r"refuses new namespaces or a mount in them \(bwrap: Creating "
+                                                   r"new namespace failed: Operation not permitted\); a container "
+                                                   r"needs CAP_SYS_ADMIN"):
+        jail.check_available()
+    assert asked == [False]
 
 
 def test_the_jail_binds_the_python_and_its_added_folders_not_the_working_folder_the_temporary_one_or_the_checkout(

@@ -144,9 +144,21 @@ def rootless() -> bool:
     return os.geteuid() != 0
 
 
+def probe(rootless: bool) -> str:
+    """Why this machine cannot build the jail ('' when it can): a tmpfs mounted in a new mount, PID and network
+    namespace (without root, in a new user namespace as well), with a new /proc, as the jail does."""
+    user = ["--unshare-user", "--uid", "0", "--gid", "0"] if rootless else []
+    cmd = [_which("bwrap") or "bwrap", *user, "--unshare-pid", "--unshare-net", "--cap-add", "ALL", "--ro-bind", "/",
+           "/", "--proc", "/proc", "mount", "-t", "tmpfs", "-o", "size=1m", "metacl-probe", "/tmp"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{cmd[0]}: {e}"
+    return "" if r.returncode == 0 else " ".join(r.stderr.split())[:200] or f"exit status {r.returncode}"
+
+
 def check_available() -> None:
-    """Raise JailUnavailable (saying why and what to do) unless this machine can build the jail: as root, new
-    namespaces; without root, a mount in a new user namespace (`userns.probe`)."""
+    """Raise JailUnavailable (saying why and what to do) unless this machine can build the jail (`probe`)."""
     for tool, package in (("bwrap", "bubblewrap"), ("mount", "mount")):
         if not _which(tool):
             raise JailUnavailable(f"the jail needs `{tool}` ({package}): run data_scripts/system_deps.sh")
@@ -155,18 +167,14 @@ def check_available() -> None:
     except (ImportError, OSError) as e:
         raise JailUnavailable(f"the jail's seccomp filter needs libseccomp and its binding pyseccomp ({e}): "
                               "pip install -e '.[assignments]', and libseccomp2 from the system's packages") from None
-    if rootless():
-        why = userns.probe()
-        if why:
-            raise JailUnavailable(f"grading without root builds the jail in a user namespace, and this machine "
-                                  f"refuses a mount there ({why}): {userns.remedies()}")
-        return
-    r = subprocess.run([_which("bwrap"), "--unshare-net", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc",
-                        "true"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise JailUnavailable("this machine refuses new namespaces (bwrap --unshare-net --unshare-pid: "
-                              f"{r.stderr.strip()}); a container needs CAP_SYS_ADMIN (docker run --privileged or "
-                              "--cap-add SYS_ADMIN --security-opt seccomp=unconfined)")
+    why = probe(rootless())
+    if why and rootless():
+        raise JailUnavailable(f"grading without root builds the jail in a user namespace, and this machine "
+                              f"refuses a mount there ({why}): {userns.remedies()}")
+    if why:
+        raise JailUnavailable(f"this machine refuses new namespaces or a mount in them ({why}); a container needs "
+                              "CAP_SYS_ADMIN (docker run --privileged or --cap-add SYS_ADMIN --security-opt "
+                              "seccomp=unconfined)")
 
 
 #: the machine's software the jail's root holds (read-only, where present), beside the Python, the data and the

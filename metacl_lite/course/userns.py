@@ -8,15 +8,13 @@ own. Its process limit counts the processes of that namespace (the kernel counts
 one submission's budget, which no other submission spends. What root mode gives that this mode gives up: the
 submission runs as the grader's own uid on the machine (in namespaces), not as a uid of its own.
 
-`probe` checks, before any work, that the machine allows a mount in a new user namespace, and says what to do where
-it does not; `end_namespace` waits, as the grader, until no process of a jail's PID namespace runs.
+`remedies` says what to do where the machine refuses a mount in a new user namespace (`jail.probe` finds it before any
+work); `end_namespace` waits, as the grader, until no process of a jail's PID namespace runs.
 """
 from __future__ import annotations
 
 import ctypes
 import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -52,21 +50,6 @@ def remedies() -> str:
                     "--security-opt seccomp=unconfined)"]
     hint = "; ".join([*hint, "or run the grader as root (sudo)"])
     return hint
-
-
-def probe() -> str:
-    """Why this machine cannot build the jail without root ('' when it can): a tmpfs mounted in a new user, mount,
-    PID and network namespace, with a new /proc, as the jail does."""
-    bwrap = shutil.which("bwrap") or "bwrap"
-    cmd = [bwrap, "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-pid", "--unshare-net", "--cap-add", "ALL",
-           "--ro-bind", "/", "/", "--proc", "/proc", "mount", "-t", "tmpfs", "-o", "size=1m", "metacl-probe", "/tmp"]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{cmd[0]}: {e}"
-    if r.returncode == 0:
-        return ""
-    return " ".join(r.stderr.split())[:200] or f"exit status {r.returncode}"
 
 
 def _write(path: str, text: str) -> None:
