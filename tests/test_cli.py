@@ -41,6 +41,14 @@ def test_bad_inputs(capsys, tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
+def test_a_results_file_that_is_not_there_is_told_before_torch_is_imported(tmp_path):
+    """`table` with a mistyped path answers at once (importing torch takes seconds)."""
+    code = ("import sys\nfrom metacl_lite.cli import main\nrc = main(['table', 'nosuch.json'])\n"
+            "print(rc, 'torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert r.stdout.split() == ["2", "False"] and "nosuch.json not found" in r.stderr, (r.stdout, r.stderr)
+
+
 def test_missing_raw_data_names_the_command(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("METACL_LITE_DATA", str(tmp_path / "empty"))
     rc, err = _err(capsys, ["run", "--benchmark", "pmnist", "--K", "800", "--n-tasks", "2",

@@ -80,11 +80,11 @@ def _run(a) -> int:
 
 
 def _table(a) -> int:
+    if not a.results.exists():  # before importing torch (lab.store): a typo is told at once
+        raise UserError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
     from ..lab import store
     from ..report.tables import format_table
 
-    if not a.results.exists():
-        raise UserError(f"{a.results} not found; make it with `python -m metacl_lite run ...`")
     print(format_table(store.load_results(a.results), a.format, spelled))
     return 0
 
