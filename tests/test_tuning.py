@@ -171,6 +171,8 @@ def test_extension_steps_half_decades_and_stops():
     assert L.extension(g, L.GAMMA_GRID) == [0.003, 0.001]  # 0 is searched, but not the half-decades above it
     g = {"values": [0.0, 0.01], "mean_val_acc": [1.0, 0.0]}
     assert L.choose(g) == {"value": 0.0, "at_edge": False, "tied": False}  # gamma = 0 is a bound, not an edge
+    g = {"values": [0.0], "mean_val_acc": [1.0]}  # `tune --gamma-grid 0`: nothing above 0 to step from
+    assert L.choose(g) == {"value": 0.0, "at_edge": False, "tied": False} and L.extension(g, [0.0]) == []
     g = {"values": [0.01, 0.1], "mean_val_acc": [1.0, 0.0]}
     assert L.extension(g, [0.01, 0.1]) == [0.003, 0.001]
     far = [1e-4 * 3 ** 0 / 10 ** k for k in range(4)]  # already far below the protocol's grid: stop

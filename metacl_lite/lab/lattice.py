@@ -81,7 +81,7 @@ def choose(g: dict) -> dict:
     v, values = g["values"][best], g["values"]
     lowest_positive = min((x for x in values if x > 0), default=None)
     tied = len(values) > 1 and len(set(g["mean_val_acc"])) == 1
-    return {"value": v, "at_edge": not tied and ((v > 0 and v == lowest_positive) or best == len(values) - 1),
+    return {"value": v, "at_edge": not tied and v > 0 and (v == lowest_positive or best == len(values) - 1),
             "tied": tied}
 
 
