@@ -143,19 +143,23 @@ def many_reference_lambdas(g1: torch.Tensor, refs: torch.Tensor) -> torch.Tensor
     """Eq. 3 with one reference per row of `refs` (GEM, Lopez-Paz and Ranzato 2017: one per past task), min_g
     1/2 ||g - g1||^2 s.t. <g, r_i> >= 0 for every row r_i, through the dual of `two_reference_lambdas` with n
     multipliers: min_{lambda >= 0} q(lambda) = 1/2 lambda^T G lambda + c^T lambda, G = R R^T, c = R g1, and
-    g = g1 + R^T lambda. Returns the optimal multipliers (float64, on the CPU).
-
-    The dual is non-negative least squares in its Gram form, solved by Lawson and Hanson's active-set method as Bro
-    and De Jong write it for G and c: a reference joins the active set while it is violated (the largest
-    w = -(G lambda + c) first, beyond 1e-12 of the instance's scale), each active set's multipliers solve
-    G_PP lambda_P = -c_P (least squares: a singular G_PP, of parallel, repeated or zero references, gives its
-    least-norm solution), and a step that would make one negative stops where it reaches 0 and leaves the set. Every
-    optimum gives the same g (the primal is strictly convex). The dot products are taken in float64, as the
-    two-reference path takes them."""
+    g = g1 + R^T lambda, solved by `gram_nnls` to 1e-12 of the instance's scale. Returns the optimal multipliers
+    (float64, on the CPU). Every optimum gives the same g (the primal is strictly convex). The dot products are taken
+    in float64, as the two-reference path takes them."""
     R = refs.double()
     G, c = (R @ R.T).cpu().numpy(), (R @ g1.double()).cpu().numpy()
-    n, lam, active = len(c), np.zeros(len(c)), np.zeros(len(c), dtype=bool)
     tol = 1e-12 * max(float(np.sqrt(G.diagonal().max(initial=0.0))) * float(g1.double().norm()), 1e-300)
+    return torch.from_numpy(gram_nnls(G, c, tol))
+
+
+def gram_nnls(G: np.ndarray, c: np.ndarray, tol: float) -> np.ndarray:
+    """min_{lambda >= 0} 1/2 lambda^T G lambda + c^T lambda (non-negative least squares in its Gram form), by Lawson
+    and Hanson's active-set method as Bro and De Jong write it for G and c: a variable joins the active set while its
+    w = -(G lambda + c) exceeds `tol` (the largest first); each active set's multipliers solve G_PP lambda_P = -c_P
+    (least squares: a singular G_PP, of parallel, repeated or zero references, gives its least-norm solution); a step
+    that would make one negative stops where it reaches 0, and that one leaves the set whatever the rounding left of
+    its multiplier (one left at 5e-324, whose step underflows to 0, looped for ever: tests/test_balance_two.py)."""
+    n, lam, active = len(c), np.zeros(len(c)), np.zeros(len(c), dtype=bool)
     for _ in range(3 * n):
         w = -(G @ lam + c)
         if not (w[~active] > tol).any():
@@ -168,10 +172,12 @@ def many_reference_lambdas(g1: torch.Tensor, refs: torch.Tensor) -> torch.Tensor
                 lam = s
                 break
             down = active & (s <= 0)
-            lam = lam + min(lam[down] / np.maximum(lam[down] - s[down], 1e-300)) * (s - lam)
+            ratio = lam[down] / np.maximum(lam[down] - s[down], 1e-300)
+            lam = lam + ratio.min() * (s - lam)
             active &= lam > 0
+            active[np.flatnonzero(down)[np.argmin(ratio)]] = False
             lam[~active] = 0.0
-    return torch.from_numpy(lam)
+    return lam
 
 
 Balance = Callable[[torch.Tensor, Optional[torch.Tensor], float, float], tuple[torch.Tensor, float | torch.Tensor]]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from metacl_lite.balance import (balance_qp_numeric, dynamic_lambda, kkt_residuals, many_reference_lambdas,
+from metacl_lite.balance import (balance_qp_numeric, dynamic_lambda, gram_nnls, kkt_residuals, many_reference_lambdas,
                                  two_reference_balance, two_reference_lambdas)
 
 
@@ -198,3 +198,55 @@ def test_many_references_meet_the_kkt_conditions_and_the_generic_solver(n):
         assert res["primal"] <= 1e-9 * scale and res["complementarity"] <= 1e-9 * scale, (kind, res)
         if kind == "generic":
             np.testing.assert_allclose(g.numpy(), _generic(g1, refs), atol=1e-7 * (1 + np.abs(g1).max()))
+
+
+#: The dual of GEM's step met at K = 200 (PI's GEM form, gamma = 0, tuning seed 100, task 9, epoch 5), exactly
+#: (float.hex): G is near singular (eigenvalues 2e-11 to 1e-2; references all but parallel). Before the blocking
+#: reference always left the set, one multiplier stayed at 5e-324 while its step underflowed to 0, and the tuning
+#: unit looped for ever.
+STUCK_G = """
+0x1.9c8fda2fb7468p-13 -0x1.fea69963c1244p-33 0x1.8d489809e2338p-20 0x1.7fd281e8abcc8p-22 0x1.816f3c2979c87p-22
+0x1.83929ef8229a0p-15 -0x1.021130c5c974cp-17 -0x1.a0236048489b8p-21 -0x1.7f7158b74eb3ap-17
+-0x1.fea69963c1244p-33 0x1.fa43a447cbe03p-36 0x1.0b29ffe480d3ep-27 0x1.db51529795eaap-27 0x1.7cf385398d247p-28
+0x1.3bb7778b85aaap-23 0x1.7f7d698322608p-25 0x1.07635c871663fp-25 0x1.b64905dc77367p-25 0x1.8d489809e2338p-20
+0x1.0b29ffe480d3ep-27 0x1.78e0649971907p-17 0x1.639ec416f1f97p-17 0x1.bf56de38bf354p-19 0x1.5bada2dcb29cap-14
+0x1.46869a032a2d3p-15 0x1.0f171598b5e91p-15 0x1.8cb4f829ddb08p-15 0x1.7fd281e8abcc8p-22 0x1.db51529795eaap-27
+0x1.639ec416f1f97p-17 0x1.a978c0bbc273fp-14 0x1.df7a1c22ee9d1p-18 0x1.977df7d3e48e1p-13 0x1.9a0d3242b2250p-14
+0x1.1a46e6b622dc1p-14 0x1.259b71bfd4f1ep-14 0x1.816f3c2979c87p-22 0x1.7cf385398d247p-28 0x1.bf56de38bf354p-19
+0x1.df7a1c22ee9d1p-18 0x1.860f79d3a2788p-18 0x1.b725cec8e30fcp-15 0x1.e14af4fcaabb8p-16 0x1.235e4e5188ee3p-16
+0x1.d1286bcf5ea4fp-16 0x1.83929ef8229a0p-15 0x1.3bb7778b85aaap-23 0x1.5bada2dcb29cap-14 0x1.977df7d3e48e1p-13
+0x1.b725cec8e30fcp-15 0x1.0e676d594e483p-7 0x1.deeb6a250e73bp-11 0x1.0c8be5089fecep-11 0x1.a7d65515d2743p-12
+-0x1.021130c5c974cp-17 0x1.7f7d698322608p-25 0x1.46869a032a2d3p-15 0x1.9a0d3242b2250p-14 0x1.e14af4fcaabb8p-16
+0x1.deeb6a250e73bp-11 0x1.501b3da003feap-9 0x1.7f7fb486090fep-12 0x1.3faae2ccff576p-11 -0x1.a0236048489b8p-21
+0x1.07635c871663fp-25 0x1.0f171598b5e91p-15 0x1.1a46e6b622dc1p-14 0x1.235e4e5188ee3p-16 0x1.0c8be5089fecep-11
+0x1.7f7fb486090fep-12 0x1.e36913c3bd22ep-10 0x1.738b212081a25p-11 -0x1.7f7158b74eb3ap-17 0x1.b64905dc77367p-25
+0x1.8cb4f829ddb08p-15 0x1.259b71bfd4f1ep-14 0x1.d1286bcf5ea4fp-16 0x1.a7d65515d2743p-12 0x1.3faae2ccff576p-11
+0x1.738b212081a25p-11 0x1.4e1c4bab109e3p-7
+"""
+STUCK_C = """
+-0x1.5f3b9b168adebp-10 -0x1.89f06fc0b9c12p-21 -0x1.7d9256be62fa0p-12 -0x1.556ca4bc1555ap-12
+-0x1.9d99f21a628e3p-13 -0x1.d5348daca3ff0p-7 -0x1.fe52a8de7090ep-9 -0x1.4c266a357bd7ep-9 -0x1.5fb03c34b34ccp-8
+"""
+STUCK_TOL = float.fromhex("0x1.6449a5bcd4fc0p-44")
+
+
+def test_a_multiplier_left_at_the_smallest_float_leaves_the_active_set():
+    """`gram_nnls` on the instance that looped for ever: it returns (in a thread, within 60 s) multipliers that meet
+    the KKT conditions of the dual to 1e-9 of its scale, and scipy's NNLS on a factor of G finds the same."""
+    import threading
+
+    from scipy.optimize import nnls
+
+    G = np.array([float.fromhex(x) for x in STUCK_G.split()]).reshape(9, 9)
+    c = np.array([float.fromhex(x) for x in STUCK_C.split()])
+    got = []
+    t = threading.Thread(target=lambda: got.append(gram_nnls(G, c, STUCK_TOL)), daemon=True)
+    t.start()
+    t.join(60)
+    assert got, "gram_nnls did not return within 60 s"
+    lam, w = got[0], -(G @ got[0] + c)
+    scale = np.abs(G).max() * np.abs(lam).max() + np.abs(c).max()
+    assert (lam >= 0).all() and w.max() <= 1e-9 * scale and np.abs(lam * w).max() <= 1e-9 * scale * np.abs(lam).max()
+    L = np.linalg.cholesky(G + 0.0)  # G = L L^T: the dual is min ||L^T lambda + L^-1 c||^2 over lambda >= 0
+    ref = nnls(L.T, -np.linalg.solve(L, c), maxiter=1000)[0]
+    np.testing.assert_allclose(L.T @ lam, L.T @ ref, rtol=0, atol=1e-6 * np.abs(L.T @ ref).max())
