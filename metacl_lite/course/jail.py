@@ -144,12 +144,16 @@ def rootless() -> bool:
     return os.geteuid() != 0
 
 
+#: bwrap's options that make the jail without root: a new user namespace, the grader root in it (`userns`)
+AS_ROOT_OF_A_USERNS = ("--unshare-user", "--uid", "0", "--gid", "0")
+
+
 def probe(rootless: bool) -> str:
     """Why this machine cannot build the jail ('' when it can): a tmpfs mounted in a new mount, PID and network
     namespace (without root, in a new user namespace as well), with a new /proc, as the jail does."""
-    user = ["--unshare-user", "--uid", "0", "--gid", "0"] if rootless else []
-    cmd = [_which("bwrap") or "bwrap", *user, "--unshare-pid", "--unshare-net", "--cap-add", "ALL", "--ro-bind", "/",
-           "/", "--proc", "/proc", "mount", "-t", "tmpfs", "-o", "size=1m", "metacl-probe", "/tmp"]
+    cmd = [_which("bwrap") or "bwrap", *(AS_ROOT_OF_A_USERNS if rootless else ()), "--unshare-pid", "--unshare-net",
+           "--cap-add", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "mount", "-t", "tmpfs", "-o", "size=1m",
+           "metacl-probe", "/tmp"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -167,8 +171,9 @@ def check_available() -> None:
     except (ImportError, OSError) as e:
         raise JailUnavailable(f"the jail's seccomp filter needs libseccomp and its binding pyseccomp ({e}): "
                               "pip install -e '.[assignments]', and libseccomp2 from the system's packages") from None
-    why = probe(rootless())
-    if why and rootless():
+    mode = rootless()
+    why = probe(mode)
+    if why and mode:
         raise JailUnavailable(f"grading without root builds the jail in a user namespace, and this machine "
                               f"refuses a mount there ({why}): {userns.remedies()}")
     if why:
@@ -187,7 +192,7 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 def command(conf: dict, config_fd: int) -> list[str]:
     """Bubblewrap's command line that builds the jail's namespaces and root (`build_root`) and starts `main` in it,
     as the namespace's init, on the config file open as `config_fd`; its environment: the package copy's path only."""
-    user = ["--unshare-user", "--uid", "0", "--gid", "0"] if conf.get("rootless") else []
+    user = AS_ROOT_OF_A_USERNS if conf.get("rootless") else ()
     return [_which("bwrap"), "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", *user, "--as-pid-1",
             "--die-with-parent", "--cap-add", "ALL", *build_root(conf), "--clearenv", "--setenv", "PYTHONPATH",
             conf["env"]["PYTHONPATH"], "--setenv", "PATH", "/usr/sbin:/usr/bin:/sbin:/bin", sys.executable, "-s",
