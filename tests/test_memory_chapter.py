@@ -414,6 +414,17 @@ def test_chapter_9_executes_and_its_numbers_are_the_files(book_build):
     assert g["er_kept"] == f"{kept:.1f}" and g["er_images"] == "2" and g["curves_both"].endswith("-MetaCL-λ-mem")
 
 
+def test_the_sentences_of_b_and_c_name_fa_above_the_memory_alone_and_acc_below_a_gem():
+    """(b): MAS-MetaCL-λ-mem 55 + 1.5 s against MetaCL-A-GEM's 50 + s is higher in FA (5 + s / 2 per seed), PI's
+    45 + 1.5 s lower; (c): MetaCL-A-GEM − A-GEM (52 + 1.5 s) = −2 − s / 2 in ACC, refuted at K = 20 alone."""
+    ev = _evidence({"mas-metacl-lambda-mem": lambda s: 55 + 1.5 * s, "pi-metacl-lambda-mem": lambda s: 45 + 1.5 * s,
+                    "agem": lambda s: 52 + 1.5 * s})
+    g = R.spans_glue(Q.question_rows(ev), ev)
+    assert (g["qb_mem_fa_higher"], g["qb_mem_fa_lower"]) == ("MAS-MetaCL-λ-mem at K = 20", "PI-MetaCL-λ-mem at K = 20")
+    assert g["qc_acc_refuted"] == "K = 20" and R.spans_glue(Q.question_rows(_evidence()), _evidence())[
+        "qc_acc_refuted"] == "none"
+
+
 def test_verdict_changes_lists_the_tests_whose_holm_verdict_moved():
     """Two memories on the same paper's files: A-GEM 50 + s before, 65 + s now, so MAS-MetaCL-λ (60 + s) − A-GEM in
     ACC goes from confirmed (+10) to refuted (−5); a test run with one memory only is not listed."""
@@ -425,8 +436,9 @@ def test_verdict_changes_lists_the_tests_whose_holm_verdict_moved():
     assert acc == [{"question": "a", "a": "mas-metacl-lambda", "b": "agem", "metric": "ACC", "K": 20, "M": 1,
                     "before": S.CONFIRMED, "now": S.REFUTED, "mean_before": 10.0, "mean_now": -5.0}]
     assert Q.verdict_changes(Q.question_rows(before), Q.question_rows(before)) == []
-    assert "(a) MAS-MetaCL-λ − A-GEM in ACC at K = 20, M = 1: confirmed (+10.0 pts), now refuted (−5.0 pts)" in \
-        R.changes_text(acc) and R.changes_text([]) == "none"
+    assert R.changes_table(acc).to_dict("records") == [
+        {"question": "(a)", "a − b, metric": "MAS-MetaCL-λ − A-GEM, ACC", "K": 20, "M": 1,
+         "before: mean, Holm": "+10.0 pts, confirmed", "now: mean, Holm": "−5.0 pts, refuted"}]
     policy = R.policy_table(now, before, {})
     assert policy.set_index("method").loc["A-GEM", ["end-of-task memory", "balanced memory"]].tolist() == [
         "51.5\u00a0±\u00a02.1", "66.5\u00a0±\u00a02.1"]

@@ -356,7 +356,8 @@ def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
             "b_reg_bt_confirmed": against_reg("BT", CONFIRMED),
             "b_reg_bt_inconclusive": against_reg("BT", INCONCLUSIVE),
             "b_mem_acc": span(rows, "b", "ACC", K, 1, b="metacl-agem"),
-            "b_mem_fa_lower": listing(whose(rows, "b", "FA", K, 1, REFUTED, b="metacl-agem")),
+            **{f"b_mem_fa_{w}": listing(whose(rows, "b", "FA", K, 1, v, b="metacl-agem"))
+               for w, v in (("lower", REFUTED), ("higher", CONFIRMED))},
             "c_bt": span(rows, "c", "BT", K, 1), "c_fa": span(rows, "c", "FA", K, 1),
             "d_best": method_label(_Q.best_paper_method(ev.results[K])), "d_acc": span(rows, "d", "ACC", K, 1)}
 
@@ -398,9 +399,11 @@ def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
             "qb_reg_acc_inconclusive": some("b_reg_acc_inconclusive"),
             "qb_reg_bt_confirmed": some("b_reg_bt_confirmed"), "qb_reg_bt_inconclusive": some("b_reg_bt_inconclusive"),
             "qb_mem_acc_span": each("b_mem_acc"), "qb_mem_fa_lower": some("b_mem_fa_lower"),
+            "qb_mem_fa_higher": some("b_mem_fa_higher"),
             "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
             "qc_bt_refuted": ks_where(rows, "c", "BT", 1, REFUTED),
             "qc_bt_inconclusive": ks_where(rows, "c", "BT", 1, INCONCLUSIVE),
+            "qc_acc_refuted": ks_where(rows, "c", "ACC", 1, REFUTED),
             "qc5_fa_confirmed": ks_where(rows, "c", "FA", 5, CONFIRMED),
             "qc5_bt_refuted": ks_where(rows, "c", "BT", 5, REFUTED),
             "qc5_bt_inconclusive": ks_where(rows, "c", "BT", 5, INCONCLUSIVE),
@@ -478,11 +481,14 @@ def policy_table(ev: _Q.MemoryEvidence, before: _Q.MemoryEvidence, stream: dict)
                                        "balanced, Adam's state kept"])
 
 
-def changes_text(changes: list[dict]) -> str:
-    """The tests whose Holm verdict changed with the memory (`findings.memory.verdict_changes`), as a list."""
-    return listing(f"({c['question']}) {method_label(c['a'])} − {method_label(c['b'])} in {c['metric']} at "
-                   f"{_setting(c['K'], c['M'])}: {c['before']} ({pts(c['mean_before'])}), now {c['now']} "
-                   f"({pts(c['mean_now'])})" for c in changes) or "none"
+def changes_table(changes: list[dict]):
+    """The tests whose Holm verdict changed with the memory (`findings.memory.verdict_changes`), a row each."""
+    import pandas as pd
+
+    return pd.DataFrame([{"question": f"({c['question']})", "a − b, metric": f"{method_label(c['a'])} − "
+                          f"{method_label(c['b'])}, {c['metric']}", "K": c["K"], "M": c["M"],
+                          "before: mean, Holm": f"{pts(c['mean_before'])}, {c['before']}",
+                          "now: mean, Holm": f"{pts(c['mean_now'])}, {c['now']}"} for c in changes])
 
 
 def compute_table(rows: dict):
