@@ -66,7 +66,7 @@ def test_book_renders_in_browser(book_build):
     failing = {p.page: p.console_errors + p.external + p.duplicate_scripts + p.problems for p in reports if not p.ok}
     assert failing == {}
     by_page = {p.page: p for p in reports}
-    assert by_page["chapters/03_dynamic_balance.html"].widgets == 1  # the interact() figure, once
+    assert by_page["chapters/03_dynamic_balance.html"].widgets == 1  # the sliders and their figure, once
     assert by_page["chapters/06_metrics.html"].math > 0
 
 
