@@ -169,8 +169,11 @@ def test_extension_steps_half_decades_and_stops():
     assert L.extension(g, L.BETA_GRID) == [30000.0, 100000.0]
     g = {"values": list(L.GAMMA_GRID), "mean_val_acc": [0.0, 1.0] + [0.0] * 12}
     assert L.extension(g, L.GAMMA_GRID) == [0.003, 0.001]  # 0 is searched, but not the half-decades above it
-    g = {"values": [0.0, 0.01], "mean_val_acc": [1.0, 0.0]}
-    assert L.choose(g) == {"value": 0.0, "at_edge": False, "tied": False}  # gamma = 0 is a bound, not an edge
+    g = {"values": [0.0, 0.01], "mean_val_acc": [1.0, 0.0]}  # gamma = 0 best: the half-decades below 0.01 are next
+    assert L.choose(g) == {"value": 0.0, "at_edge": True, "tied": False}
+    assert L.extension(g, [0.0, 0.01]) == [0.003, 0.001]
+    g = {"values": [0.0, 1e-5, 3e-5, 1e-4, 3e-4, 0.001, 0.003, 0.01], "mean_val_acc": [1.0] + [0.0] * 7}
+    assert L.extension(g, [0.0, 0.01]) == []  # 0 still best six half-decades below the protocol's grid: stop
     g = {"values": [0.0], "mean_val_acc": [1.0]}  # `tune --gamma-grid 0`: nothing above 0 to step from
     assert L.choose(g) == {"value": 0.0, "at_edge": False, "tied": False} and L.extension(g, [0.0]) == []
     g = {"values": [0.01, 0.1], "mean_val_acc": [1.0, 0.0]}
@@ -216,14 +219,15 @@ def test_window_grids_by_hand():
         L.window_grid(0.0, "beta")
 
 
-def test_the_smallest_positive_gamma_is_an_edge_unless_0_is_best():
-    """Below the smallest positive gamma only 0 was searched: a best value there is on the edge (the half-decades
-    between are unsearched), while gamma = 0 itself cannot go lower."""
+def test_below_the_smallest_positive_gamma_is_an_edge_whether_it_or_0_is_best():
+    """Below the smallest positive gamma only 0 was searched: the half-decades between are unsearched, so a best
+    value at either is on the edge, and the extension steps down from the smallest positive one."""
     g = {"values": [0.0, 1.0, 3.0, 10.0], "mean_val_acc": [50.0, 60.0, 59.0, 58.0]}
     assert L.choose(g) == {"value": 1.0, "at_edge": True, "tied": False}
-    assert L.choose({**g, "mean_val_acc": [61.0, 60.0, 59.0, 58.0]}) == {"value": 0.0, "at_edge": False, "tied": False}
+    at_0 = {**g, "mean_val_acc": [61.0, 60.0, 59.0, 58.0]}
+    assert L.choose(at_0) == {"value": 0.0, "at_edge": True, "tied": False}
     assert L.choose({**g, "mean_val_acc": [50.0, 59.0, 60.0, 58.0]}) == {"value": 3.0, "at_edge": False, "tied": False}
-    assert L.extension({**g, "param": "gamma"}, g["values"]) == [0.3, 0.1]
+    assert L.extension({**g, "param": "gamma"}, g["values"]) == [0.3, 0.1] == L.extension(at_0, g["values"])
 
 
 def _centred(write, values):
