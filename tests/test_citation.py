@@ -56,7 +56,7 @@ def test_the_software_is_the_packages_and_the_preferred_citation_the_books_paper
     doc, proj = _cff(), tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert doc["type"] == "software"
     assert (doc["title"], doc["version"], doc["abstract"], doc["license"]) == (
-        proj["name"], proj["version"], proj["description"], proj["license"]["text"])
+        proj["name"], proj["version"], proj["description"], proj["license"])
     book_author = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["author"]
     assert doc["authors"] == [{"name": book_author}]
     assert "doi" not in json.dumps(doc).lower()  # none is known: none invented
