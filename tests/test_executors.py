@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import sys
+import types
 
 import pytest
 
@@ -30,6 +31,29 @@ def test_a_dead_worker_or_failing_unit_loses_no_finished_unit():
     assert set(saved) | set(failed) == set(range(7)) and not set(saved) & set(failed)
     assert all(saved[j] == j * j for j in saved)
     assert failed.get(4) in (None, "ValueError: unit 4 is broken") or "a worker process died" in failed[4]
+
+
+class _Stuck(X.Executor):
+    """Units a and b end a minute apart (the longest wait: 1 min), then none for 15 minutes, polled every 30 s."""
+
+    def start(self, fn, jobs):
+        self.now, self.ends = 0.0, [[("a", 1, None)], [("b", 2, None)]] + [[]] * 30
+
+    def running(self):
+        return bool(self.ends)
+
+    def ended(self, timeout):
+        self.now += 60 if len(self.ends) > 30 else 30
+        return self.ends.pop(0)
+
+
+def test_a_grid_whose_units_stop_ending_says_so_once_past_stall_times_the_longest_wait(monkeypatch, capsys):
+    ex, seen = _Stuck(None), []
+    monkeypatch.setattr(X, "time", types.SimpleNamespace(monotonic=lambda: ex.now))
+    ex.run(None, [], lambda job, result, error: seen.append(job))
+    assert seen == ["a", "b"] and X.STALL == 10
+    assert capsys.readouterr().err.splitlines() == [  # after 10.5 min without an end, not before, and once
+        "metacl-lite: no unit has ended for 10 min, over 10 times the longest wait so far (1.0 min): one may be stuck"]
 
 
 def test_failed_units_are_reported_and_the_finished_ones_kept(hparams_file, tmp_path, monkeypatch):

@@ -50,14 +50,12 @@ class Plan:
     accelerator_type: Optional[str] = None  # Ray: the GPU model (Ray's accelerator_type) every unit is pinned to
 
 
-#: The most intra-op threads a worker may ask for: more than 4 per core only slows it down, and very large counts
-#: crash torch's thread pool.
+#: The most intra-op threads a worker may ask for (more per core only slows it; very many crash torch's pool).
 MAX_THREADS = 4 * (os.cpu_count() or 1)
 
-#: Units that share one GPU by default (at most; fewer where they do not fit in its memory, `units_per_card`): a unit
-#: of these small-batch streams keeps a GPU's launch queue busy for a small part of the time (measured:
-#: `python -m metacl_lite.tools bench --device cuda`), so several worker processes on one card, or Ray tasks asking
-#: for a share of a GPU each, keep it busy.
+#: Units that share one GPU by default (at most; fewer where they do not fit, `units_per_card`): a unit of these
+#: small-batch streams keeps a GPU's launch queue busy a small part of the time (`python -m metacl_lite.tools bench
+#: --device cuda`), so several worker processes on one card, or Ray tasks with a share of a GPU each, keep it busy.
 GPU_UNITS_PER_CARD = 8
 
 
@@ -134,8 +132,7 @@ def locate(plan: Plan, choice: str, benchmark: Optional[str] = None) -> Location
 
 
 def _ray_cpu(plan: Plan, why: str) -> Location:
-    """A Ray grid on the cluster's CPUs (`why`); a GPU share the user asked for (--gpu-share) would be ignored there,
-    so it is refused."""
+    """A Ray grid on the cluster's CPUs (`why`); a GPU share asked for (--gpu-share) would be ignored: refused."""
     if plan.gpu_request is not None:
         raise UsageError(f"--gpu-share {plan.gpu_request:g}: this grid's units train on the CPU ({why}) and ask Ray "
                          f"for no GPU; drop --gpu-share")
@@ -247,6 +244,8 @@ def _call(fn: Callable, job: Any, threads: int) -> Any:
 #: does a signal sent to one thread) only sets a flag that the main thread reads when it wakes: a wait without a
 #: timeout would keep the press unanswered until a unit ends, minutes later. Waking costs nothing measurable.
 POLL_S = 0.5
+#: Units that stop ending for STALL times the longest wait between two ends are said once on stderr (a stuck unit).
+STALL = 10
 
 
 def result(future) -> Any:
@@ -304,9 +303,15 @@ class Executor:
         with self.guard():
             try:
                 self.start(fn, jobs)
+                last, longest, said = time.monotonic(), 0.0, False
                 while self.running():
                     for job, result, error in self.ended(POLL_S):
+                        longest, last, said = max(longest, time.monotonic() - last), time.monotonic(), False
                         done(job, result, error)
+                    if longest and not said and (quiet := time.monotonic() - last) > STALL * longest:
+                        print(f"metacl-lite: no unit has ended for {quiet / 60:.0f} min, over {STALL} times the "
+                              f"longest wait so far ({longest / 60:.1f} min): one may be stuck", file=sys.stderr)
+                        said = True
             except KeyboardInterrupt:
                 self.stop()
                 raise
