@@ -34,26 +34,36 @@ def test_a_dead_worker_or_failing_unit_loses_no_finished_unit():
 
 
 class _Stuck(X.Executor):
-    """Units a and b end a minute apart (the longest wait: 1 min), then none for 15 minutes, polled every 30 s."""
+    """Units a and b end `first` seconds apart (the longest wait), then none for `polls` polls of 30 s."""
+
+    def __init__(self, first, polls):
+        super().__init__(None)
+        self.first, self.polls = first, polls
 
     def start(self, fn, jobs):
-        self.now, self.ends = 0.0, [[("a", 1, None)], [("b", 2, None)]] + [[]] * 30
+        self.now, self.ends = 0.0, [[("a", 1, None)], [("b", 2, None)]] + [[]] * self.polls
 
     def running(self):
         return bool(self.ends)
 
     def ended(self, timeout):
-        self.now += 60 if len(self.ends) > 30 else 30
+        self.now += self.first if len(self.ends) > self.polls else 30
         return self.ends.pop(0)
 
 
-def test_a_grid_whose_units_stop_ending_says_so_once_past_stall_times_the_longest_wait(monkeypatch, capsys):
-    ex, seen = _Stuck(None), []
+def _run(monkeypatch, ex):
     monkeypatch.setattr(X, "time", types.SimpleNamespace(monotonic=lambda: ex.now))
+    seen = []
     ex.run(None, [], lambda job, result, error: seen.append(job))
-    assert seen == ["a", "b"] and X.STALL == 10
+    return seen
+
+
+def test_a_grid_whose_units_stop_ending_says_so_once_past_stall_times_the_longest_wait(monkeypatch, capsys):
+    assert _run(monkeypatch, _Stuck(60, 30)) == ["a", "b"] and X.STALL == 10  # 1 min, then 15 min without an end
     assert capsys.readouterr().err.splitlines() == [  # after 10.5 min without an end, not before, and once
         "metacl-lite: no unit has ended for 10 min, over 10 times the longest wait so far (1.0 min): one may be stuck"]
+    _run(monkeypatch, _Stuck(1, 19))  # a second, then 9.5 min: over STALL times the longest wait, under 10 minutes
+    assert capsys.readouterr().err == ""
 
 
 def test_failed_units_are_reported_and_the_finished_ones_kept(hparams_file, tmp_path, monkeypatch):

@@ -244,7 +244,7 @@ def _call(fn: Callable, job: Any, threads: int) -> Any:
 #: does a signal sent to one thread) only sets a flag that the main thread reads when it wakes: a wait without a
 #: timeout would keep the press unanswered until a unit ends, minutes later. Waking costs nothing measurable.
 POLL_S = 0.5
-#: Units that stop ending for STALL times the longest wait between two ends are said once on stderr (a stuck unit).
+#: Units that stop ending for STALL times the longest wait between two ends, and 10 minutes, are said once on stderr.
 STALL = 10
 
 
@@ -308,7 +308,7 @@ class Executor:
                     for job, result, error in self.ended(POLL_S):
                         longest, last, said = max(longest, time.monotonic() - last), time.monotonic(), False
                         done(job, result, error)
-                    if longest and not said and (quiet := time.monotonic() - last) > STALL * longest:
+                    if longest and not said and (quiet := time.monotonic() - last) > max(STALL * longest, 600):
                         print(f"metacl-lite: no unit has ended for {quiet / 60:.0f} min, over {STALL} times the "
                               f"longest wait so far ({longest / 60:.1f} min): one may be stuck", file=sys.stderr)
                         said = True
