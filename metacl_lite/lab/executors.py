@@ -244,8 +244,8 @@ def _call(fn: Callable, job: Any, threads: int) -> Any:
 #: does a signal sent to one thread) only sets a flag that the main thread reads when it wakes: a wait without a
 #: timeout would keep the press unanswered until a unit ends, minutes later. Waking costs nothing measurable.
 POLL_S = 0.5
-#: Units that stop ending for STALL times the longest wait between two ends, and 10 minutes, are said once on stderr.
-STALL = 10
+#: Units that stop ending for STALL times the longest wait between two ends, and STALL_S, are said once (stderr).
+STALL, STALL_S = 10, 600
 
 
 def result(future) -> Any:
@@ -306,9 +306,9 @@ class Executor:
                 last, longest, said = time.monotonic(), 0.0, False
                 while self.running():
                     for job, result, error in self.ended(POLL_S):
-                        longest, last, said = max(longest, time.monotonic() - last), time.monotonic(), False
+                        longest, last, said = max(longest, (now := time.monotonic()) - last), now, False
                         done(job, result, error)
-                    if longest and not said and (quiet := time.monotonic() - last) > max(STALL * longest, 600):
+                    if longest and not said and (quiet := time.monotonic() - last) > max(STALL * longest, STALL_S):
                         print(f"metacl-lite: no unit has ended for {quiet / 60:.0f} min, over {STALL} times the "
                               f"longest wait so far ({longest / 60:.1f} min): one may be stuck", file=sys.stderr)
                         said = True
