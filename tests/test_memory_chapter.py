@@ -420,7 +420,7 @@ def test_the_sentences_of_b_and_c_name_fa_below_the_memory_alone_and_acc_below_a
     ev = _evidence({"mas-metacl-lambda-mem": lambda s: 55 + 1.5 * s, "pi-metacl-lambda-mem": lambda s: 45 + 1.5 * s,
                     "agem": lambda s: 52 + 1.5 * s})
     g = R.spans_glue(Q.question_rows(ev), ev)
-    assert g["qb_mem_fa_lower"] == "PI-MetaCL-λ-mem at K = 20"
+    assert g["qb_mem_fa_lower"] == "PI-MetaCL-λ-mem at K = 20" and g["qb_mem_fa_higher"] == "MAS-MetaCL-λ-mem at K = 20"
     assert g["qc_acc_refuted"] == "K = 20" and R.spans_glue(Q.question_rows(_evidence()), _evidence())[
         "qc_acc_refuted"] == "none"
 

@@ -355,7 +355,8 @@ def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
             "b_reg_bt_confirmed": against_reg("BT", CONFIRMED),
             "b_reg_bt_inconclusive": against_reg("BT", INCONCLUSIVE),
             "b_mem_acc": span(rows, "b", "ACC", K, 1, b="metacl-agem"),
-            "b_mem_fa_lower": listing(whose(rows, "b", "FA", K, 1, REFUTED, b="metacl-agem")),
+            **{f"b_mem_fa_{k}": listing(whose(rows, "b", "FA", K, 1, v, b="metacl-agem"))
+               for k, v in (("lower", REFUTED), ("higher", CONFIRMED))},
             "c_bt": span(rows, "c", "BT", K, 1), "c_fa": span(rows, "c", "FA", K, 1),
             "d_best": method_label(_Q.best_paper_method(ev.results[K])), "d_acc": span(rows, "d", "ACC", K, 1)}
 
@@ -396,7 +397,8 @@ def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
             "qb_reg_acc_span": each("b_reg_acc"),
             "qb_reg_acc_inconclusive": some("b_reg_acc_inconclusive"),
             "qb_reg_bt_confirmed": some("b_reg_bt_confirmed"), "qb_reg_bt_inconclusive": some("b_reg_bt_inconclusive"),
-            "qb_mem_acc_span": each("b_mem_acc"), "qb_mem_fa_lower": some("b_mem_fa_lower"),
+            "qb_mem_acc_span": each("b_mem_acc"),
+            **{f"qb_mem_fa_{k}": some(f"b_mem_fa_{k}") for k in ("lower", "higher")},
             "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
             "qc_bt_refuted": ks_where(rows, "c", "BT", 1, REFUTED),
             "qc_bt_inconclusive": ks_where(rows, "c", "BT", 1, INCONCLUSIVE),
