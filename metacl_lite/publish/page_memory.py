@@ -355,8 +355,8 @@ def spans_at(rows: list[dict], ev: _Q.MemoryEvidence, K: int) -> dict:
             "b_reg_bt_confirmed": against_reg("BT", CONFIRMED),
             "b_reg_bt_inconclusive": against_reg("BT", INCONCLUSIVE),
             "b_mem_acc": span(rows, "b", "ACC", K, 1, b="metacl-agem"),
-            **{f"b_mem_fa_{k}": listing(whose(rows, "b", "FA", K, 1, v, b="metacl-agem"))
-               for k, v in (("lower", REFUTED), ("higher", CONFIRMED))},
+            "b_mem_fa_lower": listing(whose(rows, "b", "FA", K, 1, REFUTED, b="metacl-agem")),
+            "b_mem_fa_higher": listing(whose(rows, "b", "FA", K, 1, CONFIRMED, b="metacl-agem")),
             "c_bt": span(rows, "c", "BT", K, 1), "c_fa": span(rows, "c", "FA", K, 1),
             "d_best": method_label(_Q.best_paper_method(ev.results[K])), "d_acc": span(rows, "d", "ACC", K, 1)}
 
@@ -394,12 +394,10 @@ def spans_glue(rows: list[dict], ev: _Q.MemoryEvidence) -> dict:
     return {"qa_acc_span": each("a_acc"), "qa_fa_span": each("a_fa"), "qa_bt_confirmed": some("a_bt_confirmed"),
             "qa_fa_confirmed": some("a_fa_confirmed"), "qa_fa_refuted": some("a_fa_refuted"),
             "qa_fa_inconclusive": some("a_fa_inconclusive"), "qa_acc_inconclusive": some("a_acc_inconclusive"),
-            "qb_reg_acc_span": each("b_reg_acc"),
-            "qb_reg_acc_inconclusive": some("b_reg_acc_inconclusive"),
+            "qb_reg_acc_span": each("b_reg_acc"), "qb_reg_acc_inconclusive": some("b_reg_acc_inconclusive"),
             "qb_reg_bt_confirmed": some("b_reg_bt_confirmed"), "qb_reg_bt_inconclusive": some("b_reg_bt_inconclusive"),
-            "qb_mem_acc_span": each("b_mem_acc"),
-            **{f"qb_mem_fa_{k}": some(f"b_mem_fa_{k}") for k in ("lower", "higher")},
-            "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
+            "qb_mem_acc_span": each("b_mem_acc"), "qb_mem_fa_lower": some("b_mem_fa_lower"),
+            "qb_mem_fa_higher": some("b_mem_fa_higher"), "qc_bt_span": each("c_bt"), "qc_fa_span": each("c_fa"),
             "qc_bt_refuted": ks_where(rows, "c", "BT", 1, REFUTED),
             "qc_bt_inconclusive": ks_where(rows, "c", "BT", 1, INCONCLUSIVE),
             "qc_acc_refuted": ks_where(rows, "c", "ACC", 1, REFUTED),
