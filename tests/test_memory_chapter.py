@@ -403,7 +403,7 @@ def test_chapter_9_executes_and_its_numbers_are_the_files(book_build):
                             for i, s in enumerate(ev.results[20]["summary"][r["a"]]["seeds"])]) for r in a)
     assert g["qa_acc_span"].startswith(f"+{means[0]:.1f}") and math.isclose(a[0]["n"], 10)
     assert g["dual_n"] == 100 and g["dual_generic_sets"] == 4 and g["qd_best"].split("; ")[0] == "MAS-MetaCL-λ at K = 20"
-    assert g["mem_files"].startswith("K = 20 (M = 1")
+    assert g["mem_files"].startswith("K = 20 (M = 1") and g["mem_ks"] == "K = 20, 50, 200 and 500"
     assert g["qb_fa_larger"].startswith("PI-MetaCL-λ-mem at K = 20 (γ 300 against 100: FA −")
     # the memory's policy and Adam's state beside ER at K = 20, M = 1, from the three files themselves
     er = {f: json.loads((REPO_ROOT / "results" / f).read_text())["summary"]["er"]["ACC"]["mean"] for f in

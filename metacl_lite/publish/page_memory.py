@@ -129,7 +129,7 @@ def files_glue(cov: dict) -> dict:
     for K, M, m, n, of in cov["incomplete"]:
         short.setdefault((K, M, n, of), []).append(method_label(m))
     return {"mem_files": by_K(cov["files"]), "mem_absent": by_K(cov["absent"]),
-            "mem_ks": listing(f"K = {K}" for K in sorted({K for K, _ in cov["files"]})) or "none",
+            "mem_ks": "K = " + listing(sorted({K for K, _ in cov["files"]})) if cov["files"] else "none",
             "mem_runs_missing": "; ".join(f"{_setting(*k)}: {', '.join(map(method_label, v))}"
                                           for k, v in cov["runs_missing"].items()) or "none",
             "mem_incomplete": "; ".join(f"{_setting(K, M)}: {', '.join(v)} ({n} of {of} seeds)"
